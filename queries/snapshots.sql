@@ -1,0 +1,43 @@
+-- name: GetSnapshot :one
+SELECT * FROM snapshots WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: GetSnapshotForUpdate :one
+-- Locks the snapshot so a status change (abort, finalize, heartbeat) is a
+-- read-modify-write that no concurrent writer can interleave with.
+SELECT * FROM snapshots WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: InsertSnapshot :exec
+INSERT INTO snapshots (
+    tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
+    custom, artifacts, message_count, heartbeat_at
+) VALUES (
+    @tenant_id, @id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
+    @custom, @artifacts, @message_count, @heartbeat_at
+);
+
+-- name: FinalizePendingSnapshot :execrows
+-- Only a pending snapshot is finalized: an abort that got there first wins
+-- and the finished work is dropped.
+UPDATE snapshots
+SET status = @status, finish_reason = @finish_reason, error = @error,
+    custom = @custom, artifacts = @artifacts, message_count = @message_count,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
+
+-- name: AbortPendingSnapshot :execrows
+UPDATE snapshots
+SET status = 'aborted', finish_reason = 'aborted', updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
+
+-- name: TouchSnapshotHeartbeat :one
+-- Refreshes a pending snapshot's heartbeat and reports its status either
+-- way, so the worker learns of an abort from the same round trip.
+WITH touched AS (
+    UPDATE snapshots SET heartbeat_at = now()
+    WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending'
+    RETURNING status
+)
+SELECT status FROM touched
+UNION ALL
+SELECT status FROM snapshots
+WHERE tenant_id = @tenant_id AND id = @id AND NOT EXISTS (SELECT 1 FROM touched);

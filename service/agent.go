@@ -1,0 +1,145 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Agent is a registered agent: either a prompt agent (System, Model, Tools)
+// driven by the runtime's model loop, or a custom agent whose TurnFunc runs
+// each turn itself.
+type Agent struct {
+	// Name is the agent's route name.
+	Name string
+	// Description is shown to clients and operators.
+	Description string
+	// ServerManaged agents keep their sessions in the store and are resumed
+	// by snapshotId or sessionId; client-managed ones take and return the
+	// whole state.
+	ServerManaged bool
+
+	// System is the prompt agent's system text.
+	System string
+	// Model answers the prompt agent's turns.
+	Model Model
+	// Config is passed to the model as is.
+	Config json.RawMessage
+	// Tools the prompt agent's model may request (interrupts included).
+	Tools []*Tool
+	// MaxToolRounds bounds the model/tool loop of one turn (default 5).
+	MaxToolRounds int
+
+	// Turn runs one turn of a custom agent. When set, the prompt fields are
+	// ignored.
+	Turn TurnFunc
+}
+
+// TurnFunc runs one turn of a custom agent. It returns the turn's finish
+// reason (empty means stop).
+type TurnFunc func(ctx context.Context, t *Turn) (string, error)
+
+// Tool is a function the model may request. An Interrupt tool never runs: a
+// request for it pauses the turn until a human answers it.
+type Tool struct {
+	Name         string
+	Description  string
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	// Interrupt marks a declared interrupt (a question to a human).
+	Interrupt bool
+	// Run executes the tool. It may return an error made by InterruptWith to
+	// pause the turn instead (a tool that needs confirmation).
+	Run func(ctx context.Context, call ToolCall) (json.RawMessage, error)
+}
+
+// ToolCall is one execution of a tool.
+type ToolCall struct {
+	Name  string
+	Ref   string
+	Input json.RawMessage
+	// Resumed is set when the tool runs again after a restart: the restart
+	// part's metadata.resumed, or true when the client gave none.
+	Resumed json.RawMessage
+	// Metadata is the tool request part's metadata.
+	Metadata Metadata
+}
+
+// InterruptError pauses a turn on the tool request that returned it.
+type InterruptError struct {
+	// Metadata becomes the part's metadata.interrupt (true when nil).
+	Metadata json.RawMessage
+}
+
+func (e *InterruptError) Error() string { return "tool interrupted" }
+
+// InterruptWith returns an error that makes the running tool interrupt the
+// turn with the given metadata (nil for plain `true`).
+func InterruptWith(metadata any) error {
+	if metadata == nil {
+		return &InterruptError{}
+	}
+	raw, err := json.Marshal(metadata)
+	if err != nil {
+		return fmt.Errorf("interrupt metadata: %w", err)
+	}
+	return &InterruptError{Metadata: raw}
+}
+
+func asInterrupt(err error) (*InterruptError, bool) {
+	var ie *InterruptError
+	ok := errors.As(err, &ie)
+	return ie, ok
+}
+
+var agentNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+func (a *Agent) validate() error {
+	if a == nil {
+		return errors.New("nil agent")
+	}
+	if !agentNameRE.MatchString(a.Name) {
+		return fmt.Errorf("agent name %q: want a letter then letters, digits, _ or -, at most 64", a.Name)
+	}
+	if a.Turn == nil && a.Model == nil {
+		return fmt.Errorf("agent %q: a prompt agent needs a Model (or set Turn for a custom agent)", a.Name)
+	}
+	seen := map[string]bool{}
+	for _, t := range a.Tools {
+		if t == nil || t.Name == "" {
+			return fmt.Errorf("agent %q: a tool has no name", a.Name)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("agent %q: two tools named %q", a.Name, t.Name)
+		}
+		seen[t.Name] = true
+		if !t.Interrupt && t.Run == nil {
+			return fmt.Errorf("agent %q: tool %q has no Run and is not an interrupt", a.Name, t.Name)
+		}
+	}
+	return nil
+}
+
+func (a *Agent) tool(name string) *Tool {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (a *Agent) toolDefinitions() []ToolDefinition {
+	defs := make([]ToolDefinition, 0, len(a.Tools))
+	for _, t := range a.Tools {
+		defs = append(defs, ToolDefinition{
+			Name:         t.Name,
+			Description:  t.Description,
+			InputSchema:  t.InputSchema,
+			OutputSchema: t.OutputSchema,
+		})
+	}
+	return defs
+}

@@ -1,0 +1,74 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Canonical status codes of the protocol.
+const (
+	CodeInvalidArgument    = "INVALID_ARGUMENT"
+	CodeFailedPrecondition = "FAILED_PRECONDITION"
+	CodeNotFound           = "NOT_FOUND"
+	CodeAlreadyExists      = "ALREADY_EXISTS"
+	CodeAborted            = "ABORTED"
+	CodePermissionDenied   = "PERMISSION_DENIED"
+	CodeUnauthenticated    = "UNAUTHENTICATED"
+	CodeResourceExhausted  = "RESOURCE_EXHAUSTED"
+	CodeUnavailable        = "UNAVAILABLE"
+	CodeInternal           = "INTERNAL"
+)
+
+// Error is a domain error: a canonical status, a message safe to show to the
+// client, and an internal cause that is logged but never sent.
+type Error struct {
+	Status  string
+	Message string
+	Cause   error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Status, e.Message, e.Cause)
+	}
+	return e.Status + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Errorf returns a domain error with a client-facing message.
+func Errorf(status, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrNotFound is what the store returns for a missing row (or a row of
+// another tenant, which looks the same).
+var ErrNotFound = errors.New("not found")
+
+// internalError wraps an unexpected failure: the client sees a fixed text.
+func internalError(cause error) *Error {
+	return &Error{Status: CodeInternal, Message: "internal error", Cause: cause}
+}
+
+// AsError converts any error to a domain error; unknown errors become
+// INTERNAL with a fixed public message.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return &Error{Status: CodeUnavailable, Message: "the database is unavailable, try again", Cause: err}
+	}
+	return internalError(err)
+}
+
+// ErrUnavailable marks failures to reach the database.
+var ErrUnavailable = errors.New("database unavailable")
+
+// details returns the protocol's error object for a failed turn. Internal
+// causes are replaced by the fixed public message.
+func details(err error) *ErrorDetails {
+	e := AsError(err)
+	return &ErrorDetails{Status: e.Status, Message: e.Message}
+}

@@ -1,0 +1,176 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// rawObject is a JSON object whose members are kept as raw JSON, so that keys
+// the platform does not know survive a decode/encode round trip unchanged.
+type rawObject map[string]json.RawMessage
+
+// decodeObject splits a JSON object into its members; it rejects anything that
+// is not an object (null included) with a message naming what.
+func decodeObject(data []byte, what string) (rawObject, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("%s must be a JSON object", what)
+	}
+	var obj rawObject
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return obj, nil
+}
+
+// take removes key from the object and decodes it into dst when present and
+// not null. It reports whether the key was present with a non-null value.
+func (o rawObject) take(key string, dst any, what string) (bool, error) {
+	raw, ok := o[key]
+	if !ok {
+		return false, nil
+	}
+	delete(o, key)
+	if isNull(raw) {
+		return false, nil
+	}
+	if dst == nil {
+		return true, nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return false, fmt.Errorf("%s.%s: %s", what, key, jsonTypeError(err))
+	}
+	return true, nil
+}
+
+// takeRaw removes key and returns its raw value (nil when absent or null).
+func (o rawObject) takeRaw(key string) json.RawMessage {
+	raw, ok := o[key]
+	if !ok {
+		return nil
+	}
+	delete(o, key)
+	if isNull(raw) {
+		return nil
+	}
+	return raw
+}
+
+// encodeObject writes known members (skipping nil values) followed by the
+// extra members, in a stable order: known members as listed, then extras
+// sorted by key (encoding/json sorts map keys).
+func encodeObject(known []member, extra rawObject) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	first := true
+	write := func(k string, v []byte) {
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	for _, m := range known {
+		if m.value == nil {
+			continue
+		}
+		v, err := json.Marshal(m.value)
+		if err != nil {
+			return nil, err
+		}
+		write(m.key, v)
+	}
+	if len(extra) > 0 {
+		keys := make([]string, 0, len(extra))
+		for k := range extra {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			write(k, extra[k])
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// member is one known key of an object being encoded; a nil value is omitted.
+type member struct {
+	key   string
+	value any
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// jsonTypeError turns encoding/json's errors into a short client-facing text.
+func jsonTypeError(err error) string {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		return fmt.Sprintf("expected %s, got %s", goTypeToJSON(te.Type.Kind().String()), te.Value)
+	}
+	return err.Error()
+}
+
+func goTypeToJSON(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "array"
+	case "map", "struct", "ptr":
+		return "object"
+	default:
+		return "number"
+	}
+}
+
+// jsonEqual reports whether two JSON documents are semantically equal (object
+// key order and whitespace ignored). Absent and null are equal.
+func jsonEqual(a, b json.RawMessage) bool {
+	if isNull(a) || isNull(b) {
+		return isNull(a) == isNull(b)
+	}
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return deepEqualJSON(va, vb)
+}
+
+func deepEqualJSON(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !deepEqualJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !deepEqualJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return a == b
+	}
+}

@@ -1,0 +1,117 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Caller is who an invocation acts for: the tenant whose rows it may touch,
+// the end user it acts on behalf of, and the actor recorded in audit rows.
+type Caller struct {
+	TenantID string
+	EndUser  string
+	Actor    string
+}
+
+// Options configure a Runtime.
+type Options struct {
+	Logger *slog.Logger
+	// HeartbeatInterval is how often a detached turn refreshes its pending
+	// snapshot (default 5s).
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is the age after which a pending snapshot's heartbeat
+	// is stale and the snapshot reads as expired (default 15s).
+	HeartbeatTimeout time.Duration
+}
+
+// Runtime runs the registered agents' turns and persists their sessions.
+type Runtime struct {
+	store  Store
+	log    *slog.Logger
+	opts   Options
+	mu     sync.RWMutex
+	agents map[string]*Agent
+
+	// bg is the lifetime of detached turns: they outlive the request that
+	// started them and stop at Shutdown.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+	running  sync.Map // snapshot id -> context.CancelFunc of its detached turn
+}
+
+// NewRuntime returns a runtime over store.
+func NewRuntime(store Store, opts Options) *Runtime {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 5 * time.Second
+	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout = 15 * time.Second
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	return &Runtime{
+		store:    store,
+		log:      opts.Logger,
+		opts:     opts,
+		agents:   map[string]*Agent{},
+		bg:       bg,
+		bgCancel: cancel,
+	}
+}
+
+// Register adds an agent. Names are unique.
+func (r *Runtime) Register(a *Agent) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.agents[a.Name]; ok {
+		return Errorf(CodeAlreadyExists, "agent %q is already registered", a.Name)
+	}
+	r.agents[a.Name] = a
+	return nil
+}
+
+// Lookup returns the named agent or NOT_FOUND.
+func (r *Runtime) Lookup(name string) (*Agent, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.agents[name]
+	if !ok {
+		return nil, Errorf(CodeNotFound, "agent %q not found", name)
+	}
+	return a, nil
+}
+
+// AgentNames lists the registered agents, sorted.
+func (r *Runtime) AgentNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.agents))
+	for n := range r.agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Shutdown cancels detached turns still running and waits for them (or for
+// ctx) to finish.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.bgCancel()
+	done := make(chan struct{})
+	go func() { r.bgWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,5 @@
+package service
+
+// Store is the persistence the runtime needs. PgStore implements it on
+// PostgreSQL.
+type Store interface{}
