@@ -32,12 +32,7 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
 -- name: TouchSnapshotHeartbeat :one
 -- Refreshes a pending snapshot's heartbeat and reports its status either
 -- way, so the worker learns of an abort from the same round trip.
-WITH touched AS (
-    UPDATE snapshots SET heartbeat_at = now()
-    WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending'
-    RETURNING status
-)
-SELECT status FROM touched
-UNION ALL
-SELECT status FROM snapshots
-WHERE tenant_id = @tenant_id AND id = @id AND NOT EXISTS (SELECT 1 FROM touched);
+UPDATE snapshots
+SET heartbeat_at = CASE WHEN status = 'pending' THEN now() ELSE heartbeat_at END
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING status;

@@ -1,18 +1,88 @@
 package service
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Invoke runs an invocation of the named agent: it resolves the session
 // from init, then runs one turn per input read from inputs until the channel
-// is closed. Stream chunks go to sink (which may be nil) as they happen.
+// is closed. Stream chunks go to sink (which may be nil) as they happen; sink
+// is never called concurrently nor after Invoke returns.
 //
 // A turn that fails resolves with finishReason "failed" and the last good
-// state; only misuse of the API (bad init, unknown agent or snapshot)
-// returns an error. An input with detach set makes Invoke return at once
-// with finishReason "detached" and a pending snapshot, the remaining work
-// going on in the background.
+// state; only misuse of the API (bad init, unknown agent or snapshot, an
+// interrupt already resolved) returns an error. An input with detach set
+// makes Invoke return at once with finishReason "detached" and a pending
+// snapshot, the remaining work going on in the background.
 func (r *Runtime) Invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk)) (*AgentOutput, error) {
-	panic("TODO")
+	a, err := r.Lookup(agent)
+	if err != nil {
+		return nil, err
+	}
+	inv := &invocation{rt: r, agent: a, caller: c, sink: sink}
+	if err := inv.resolveSession(ctx, init); err != nil {
+		return nil, err
+	}
+	if inv.resolveFailure != nil {
+		return inv.failedOutput(inv.resolveFailure), nil
+	}
+
+	// The work runs on the runtime's background context so that it can
+	// outlive the request once detached; until then the request's end
+	// cancels it.
+	workCtx, cancelWork := context.WithCancel(r.bg)
+	inv.cancelWork = cancelWork
+	stopAfter := context.AfterFunc(ctx, func() {
+		if !inv.isDetached() {
+			cancelWork()
+		}
+	})
+
+	queue := make(chan AgentInput, 16)
+	inv.detachCh = make(chan struct{})
+	inv.rejectCh = make(chan error, 1)
+	go inv.pump(workCtx, inputs, queue)
+
+	done := make(chan struct{})
+	var out *AgentOutput
+	r.bgWG.Add(1)
+	go func() {
+		defer r.bgWG.Done()
+		defer close(done)
+		defer cancelWork()
+		defer stopAfter()
+		out = inv.runTurns(workCtx, queue)
+		inv.finishDetached(out)
+	}()
+
+	detachedOutput := func() *AgentOutput {
+		return &AgentOutput{SessionID: inv.sess.id, SnapshotID: inv.detachedID, FinishReason: FinishDetached}
+	}
+	select {
+	case <-done:
+		if inv.isDetached() {
+			return detachedOutput(), nil
+		}
+		select {
+		case err := <-inv.rejectCh:
+			return nil, err
+		default:
+		}
+		return out, nil
+	case <-inv.detachCh:
+		return detachedOutput(), nil
+	case err := <-inv.rejectCh:
+		cancelWork()
+		<-done
+		return nil, err
+	}
 }
 
 // InvokeOne is Invoke with a single input, the shape of an HTTP request.
@@ -26,11 +96,604 @@ func (r *Runtime) InvokeOne(ctx context.Context, c Caller, agent string, init Ag
 // GetSnapshot returns a snapshot of a server-managed agent by id, or the
 // latest snapshot of a session. A missing snapshot is NOT_FOUND.
 func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
-	panic("TODO")
+	a, err := r.Lookup(agent)
+	if err != nil {
+		return nil, err
+	}
+	if !a.ServerManaged {
+		return nil, Errorf(CodeFailedPrecondition, "getSnapshot requires a server-managed agent; '%s' keeps its state on the client", agent)
+	}
+	id := lookup.SnapshotID
+	if id == "" {
+		if lookup.SessionID == "" {
+			return nil, Errorf(CodeInvalidArgument, "getSnapshot needs a snapshotId or a sessionId")
+		}
+		sess, err := r.store.LoadSession(ctx, c.TenantID, lookup.SessionID)
+		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "")) {
+			return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", lookup.SessionID, agent)
+		}
+		if err != nil {
+			return nil, err
+		}
+		id = sess.LatestSnapshotID
+	}
+	snap, err := r.store.LoadSnapshot(ctx, c.TenantID, agent, id, true)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", id, agent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := snap.Snapshot
+	out.Status = r.effectiveStatus(&out)
+	return &out, nil
+}
+
+// effectiveStatus reports a pending snapshot whose heartbeat is stale as
+// expired; expired is never stored.
+func (r *Runtime) effectiveStatus(s *Snapshot) string {
+	if s.Status == StatusPending && s.HeartbeatAt != nil && time.Since(*s.HeartbeatAt) > r.opts.HeartbeatTimeout {
+		return StatusExpired
+	}
+	return s.Status
 }
 
 // Abort flips a pending snapshot to aborted and cancels its running work.
 // The result carries the status before the abort (empty when not found).
 func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string) (*AbortResult, error) {
-	panic("TODO")
+	a, err := r.Lookup(agent)
+	if err != nil {
+		return nil, err
+	}
+	if !a.ServerManaged {
+		return nil, Errorf(CodeFailedPrecondition, "abort requires a server-managed agent; '%s' keeps its state on the client", agent)
+	}
+	if snapshotID == "" {
+		return nil, Errorf(CodeInvalidArgument, "abort needs a snapshotId")
+	}
+	prev, err := r.store.AbortSnapshot(ctx, c.TenantID, agent, snapshotID)
+	if errors.Is(err, ErrNotFound) {
+		return &AbortResult{SnapshotID: snapshotID}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if prev == StatusPending {
+		if cancel, ok := r.running.Load(runningKey(c.TenantID, snapshotID)); ok {
+			cancel.(context.CancelFunc)()
+		}
+	}
+	return &AbortResult{SnapshotID: snapshotID, Status: prev}, nil
+}
+
+func runningKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
+
+// invocation is the in-memory state of one Invoke.
+type invocation struct {
+	rt     *Runtime
+	agent  *Agent
+	caller Caller
+	sess   *sessionState
+
+	// resolveFailure is a graceful failure found while resolving the
+	// session (e.g. resuming a failed snapshot): the output says failed.
+	resolveFailure error
+
+	// persistMu orders turn-end writes against the detach write, which both
+	// read and move the base below.
+	persistMu sync.Mutex
+	// baseID is the last snapshot persisted for this invocation's branch
+	// (the parent of the next one); baseBodies its stored messages and
+	// baseCount its message count.
+	baseID     string
+	baseBodies [][]byte
+	newSession bool
+
+	lastGood          SessionState
+	lastGoodID        string
+	lastFinishReason  string
+	lastError         *ErrorDetails
+	firstPatchInTurn  bool
+	lastSentCustom    json.RawMessage
+	cancelWork        context.CancelFunc
+	detachCh          chan struct{}
+	rejectCh          chan error
+	detachedID        string
+	// detachedInterrupts and detachedClaims collect what the turns of a
+	// detached invocation did, written when its snapshot is finalized.
+	detachedInterrupts []NewInterrupt
+	detachedClaims     []uuid.UUID
+	stopHeartbeat     context.CancelFunc
+	heartbeatFinished chan struct{}
+
+	mu       sync.Mutex // serializes sink calls and guards detached
+	sink     func(StreamChunk)
+	detached bool
+}
+
+// sessionState is the session an invocation works on.
+type sessionState struct {
+	id        string
+	messages  []Message
+	custom    json.RawMessage
+	artifacts []Artifact
+}
+
+func (s *sessionState) state() SessionState {
+	return SessionState{
+		SessionID: s.id,
+		Messages:  cloneMessages(s.messages),
+		Custom:    s.custom,
+		Artifacts: append([]Artifact(nil), s.artifacts...),
+	}
+}
+
+// emit sends a chunk to the client unless the invocation detached.
+func (inv *invocation) emit(c StreamChunk) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.detached || inv.sink == nil {
+		return
+	}
+	inv.sink(c)
+}
+
+func (inv *invocation) isDetached() bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.detached
+}
+
+// resolveSession loads or creates the session init names.
+func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error {
+	a := inv.agent
+	if (init.SnapshotID != "" || init.SessionID != "") && !a.ServerManaged {
+		which := "snapshotId"
+		if init.SnapshotID == "" {
+			which = "sessionId"
+		}
+		return Errorf(CodeFailedPrecondition, "Cannot use '%s' with agent '%s': this agent has no store configured (client-managed state). Send 'state' instead.", which, a.Name)
+	}
+	if init.State != nil && a.ServerManaged {
+		return Errorf(CodeFailedPrecondition, "Cannot send 'state' to agent '%s': this agent uses a server-managed store. Send 'snapshotId' or 'sessionId' instead.", a.Name)
+	}
+	if err := checkID("sessionId", init.SessionID); err != nil {
+		return err
+	}
+	if err := checkID("snapshotId", init.SnapshotID); err != nil {
+		return err
+	}
+	store := inv.rt.store
+	tenant := inv.caller.TenantID
+	switch {
+	case init.SnapshotID != "":
+		snap, err := store.LoadSnapshot(ctx, tenant, a.Name, init.SnapshotID, true)
+		if errors.Is(err, ErrNotFound) {
+			return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
+		}
+		if err != nil {
+			return err
+		}
+		if init.SessionID != "" && snap.SessionID != init.SessionID {
+			return Errorf(CodeInvalidArgument, "Snapshot %s does not belong to session %s.", init.SnapshotID, init.SessionID)
+		}
+		if snap.Status != StatusCompleted {
+			inv.sess = &sessionState{id: snap.SessionID}
+			inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.effectiveStatus(&snap.Snapshot))
+			return nil
+		}
+		inv.useSnapshot(snap)
+	case init.SessionID != "":
+		sess, err := store.LoadSession(ctx, tenant, init.SessionID)
+		if errors.Is(err, ErrNotFound) {
+			inv.sess = &sessionState{id: init.SessionID}
+			inv.newSession = true
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if sess.Agent != a.Name {
+			return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", init.SessionID)
+		}
+		// Walk back from the latest snapshot to the newest completed one.
+		id := sess.LatestSnapshotID
+		visited := map[string]bool{}
+		var snap *StoredSnapshot
+		for id != "" {
+			if visited[id] {
+				return Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", init.SessionID)
+			}
+			visited[id] = true
+			s, err := store.LoadSnapshot(ctx, tenant, a.Name, id, false)
+			if err != nil {
+				return err
+			}
+			if s.Status == StatusCompleted {
+				if snap, err = store.LoadSnapshot(ctx, tenant, a.Name, id, true); err != nil {
+					return err
+				}
+				break
+			}
+			id = s.ParentID
+		}
+		if snap == nil {
+			inv.sess = &sessionState{id: init.SessionID}
+			break
+		}
+		inv.useSnapshot(snap)
+	case init.State != nil:
+		st := init.State
+		id := st.SessionID
+		if id == "" {
+			id = uuid.NewString()
+		}
+		inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
+	default:
+		inv.sess = &sessionState{id: uuid.NewString()}
+		inv.newSession = a.ServerManaged
+	}
+	inv.lastGood = inv.sess.state()
+	inv.lastGoodID = inv.baseID
+	return nil
+}
+
+func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
+	st := snap.State
+	inv.sess = &sessionState{id: snap.SessionID, messages: st.Messages, custom: st.Custom, artifacts: st.Artifacts}
+	inv.baseID = snap.SnapshotID
+	inv.baseBodies = snap.Bodies
+}
+
+// checkID bounds a client-chosen id: any string, but not an unbounded or
+// unprintable one.
+func checkID(field, id string) error {
+	if len(id) > 256 {
+		return Errorf(CodeInvalidArgument, "%s is longer than 256 bytes", field)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return Errorf(CodeInvalidArgument, "%s contains a control character", field)
+		}
+	}
+	return nil
+}
+
+// pump forwards inputs to the turn queue and handles detach as soon as it
+// arrives, even while a turn is running.
+func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue chan<- AgentInput) {
+	defer close(queue)
+	for {
+		var in AgentInput
+		var ok bool
+		select {
+		case in, ok = <-inputs:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			// Keep draining so a sender never blocks forever.
+			go func() {
+				for range inputs {
+				}
+			}()
+			return
+		}
+		if in.Detach && !inv.isDetached() {
+			if err := inv.detach(ctx); err != nil {
+				select {
+				case inv.rejectCh <- err:
+				default:
+				}
+				go func() {
+					for range inputs {
+					}
+				}()
+				return
+			}
+		}
+		if in.hasPayload() {
+			select {
+			case queue <- in:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// detach writes the pending snapshot the client will poll and switches the
+// invocation to background mode.
+func (inv *invocation) detach(ctx context.Context) error {
+	if !inv.agent.ServerManaged {
+		return Errorf(CodeFailedPrecondition, "Detach is only supported when a session store is provided.")
+	}
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	now := time.Now()
+	w := &SnapshotWrite{
+		TenantID:     inv.caller.TenantID,
+		Agent:        inv.agent.Name,
+		SessionID:    inv.sess.id,
+		EndUser:      inv.caller.EndUser,
+		NewSession:   inv.newSession,
+		SnapshotID:   uuid.NewString(),
+		ParentID:     inv.baseID,
+		Status:       StatusPending,
+		Custom:       inv.lastGood.Custom,
+		Artifacts:    inv.lastGood.Artifacts,
+		MessageCount: len(inv.baseBodies),
+		HeartbeatAt:  &now,
+	}
+	if err := inv.rt.store.CreatePendingSnapshot(ctx, w); err != nil {
+		return err
+	}
+	inv.newSession = false
+	inv.detachedID = w.SnapshotID
+	inv.rt.running.Store(runningKey(inv.caller.TenantID, w.SnapshotID), inv.cancelWork)
+	hbCtx, stop := context.WithCancel(inv.rt.bg)
+	inv.stopHeartbeat = stop
+	inv.heartbeatFinished = make(chan struct{})
+	go inv.heartbeat(hbCtx, w.SnapshotID)
+	inv.mu.Lock()
+	inv.detached = true
+	inv.mu.Unlock()
+	close(inv.detachCh)
+	return nil
+}
+
+// heartbeat refreshes the pending snapshot and, as the fallback for an
+// abort made elsewhere, cancels the work when the snapshot left pending.
+func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
+	defer close(inv.heartbeatFinished)
+	t := time.NewTicker(inv.rt.opts.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		status, err := inv.rt.store.TouchHeartbeat(ctx, inv.caller.TenantID, snapshotID)
+		if err != nil {
+			if ctx.Err() == nil {
+				inv.rt.log.Warn("heartbeat failed", "snapshot", snapshotID, "err", err)
+			}
+			continue
+		}
+		if status != StatusPending {
+			inv.cancelWork()
+			return
+		}
+	}
+}
+
+// runTurns runs a turn per queued input and returns the invocation's output.
+func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *AgentOutput {
+	for in := range queue {
+		if ctx.Err() != nil {
+			inv.lastFinishReason = FinishAborted
+			break
+		}
+		if err := inv.runTurn(ctx, in); err != nil {
+			if ctx.Err() != nil {
+				inv.lastFinishReason = FinishAborted
+				inv.lastError = nil
+			} else {
+				inv.lastFinishReason = FinishFailed
+				inv.lastError = details(err)
+				if e := AsError(err); e.Cause != nil {
+					inv.rt.log.Error("turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause)
+				}
+			}
+			break
+		}
+	}
+	// Drain what is left so the pump can finish.
+	for range queue {
+	}
+	return inv.output()
+}
+
+// output builds the invocation's result from the last turn.
+func (inv *invocation) output() *AgentOutput {
+	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: inv.lastFinishReason}
+	st := inv.sess.state()
+	if inv.lastFinishReason == FinishFailed || inv.lastFinishReason == FinishAborted {
+		st = inv.lastGood
+		out.Error = inv.lastError
+	}
+	if n := len(st.Messages); n > 0 {
+		m := st.Messages[n-1]
+		out.Message = &m
+	}
+	if len(st.Artifacts) > 0 {
+		out.Artifacts = st.Artifacts
+	}
+	if inv.agent.ServerManaged {
+		out.SnapshotID = inv.lastGoodID
+	} else {
+		out.State = &st
+	}
+	return out
+}
+
+// failedOutput is the graceful failure of an invocation that could not
+// start a turn.
+func (inv *invocation) failedOutput(err error) *AgentOutput {
+	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: FinishFailed, Error: details(err)}
+	return out
+}
+
+// runTurn runs one turn and persists its end.
+func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
+	if in.Message != nil {
+		inv.sess.messages = append(inv.sess.messages, in.Message.Clone())
+	}
+	inv.firstPatchInTurn = true
+	t := &Turn{inv: inv, input: in}
+	if inv.agent.ServerManaged {
+		t.snapshotID = uuid.NewString()
+		if inv.isDetached() {
+			t.snapshotID = inv.detachedID
+		}
+	}
+	var (
+		finish string
+		err    error
+		tr     turnRecord
+	)
+	if inv.agent.Turn != nil {
+		finish, err = inv.agent.Turn(ctx, t)
+		if err != nil {
+			err = agentError(err)
+		}
+	} else {
+		finish, tr, err = inv.generate(ctx, t)
+	}
+	if finish == "" {
+		finish = FinishStop
+	}
+	if err == nil && inv.agent.ServerManaged {
+		err = inv.persist(ctx, t.snapshotID, StatusCompleted, finish, nil, tr)
+	}
+	if err != nil {
+		// A failed synchronous turn writes nothing: the client gets the error
+		// and the session stays at its last good snapshot. A detached turn's
+		// failure is written when its pending snapshot is finalized. Claims
+		// go back unless a restarted tool already ran.
+		if len(tr.claimed) > 0 && !tr.sideEffects {
+			if rerr := inv.rt.store.ReleaseInterrupts(context.WithoutCancel(ctx), inv.caller.TenantID, tr.claimed); rerr != nil {
+				inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
+			}
+		} else if len(tr.claimed) > 0 {
+			inv.rt.log.Warn("resume turn failed after a restarted tool ran; its interrupts stay resolved", "session", inv.sess.id)
+		}
+		return err
+	}
+	inv.lastFinishReason = finish
+	inv.lastError = nil
+	inv.lastGood = inv.sess.state()
+	end := &TurnEnd{FinishReason: finish}
+	if inv.agent.ServerManaged {
+		end.SnapshotID = inv.lastGoodID
+	}
+	inv.emit(StreamChunk{TurnEnd: end})
+	return nil
+}
+
+// turnRecord is what a turn did beyond changing the session.
+type turnRecord struct {
+	interrupts  []NewInterrupt
+	claimed     []uuid.UUID
+	sideEffects bool // a restarted tool ran: its claim is kept even on failure
+}
+
+// agentError keeps the message of an error from agent code (the agent's
+// author wrote it) while store and runtime errors stay internal.
+func agentError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &Error{Status: CodeInternal, Message: err.Error(), Cause: err}
+}
+
+// persist writes the turn's snapshot (server-managed, not detached).
+func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish string, errd *ErrorDetails, tr turnRecord) error {
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	if inv.isDetached() {
+		inv.detachedInterrupts = append(inv.detachedInterrupts, tr.interrupts...)
+		inv.detachedClaims = append(inv.detachedClaims, tr.claimed...)
+		return nil
+	}
+	w, bodies, err := inv.snapshotWrite(snapshotID, status, finish, errd)
+	if err != nil {
+		return err
+	}
+	w.Interrupts = tr.interrupts
+	w.Resolved = tr.claimed
+	if _, err := inv.rt.store.CommitTurn(ctx, w); err != nil {
+		return err
+	}
+	inv.newSession = false
+	if status == StatusCompleted {
+		inv.baseID = snapshotID
+		inv.baseBodies = bodies
+		inv.lastGoodID = snapshotID
+	}
+	return nil
+}
+
+// snapshotWrite builds the write of the current session state: only the
+// message positions that differ from the base snapshot are written.
+func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *ErrorDetails) (*SnapshotWrite, [][]byte, error) {
+	msgs := inv.sess.messages
+	bodies := make([][]byte, len(msgs))
+	w := &SnapshotWrite{
+		TenantID:     inv.caller.TenantID,
+		Agent:        inv.agent.Name,
+		SessionID:    inv.sess.id,
+		EndUser:      inv.caller.EndUser,
+		NewSession:   inv.newSession,
+		SnapshotID:   snapshotID,
+		ParentID:     inv.baseID,
+		Status:       status,
+		FinishReason: finish,
+		Error:        errd,
+		Custom:       inv.sess.custom,
+		Artifacts:    inv.sess.artifacts,
+		MessageCount: len(msgs),
+	}
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encoding message %d: %w", i, err)
+		}
+		bodies[i] = b
+		if i < len(inv.baseBodies) && jsonEqual(inv.baseBodies[i], b) {
+			bodies[i] = inv.baseBodies[i]
+			continue
+		}
+		w.Messages = append(w.Messages, PositionedMessage{Position: i, Role: m.Role, Body: b})
+	}
+	return w, bodies, nil
+}
+
+// finishDetached finalizes the pending snapshot of a detached invocation:
+// completed or failed, unless it was aborted meanwhile.
+func (inv *invocation) finishDetached(out *AgentOutput) {
+	if !inv.isDetached() {
+		return
+	}
+	inv.stopHeartbeat()
+	<-inv.heartbeatFinished
+	defer inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.detachedID))
+	status, finish := StatusCompleted, out.FinishReason
+	var errd *ErrorDetails
+	switch out.FinishReason {
+	case FinishAborted:
+		return // the abort already set the final status
+	case FinishFailed:
+		status, errd = StatusFailed, out.Error
+	}
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	w, _, err := inv.snapshotWrite(inv.detachedID, status, finish, errd)
+	if err != nil {
+		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+		return
+	}
+	w.FinalizePending = true
+	w.NewSession = false
+	w.Interrupts = inv.detachedInterrupts
+	w.Resolved = inv.detachedClaims
+	ctx, cancel := context.WithTimeout(inv.rt.bg, 30*time.Second)
+	defer cancel()
+	if _, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w); err != nil {
+		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+	}
 }

@@ -1,5 +1,144 @@
 package service
 
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/wI2L/jsondiff"
+)
+
 // Turn is what a custom agent's TurnFunc works with: the input of the turn
-// and the session it may read and change.
-type Turn struct{}
+// and the session it may read and change. Changes to custom state and
+// artifacts are streamed to the client as they happen. A Turn is used by one
+// goroutine at a time.
+type Turn struct {
+	inv        *invocation
+	input      AgentInput
+	snapshotID string
+}
+
+// Input is the turn's input (its message was already appended).
+func (t *Turn) Input() AgentInput { return t.input }
+
+// SessionID is the id of the session the turn belongs to.
+func (t *Turn) SessionID() string { return t.inv.sess.id }
+
+// SnapshotID is the id the turn's snapshot will have (empty for
+// client-managed agents).
+func (t *Turn) SnapshotID() string { return t.snapshotID }
+
+// Messages returns a copy of the session history.
+func (t *Turn) Messages() []Message {
+	return cloneMessages(t.inv.sess.messages)
+}
+
+// AddMessages appends messages to the history.
+func (t *Turn) AddMessages(msgs ...Message) {
+	t.inv.sess.messages = append(t.inv.sess.messages, cloneMessages(msgs)...)
+}
+
+// SetMessages replaces the history.
+func (t *Turn) SetMessages(msgs []Message) {
+	t.inv.sess.messages = cloneMessages(msgs)
+}
+
+// Custom returns the session's custom state (nil when unset).
+func (t *Turn) Custom() json.RawMessage { return t.inv.sess.custom }
+
+// UpdateCustom replaces the custom state by fn's result and streams the
+// change as a customPatch chunk: the first of the turn replaces the whole
+// document, later ones are RFC 6902 diffs against the last one sent.
+func (t *Turn) UpdateCustom(fn func(current json.RawMessage) (json.RawMessage, error)) error {
+	next, err := fn(t.inv.sess.custom)
+	if err != nil {
+		return err
+	}
+	if next != nil && !json.Valid(next) {
+		return fmt.Errorf("custom state is not valid JSON")
+	}
+	t.inv.sess.custom = next
+	t.inv.sendCustomPatch()
+	return nil
+}
+
+// Artifacts returns a copy of the session's artifacts.
+func (t *Turn) Artifacts() []Artifact {
+	return append([]Artifact(nil), t.inv.sess.artifacts...)
+}
+
+// AddArtifacts adds artifacts, replacing any of the same name, and streams
+// each one.
+func (t *Turn) AddArtifacts(arts ...Artifact) {
+	for _, a := range arts {
+		t.inv.sess.artifacts = upsertArtifact(t.inv.sess.artifacts, a)
+		a := a
+		t.inv.emit(StreamChunk{Artifact: &a})
+	}
+}
+
+// SendChunk streams a chunk to the client (dropped once detached).
+func (t *Turn) SendChunk(c StreamChunk) { t.inv.emit(c) }
+
+func upsertArtifact(list []Artifact, a Artifact) []Artifact {
+	if a.Name != "" {
+		for i := range list {
+			if list[i].Name == a.Name {
+				out := append([]Artifact(nil), list...)
+				out[i] = a
+				return out
+			}
+		}
+	}
+	return append(append([]Artifact(nil), list...), a)
+}
+
+func cloneMessages(msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Clone()
+	}
+	return out
+}
+
+// sendCustomPatch streams the custom state change of the turn.
+func (inv *invocation) sendCustomPatch() {
+	cur := inv.sess.custom
+	var ops []PatchOp
+	if inv.firstPatchInTurn {
+		value := cur
+		if value == nil {
+			value = json.RawMessage("null")
+		}
+		ops = []PatchOp{{Op: "replace", Path: "", Value: value}}
+		inv.firstPatchInTurn = false
+	} else {
+		before := inv.lastSentCustom
+		if before == nil {
+			before = json.RawMessage("null")
+		}
+		after := cur
+		if after == nil {
+			after = json.RawMessage("null")
+		}
+		patch, err := jsondiff.CompareJSON(before, after)
+		if err != nil {
+			inv.rt.log.Warn("custom state diff failed", "err", err)
+			return
+		}
+		for _, op := range patch {
+			raw, err := json.Marshal(op.Value)
+			if err != nil {
+				return
+			}
+			p := PatchOp{Op: op.Type, Path: op.Path, From: op.From}
+			if op.Type != "remove" {
+				p.Value = raw
+			}
+			ops = append(ops, p)
+		}
+	}
+	inv.lastSentCustom = cur
+	if len(ops) > 0 {
+		inv.emit(StreamChunk{CustomPatch: ops})
+	}
+}

@@ -1,0 +1,401 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Metadata keys the protocol gives meaning to.
+const (
+	metaInterrupt         = "interrupt"
+	metaPendingOutput     = "pendingOutput"
+	metaResolvedInterrupt = "resolvedInterrupt"
+	metaResumed           = "resumed"
+	metaSource            = "source"
+)
+
+var jsonTrue = json.RawMessage("true")
+
+// generate runs one turn of a prompt agent: apply the resume (if any), then
+// loop model call -> tools until the model stops asking for tools or a tool
+// interrupts.
+func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecord, error) {
+	var tr turnRecord
+	a := inv.agent
+	index := 0
+	if res := t.input.Resume; res != nil {
+		if err := validateResumeAgainstHistory(res, inv.sess.messages); err != nil {
+			return "", tr, err
+		}
+		plan, err := planResume(res, inv.sess.messages, a)
+		if err != nil {
+			return "", tr, err
+		}
+		if a.ServerManaged && inv.baseID != "" && len(plan.claims) > 0 {
+			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor)
+			if err != nil {
+				var e *Error
+				if errors.As(err, &e) && e.Status == CodeAborted {
+					// A second resume of the same interrupt is API misuse
+					// answered with 409, not a failed turn.
+					inv.reject(e)
+				}
+				return "", tr, err
+			}
+			tr.claimed = ids
+		}
+		toolMsg, err := inv.applyResume(ctx, plan, res, &tr)
+		if err != nil {
+			return "", tr, err
+		}
+		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: toolMsg.Content, Index: intPtr(index)}})
+		index++
+	}
+
+	maxRounds := a.MaxToolRounds
+	if maxRounds <= 0 {
+		maxRounds = 5
+	}
+	for round := 0; ; round++ {
+		req := &ModelRequest{Tools: a.toolDefinitions(), Config: a.Config}
+		if a.System != "" {
+			req.Messages = append(req.Messages, Message{Role: RoleSystem, Content: []Part{TextPart(a.System)}})
+		}
+		req.Messages = append(req.Messages, cloneMessages(inv.sess.messages)...)
+		chunkIndex := index
+		resp, err := a.Model.Generate(ctx, req, func(c ModelChunk) {
+			if c.Role == "" {
+				c.Role = RoleModel
+			}
+			if c.Index == nil {
+				c.Index = intPtr(chunkIndex)
+			}
+			inv.emit(StreamChunk{ModelChunk: &c})
+		})
+		if err != nil {
+			return "", tr, modelError(err)
+		}
+		if resp == nil {
+			return "", tr, Errorf(CodeInternal, "model %s returned no response", a.Model.Name())
+		}
+		msg := resp.Message.Clone()
+		if msg.Role == "" {
+			msg.Role = RoleModel
+		}
+		index++
+		var requests []int
+		for i, p := range msg.Content {
+			if p.ToolRequest != nil {
+				requests = append(requests, i)
+			}
+		}
+		if len(requests) == 0 {
+			inv.sess.messages = append(inv.sess.messages, msg)
+			return resp.FinishReason, tr, nil
+		}
+		if round+1 > maxRounds {
+			return "", tr, Errorf(CodeAborted, "Exceeded maximum tool call iterations (%d)", maxRounds)
+		}
+		revised := msg.Clone()
+		var responses []Part
+		interrupted := false
+		for _, i := range requests {
+			part := msg.Content[i]
+			out, irq, err := inv.runTool(ctx, part, nil)
+			if err != nil {
+				return "", tr, err
+			}
+			if irq != nil {
+				revised.Content[i] = *irq
+				interrupted = true
+				continue
+			}
+			responses = append(responses, *out)
+			p := revised.Content[i].Clone()
+			if p.Metadata == nil {
+				p.Metadata = Metadata{}
+			}
+			p.Metadata[metaPendingOutput] = rawOr(out.ToolResponse.Output, "null")
+			revised.Content[i] = p
+		}
+		if interrupted {
+			inv.sess.messages = append(inv.sess.messages, revised)
+			var paused []Part
+			for _, i := range requests {
+				paused = append(paused, revised.Content[i])
+				if raw, ok := revised.Content[i].Metadata[metaInterrupt]; ok {
+					req := revised.Content[i].ToolRequest
+					tr.interrupts = append(tr.interrupts, NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: raw})
+				}
+			}
+			inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: paused}})
+			return FinishInterrupted, tr, nil
+		}
+		toolMsg := Message{Role: RoleTool, Content: responses}
+		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: responses, Index: intPtr(index)}})
+		index++
+		inv.sess.messages = append(inv.sess.messages, msg, toolMsg)
+	}
+}
+
+// reject makes Invoke fail with err (an HTTP error) instead of a graceful
+// failed output.
+func (inv *invocation) reject(err error) {
+	select {
+	case inv.rejectCh <- err:
+	default:
+	}
+}
+
+// runTool runs the tool a request names. It returns the response part, or
+// the interrupted request part when the tool paused the turn.
+func (inv *invocation) runTool(ctx context.Context, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+	req := part.ToolRequest
+	tool := inv.agent.tool(req.Name)
+	if tool == nil {
+		return nil, nil, Errorf(CodeNotFound, "Tool %s not found", req.Name)
+	}
+	interrupt := func(meta json.RawMessage) *Part {
+		p := part.Clone()
+		if p.Metadata == nil {
+			p.Metadata = Metadata{}
+		}
+		delete(p.Metadata, metaResumed)
+		p.Metadata[metaInterrupt] = rawOr(meta, "true")
+		return &p
+	}
+	if tool.Interrupt {
+		return nil, interrupt(nil), nil
+	}
+	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata)}
+	out, err := tool.Run(ctx, call)
+	if err != nil {
+		if ie, ok := asInterrupt(err); ok {
+			return nil, interrupt(ie.Metadata), nil
+		}
+		return nil, nil, agentError(err)
+	}
+	resp := Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawOr(out, "null")}}
+	return &resp, nil, nil
+}
+
+// validateResumeAgainstHistory checks every resume entry names a tool request
+// in the history (newest first) and that a restart repeats its input
+// exactly, so a client cannot forge a tool call.
+func validateResumeAgainstHistory(res *Resume, history []Message) error {
+	find := func(name, ref string) *ToolRequest {
+		for i := len(history) - 1; i >= 0; i-- {
+			if history[i].Role != RoleModel {
+				continue
+			}
+			for _, p := range history[i].Content {
+				if tr := p.ToolRequest; tr != nil && tr.Name == name && tr.Ref == ref {
+					return tr
+				}
+			}
+		}
+		return nil
+	}
+	for _, p := range res.Restart {
+		if p.ToolRequest == nil {
+			return Errorf(CodeInvalidArgument, "resume.restart entries must be toolRequest parts")
+		}
+		tr := p.ToolRequest
+		match := find(tr.Name, tr.Ref)
+		if match == nil {
+			return Errorf(CodeInvalidArgument, "resume.restart references tool '%s'%s which was not found in session history.", tr.Name, refNote(tr.Ref))
+		}
+		if !jsonEqual(tr.Input, match.Input) {
+			return Errorf(CodeInvalidArgument, "resume.restart for tool '%s'%s has modified inputs that do not match the original tool request in session history. Restart inputs must exactly match the interrupted tool request.", tr.Name, refNote(tr.Ref))
+		}
+	}
+	for _, p := range res.Respond {
+		if p.ToolResponse == nil {
+			return Errorf(CodeInvalidArgument, "resume.respond entries must be toolResponse parts")
+		}
+		tr := p.ToolResponse
+		if find(tr.Name, tr.Ref) == nil {
+			return Errorf(CodeInvalidArgument, "resume.respond references tool '%s'%s which was not found in session history.", tr.Name, refNote(tr.Ref))
+		}
+	}
+	return nil
+}
+
+func refNote(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (ref: %s)", ref)
+}
+
+// resumePlan says how each tool request of the interrupted model message is
+// resolved.
+type resumePlan struct {
+	steps  []resumeStep // one per part of the last message
+	claims []InterruptClaim
+}
+
+type resumeStep struct {
+	kind    string // "", "pending", "respond", "restart"
+	respond *Part
+	restart *Part
+}
+
+// planResume matches the resume against the last message, which must be a
+// model message with tool requests, and checks that every request is
+// answered, restarted or already has a pending output.
+func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
+	if len(history) == 0 || history[len(history)-1].Role != RoleModel || !hasToolRequest(history[len(history)-1]) {
+		return nil, Errorf(CodeFailedPrecondition, "Cannot 'resume' generation unless the previous message is a model message with at least one tool request.")
+	}
+	last := history[len(history)-1]
+	plan := &resumePlan{steps: make([]resumeStep, len(last.Content))}
+	for i, p := range last.Content {
+		tr := p.ToolRequest
+		if tr == nil {
+			continue
+		}
+		if _, ok := p.Metadata[metaPendingOutput]; ok {
+			plan.steps[i] = resumeStep{kind: "pending"}
+			continue
+		}
+		if r := findResponse(res.Respond, tr.Name, tr.Ref); r != nil {
+			plan.steps[i] = resumeStep{kind: "respond", respond: r}
+			resolution, _ := json.Marshal(map[string]any{"respond": r.ToolResponse.Output})
+			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: resolution})
+			continue
+		}
+		if r := findRequest(res.Restart, tr.Name, tr.Ref); r != nil {
+			plan.steps[i] = resumeStep{kind: "restart", restart: r}
+			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: json.RawMessage(`{"restart":true}`)})
+			continue
+		}
+		return nil, Errorf(CodeInvalidArgument, "Unresolved tool request '%s%s' was not handled by the 'resume' argument. You must supply replies or restarts for all interrupted tool requests.", tr.Name, refSuffix(tr.Ref))
+	}
+	return plan, nil
+}
+
+// applyResume rewrites the interrupted model message and appends the tool
+// message carrying every response; restarted tools run here.
+func (inv *invocation) applyResume(ctx context.Context, plan *resumePlan, res *Resume, tr *turnRecord) (Message, error) {
+	lastIdx := len(inv.sess.messages) - 1
+	last := inv.sess.messages[lastIdx].Clone()
+	var responses []Part
+	for i, step := range plan.steps {
+		p := last.Content[i]
+		switch step.kind {
+		case "pending":
+			meta := cloneMeta(p.Metadata)
+			out := meta[metaPendingOutput]
+			delete(meta, metaPendingOutput)
+			respMeta := cloneMeta(meta)
+			respMeta[metaSource] = json.RawMessage(`"pending"`)
+			responses = append(responses, Part{
+				ToolResponse: &ToolResponse{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Output: out},
+				Metadata:     respMeta,
+			})
+			p.Metadata = emptyToNil(meta)
+		case "respond":
+			responses = append(responses, step.respond.Clone())
+			p.Metadata = resolvedMeta(p.Metadata)
+		case "restart":
+			resumed := step.restart.Metadata[metaResumed]
+			if isNull(resumed) {
+				resumed = jsonTrue
+			}
+			tr.sideEffects = true
+			out, irq, err := inv.runTool(ctx, step.restart.Clone(), resumed)
+			if err != nil {
+				return Message{}, err
+			}
+			if irq != nil {
+				return Message{}, Errorf(CodeFailedPrecondition, "One or more tools triggered an interrupt during a restarted execution.")
+			}
+			responses = append(responses, *out)
+			p.Metadata = resolvedMeta(p.Metadata)
+		default:
+			continue
+		}
+		last.Content[i] = p
+	}
+	resumedMeta := res.Metadata
+	if isNull(resumedMeta) {
+		resumedMeta = jsonTrue
+	}
+	toolMsg := Message{Role: RoleTool, Content: responses, Metadata: Metadata{metaResumed: resumedMeta}}
+	inv.sess.messages[lastIdx] = last
+	inv.sess.messages = append(inv.sess.messages, toolMsg)
+	return toolMsg, nil
+}
+
+// resolvedMeta moves metadata.interrupt to metadata.resolvedInterrupt.
+func resolvedMeta(m Metadata) Metadata {
+	out := cloneMeta(m)
+	if out == nil {
+		out = Metadata{}
+	}
+	irq, ok := out[metaInterrupt]
+	delete(out, metaInterrupt)
+	if ok {
+		out[metaResolvedInterrupt] = irq
+	}
+	return emptyToNil(out)
+}
+
+func emptyToNil(m Metadata) Metadata {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func hasToolRequest(m Message) bool {
+	for _, p := range m.Content {
+		if p.ToolRequest != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func findResponse(parts []Part, name, ref string) *Part {
+	for i := range parts {
+		if r := parts[i].ToolResponse; r != nil && r.Name == name && r.Ref == ref {
+			return &parts[i]
+		}
+	}
+	return nil
+}
+
+func findRequest(parts []Part, name, ref string) *Part {
+	for i := range parts {
+		if r := parts[i].ToolRequest; r != nil && r.Name == name && r.Ref == ref {
+			return &parts[i]
+		}
+	}
+	return nil
+}
+
+// modelError keeps domain errors from a model and hides the rest (provider
+// errors may carry hosts or keys).
+func modelError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &Error{Status: CodeUnavailable, Message: "the model call failed", Cause: err}
+}
+
+func intPtr(i int) *int { return &i }
+
+func rawOr(r json.RawMessage, def string) json.RawMessage {
+	if r == nil {
+		return json.RawMessage(def)
+	}
+	return r
+}

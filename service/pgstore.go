@@ -1,0 +1,400 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/db"
+)
+
+// PgStore is the PostgreSQL Store.
+type PgStore struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+}
+
+// NewPostgresStore returns a store over pool.
+func NewPostgresStore(pool *pgxpool.Pool) *PgStore {
+	return &PgStore{pool: pool, q: db.New(pool)}
+}
+
+// translate is the one error translator at the store boundary.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "08", "57": // connection exception, operator intervention (shutdown)
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		return err
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
+// inTx runs fn in a transaction. The rollback uses a context that survives
+// the caller's cancellation so a cancelled request never leaves a
+// transaction open.
+func (s *PgStore) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(s.q.WithTx(tx)); err != nil {
+		return err
+	}
+	return translate(tx.Commit(ctx))
+}
+
+// LoadSnapshot implements Store.
+func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error) {
+	row, err := s.q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return nil, translate(err)
+	}
+	if row.Agent != agent {
+		return nil, ErrNotFound
+	}
+	out := &StoredSnapshot{
+		Snapshot:     snapshotFromRow(row),
+		Agent:        row.Agent,
+		MessageCount: int(row.MessageCount),
+	}
+	if !withState {
+		return out, nil
+	}
+	state := &SessionState{SessionID: row.SessionID}
+	if len(row.Custom) > 0 {
+		state.Custom = json.RawMessage(row.Custom)
+	}
+	if len(row.Artifacts) > 0 {
+		if err := json.Unmarshal(row.Artifacts, &state.Artifacts); err != nil {
+			return nil, fmt.Errorf("snapshot %s artifacts: %w", id, err)
+		}
+	}
+	if row.MessageCount > 0 {
+		rows, err := s.q.ListHistoryMessages(ctx, db.ListHistoryMessagesParams{
+			TenantID: tenantID, SnapshotID: id, MessageCount: row.MessageCount,
+		})
+		if err != nil {
+			return nil, translate(err)
+		}
+		if len(rows) != int(row.MessageCount) {
+			return nil, fmt.Errorf("snapshot %s: history has %d of %d messages", id, len(rows), row.MessageCount)
+		}
+		state.Messages = make([]Message, len(rows))
+		out.Bodies = make([][]byte, len(rows))
+		for i, r := range rows {
+			if int(r.Position) != i {
+				return nil, fmt.Errorf("snapshot %s: history position %d missing", id, i)
+			}
+			if err := json.Unmarshal(r.Body, &state.Messages[i]); err != nil {
+				return nil, fmt.Errorf("snapshot %s message %d: %w", id, i, err)
+			}
+			out.Bodies[i] = r.Body
+		}
+	}
+	out.State = state
+	return out, nil
+}
+
+func snapshotFromRow(row db.Snapshot) Snapshot {
+	snap := Snapshot{
+		SnapshotID:  row.ID,
+		SessionID:   row.SessionID,
+		CreatedAt:   row.CreatedAt,
+		HeartbeatAt: row.HeartbeatAt,
+		Status:      row.Status,
+	}
+	updated := row.UpdatedAt
+	snap.UpdatedAt = &updated
+	if row.ParentID != nil {
+		snap.ParentID = *row.ParentID
+	}
+	if row.FinishReason != nil {
+		snap.FinishReason = *row.FinishReason
+	}
+	if len(row.Error) > 0 {
+		var e ErrorDetails
+		if json.Unmarshal(row.Error, &e) == nil {
+			snap.Error = &e
+		}
+	}
+	return snap
+}
+
+// LoadSession implements Store.
+func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*StoredSession, error) {
+	row, err := s.q.GetSession(ctx, db.GetSessionParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := &StoredSession{ID: row.ID, Agent: row.Agent}
+	if row.LatestSnapshotID != nil {
+		out.LatestSnapshotID = *row.LatestSnapshotID
+	}
+	return out, nil
+}
+
+// CreatePendingSnapshot implements Store.
+func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite) error {
+	return s.inTx(ctx, func(q *db.Queries) error {
+		if err := ensureSession(ctx, q, w); err != nil {
+			return err
+		}
+		if err := insertSnapshot(ctx, q, w); err != nil {
+			return err
+		}
+		return translate(q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
+			TenantID: w.TenantID, ID: w.SessionID, SnapshotID: &w.SnapshotID,
+		}))
+	})
+}
+
+func ensureSession(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
+	if !w.NewSession {
+		return nil
+	}
+	return translate(q.InsertSession(ctx, db.InsertSessionParams{
+		TenantID: w.TenantID, ID: w.SessionID, Agent: w.Agent, EndUser: strPtr(w.EndUser),
+	}))
+}
+
+func insertSnapshot(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
+	errJSON, artifacts, err := encodeSnapshotDocs(w)
+	if err != nil {
+		return err
+	}
+	return translate(q.InsertSnapshot(ctx, db.InsertSnapshotParams{
+		TenantID:     w.TenantID,
+		ID:           w.SnapshotID,
+		SessionID:    w.SessionID,
+		Agent:        w.Agent,
+		ParentID:     strPtr(w.ParentID),
+		Status:       w.Status,
+		FinishReason: strPtr(w.FinishReason),
+		Error:        errJSON,
+		Custom:       nullableJSON(w.Custom),
+		Artifacts:    artifacts,
+		MessageCount: int32(w.MessageCount),
+		HeartbeatAt:  w.HeartbeatAt,
+	}))
+}
+
+func encodeSnapshotDocs(w *SnapshotWrite) (errJSON, artifacts []byte, err error) {
+	if w.Error != nil {
+		if errJSON, err = json.Marshal(w.Error); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(w.Artifacts) > 0 {
+		if artifacts, err = json.Marshal(w.Artifacts); err != nil {
+			return nil, nil, err
+		}
+	}
+	return errJSON, artifacts, nil
+}
+
+// errNotPending stops a finalize whose snapshot was aborted meanwhile.
+var errNotPending = errors.New("snapshot is no longer pending")
+
+// CommitTurn implements Store.
+func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error) {
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		if err := ensureSession(ctx, q, w); err != nil {
+			return err
+		}
+		if w.FinalizePending {
+			errJSON, artifacts, err := encodeSnapshotDocs(w)
+			if err != nil {
+				return err
+			}
+			n, err := q.FinalizePendingSnapshot(ctx, db.FinalizePendingSnapshotParams{
+				TenantID:     w.TenantID,
+				ID:           w.SnapshotID,
+				Status:       w.Status,
+				FinishReason: strPtr(w.FinishReason),
+				Error:        errJSON,
+				Custom:       nullableJSON(w.Custom),
+				Artifacts:    artifacts,
+				MessageCount: int32(w.MessageCount),
+			})
+			if err != nil {
+				return translate(err)
+			}
+			if n == 0 {
+				return errNotPending
+			}
+		} else if err := insertSnapshot(ctx, q, w); err != nil {
+			return err
+		}
+		if len(w.Messages) > 0 {
+			p := db.InsertMessagesParams{TenantID: w.TenantID, SnapshotID: w.SnapshotID}
+			for _, m := range w.Messages {
+				p.Positions = append(p.Positions, int32(m.Position))
+				p.Roles = append(p.Roles, m.Role)
+				p.Bodies = append(p.Bodies, m.Body)
+			}
+			if err := q.InsertMessages(ctx, p); err != nil {
+				return translate(err)
+			}
+		}
+		if len(w.Interrupts) > 0 {
+			p := db.InsertInterruptsParams{
+				TenantID: w.TenantID, SessionID: w.SessionID, SnapshotID: w.SnapshotID, Agent: w.Agent,
+			}
+			for _, in := range w.Interrupts {
+				p.Ids = append(p.Ids, uuid.New())
+				p.Tools = append(p.Tools, in.Tool)
+				p.Refs = append(p.Refs, in.Ref)
+				p.Inputs = append(p.Inputs, nullableJSON(in.Input))
+				p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
+			}
+			if err := q.InsertInterrupts(ctx, p); err != nil {
+				return translate(err)
+			}
+		}
+		for _, id := range w.Resolved {
+			if err := q.SetInterruptResumedSnapshot(ctx, db.SetInterruptResumedSnapshotParams{
+				TenantID: w.TenantID, ID: id, ResumedSnapshotID: &w.SnapshotID,
+			}); err != nil {
+				return translate(err)
+			}
+		}
+		return translate(q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
+			TenantID: w.TenantID, ID: w.SessionID, SnapshotID: &w.SnapshotID,
+		}))
+	})
+	if errors.Is(err, errNotPending) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// AbortSnapshot implements Store.
+func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, agent, id string) (string, error) {
+	var prev string
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		row, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return translate(err)
+		}
+		if row.Agent != agent {
+			return ErrNotFound
+		}
+		prev = row.Status
+		if row.Status != StatusPending {
+			return nil
+		}
+		_, err = q.AbortPendingSnapshot(ctx, db.AbortPendingSnapshotParams{TenantID: tenantID, ID: id})
+		return translate(err)
+	})
+	return prev, err
+}
+
+// TouchHeartbeat implements Store.
+func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, id string) (string, error) {
+	status, err := s.q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: id})
+	return status, translate(err)
+}
+
+// ClaimInterrupts implements Store.
+func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
+			TenantID: tenantID, SnapshotID: snapshotID,
+		})
+		if err != nil {
+			return translate(err)
+		}
+		for _, c := range claims {
+			var row *db.Interrupt
+			for i := range rows {
+				if rows[i].Tool == c.Tool && rows[i].Ref == c.Ref {
+					row = &rows[i]
+					break
+				}
+			}
+			if row == nil {
+				continue // not an interrupt (e.g. a pending output): nothing to claim
+			}
+			if row.Status != "pending" {
+				return Errorf(CodeAborted, "interrupt %s (%s%s) is already %s", row.ID, c.Tool, refSuffix(c.Ref), row.Status)
+			}
+			n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
+				TenantID: tenantID, ID: row.ID, Resolution: nullableJSON(c.Resolution), ResolvedBy: strPtr(actor),
+			})
+			if err != nil {
+				return translate(err)
+			}
+			if n == 0 {
+				return Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", row.ID, c.Tool, refSuffix(c.Ref))
+			}
+			ids = append(ids, row.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// ReleaseInterrupts implements Store.
+func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, func(q *db.Queries) error {
+		for _, id := range ids {
+			if err := q.ReleaseInterrupt(ctx, db.ReleaseInterruptParams{TenantID: tenantID, ID: id}); err != nil {
+				return translate(err)
+			}
+		}
+		return nil
+	})
+}
+
+func refSuffix(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return "#" + ref
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullableJSON(r json.RawMessage) []byte {
+	if isNull(r) {
+		return nil
+	}
+	return r
+}
