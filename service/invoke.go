@@ -189,22 +189,22 @@ type invocation struct {
 	baseBodies [][]byte
 	newSession bool
 
-	lastGood          SessionState
-	lastGoodID        string
-	lastFinishReason  string
-	lastError         *ErrorDetails
-	firstPatchInTurn  bool
-	lastSentCustom    json.RawMessage
-	cancelWork        context.CancelFunc
-	detachCh          chan struct{}
-	rejectCh          chan error
-	detachedID        string
+	lastGood         SessionState
+	lastGoodID       string
+	lastFinishReason string
+	lastError        *ErrorDetails
+	firstPatchInTurn bool
+	lastSentCustom   json.RawMessage
+	cancelWork       context.CancelFunc
+	detachCh         chan struct{}
+	rejectCh         chan error
+	detachedID       string
 	// detachedInterrupts and detachedClaims collect what the turns of a
 	// detached invocation did, written when its snapshot is finalized.
 	detachedInterrupts []NewInterrupt
 	detachedClaims     []uuid.UUID
-	stopHeartbeat     context.CancelFunc
-	heartbeatFinished chan struct{}
+	stopHeartbeat      context.CancelFunc
+	heartbeatFinished  chan struct{}
 
 	mu       sync.Mutex // serializes sink calls and guards detached
 	sink     func(StreamChunk)
