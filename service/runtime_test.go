@@ -1,0 +1,222 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+var testCaller = service.Caller{TenantID: "default", Actor: "test"}
+
+// scriptModel answers from a function of the request, so tests can drive an
+// agent for any number of turns.
+type scriptModel struct {
+	fn func(req *service.ModelRequest) service.Message
+}
+
+func (m *scriptModel) Name() string { return "script" }
+
+func (m *scriptModel) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	return &service.ModelResponse{Message: m.fn(req), FinishReason: "stop"}, nil
+}
+
+func text(role, s string) service.Message {
+	return service.Message{Role: role, Content: []service.Part{service.TextPart(s)}}
+}
+
+func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
+	t.Helper()
+	pool := testdb.Pool(t)
+	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{})
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	return rt, pool
+}
+
+// TestStoragePerTurnIsFlat checks that a turn writes only the messages it
+// added: the rows and bytes written by turn 40 equal those of turn 2.
+func TestStoragePerTurnIsFlat(t *testing.T) {
+	t.Parallel()
+	rt, pool := newRuntime(t)
+	ctx := context.Background()
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		return text(service.RoleModel, fmt.Sprintf("reply to message %04d", len(req.Messages)))
+	}}
+	if err := rt.Register(&service.Agent{Name: "chat", ServerManaged: true, Model: model, System: "be brief"}); err != nil {
+		t.Fatal(err)
+	}
+	const turns = 40
+	var snaps []string
+	for i := 0; i < turns; i++ {
+		out, err := rt.InvokeOne(ctx, testCaller, "chat", service.AgentInit{SessionID: "s1"},
+			service.AgentInput{Message: ptr(text(service.RoleUser, fmt.Sprintf("message %03d", i)))}, nil)
+		if err != nil || out.FinishReason != "stop" {
+			t.Fatalf("turn %d: %v %+v", i, err, out)
+		}
+		snaps = append(snaps, out.SnapshotID)
+	}
+	type written struct{ rows, bytes int }
+	perSnap := func(id string) written {
+		var w written
+		err := pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(octet_length(body::text)), 0) FROM messages WHERE tenant_id = 'default' AND snapshot_id = $1`, id).Scan(&w.rows, &w.bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	first, last := perSnap(snaps[1]), perSnap(snaps[turns-1])
+	if first.rows != 2 || last.rows != 2 {
+		t.Fatalf("rows written per turn: turn 2 = %d, turn %d = %d; want 2 each", first.rows, turns, last.rows)
+	}
+	if first.bytes != last.bytes {
+		t.Fatalf("bytes written per turn grew: turn 2 = %d, turn %d = %d", first.bytes, turns, last.bytes)
+	}
+	snap, err := rt.GetSnapshot(ctx, testCaller, "chat", service.SnapshotLookup{SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(snap.State.Messages); got != 2*turns {
+		t.Fatalf("history rebuilt from the chain has %d messages, want %d", got, 2*turns)
+	}
+	for i, m := range snap.State.Messages {
+		want := fmt.Sprintf("message %03d", i/2)
+		if i%2 == 1 {
+			want = fmt.Sprintf("reply to message %04d", i+1)
+		}
+		if m.Text() != want {
+			t.Fatalf("message %d = %q, want %q", i, m.Text(), want)
+		}
+	}
+}
+
+// approvalAgent registers an agent whose model asks for approval and then
+// calls a counting tool; it returns the counter.
+func approvalAgent(t *testing.T, rt *service.Runtime) *atomic.Int32 {
+	t.Helper()
+	var runs atomic.Int32
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == service.RoleUser:
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
+				Name: "approve", Ref: "a1", Input: json.RawMessage(`{"what":"pay"}`)}}}}
+		case last.Role == service.RoleTool && last.Content[0].ToolResponse.Name == "approve":
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
+				Name: "pay", Ref: "p1", Input: json.RawMessage(`{}`)}}}}
+		default:
+			return text(service.RoleModel, "paid")
+		}
+	}}
+	err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "approve", Interrupt: true},
+		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runs
+}
+
+// TestResumeIsExactlyOnce resumes one interrupt from many goroutines at once:
+// one resume runs the turn, the others get ABORTED and the tool runs once.
+func TestResumeIsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	rt, pool := newRuntime(t)
+	ctx := context.Background()
+	runs := approvalAgent(t, rt)
+	out, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay it"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	paused := out.SnapshotID
+	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{
+		Name: "approve", Ref: "a1", Output: json.RawMessage(`{"approved":true}`)}}}}}
+
+	const n = 20
+	var wg sync.WaitGroup
+	var ok, aborted, other atomic.Int32
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{SnapshotID: paused}, resume, nil)
+			var e *service.Error
+			switch {
+			case err == nil && out.FinishReason == "stop":
+				ok.Add(1)
+			case errors.As(err, &e) && e.Status == service.CodeAborted:
+				aborted.Add(1)
+			default:
+				other.Add(1)
+				t.Errorf("unexpected result: %v %+v", err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 1 || aborted.Load() != n-1 || runs.Load() != 1 {
+		t.Fatalf("ok=%d aborted=%d other=%d tool runs=%d; want 1, %d, 0, 1", ok.Load(), aborted.Load(), other.Load(), runs.Load(), n-1)
+	}
+	var status string
+	var resumed *string
+	if err := pool.QueryRow(ctx, `SELECT status, resumed_snapshot_id FROM interrupts WHERE tenant_id = 'default' AND snapshot_id = $1`, paused).Scan(&status, &resumed); err != nil {
+		t.Fatal(err)
+	}
+	if status != "resolved" || resumed == nil {
+		t.Fatalf("interrupt row: status %q resumed %v", status, resumed)
+	}
+}
+
+// TestFailedResumeReleasesClaim checks that a resume whose turn fails before
+// any tool ran gives the interrupt back, so a later resume can proceed.
+func TestFailedResumeReleasesClaim(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var fail atomic.Bool
+	fail.Store(true)
+	model := &failingOnceModel{fail: &fail}
+	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "ask", Ref: "q", Output: json.RawMessage(`"yes"`)}}}}}
+	failed, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, resume, nil)
+	if err != nil || failed.FinishReason != "failed" || failed.SnapshotID != out.SnapshotID {
+		t.Fatalf("failing resume: %v %+v", err, failed)
+	}
+	fail.Store(false)
+	done, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, resume, nil)
+	if err != nil || done.FinishReason != "stop" {
+		t.Fatalf("second resume: %v %+v", err, done)
+	}
+}
+
+type failingOnceModel struct{ fail *atomic.Bool }
+
+func (m *failingOnceModel) Name() string { return "failing" }
+
+func (m *failingOnceModel) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	if req.Messages[len(req.Messages)-1].Role == service.RoleUser {
+		return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{Name: "ask", Ref: "q"}}}}}, nil
+	}
+	if m.fail.Load() {
+		return nil, service.Errorf(service.CodeUnavailable, "model down")
+	}
+	return &service.ModelResponse{Message: text(service.RoleModel, "thanks"), FinishReason: "stop"}, nil
+}
+
+func ptr[T any](v T) *T { return &v }
