@@ -7,8 +7,10 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const claimInterrupt = `-- name: ClaimInterrupt :execrows
@@ -24,7 +26,8 @@ type ClaimInterruptParams struct {
 	ID         uuid.UUID
 }
 
-// The conditional update is the claim: only a pending interrupt moves.
+// The conditional update is the claim: only a pending interrupt moves, so
+// of two concurrent resumes exactly one sees a row changed.
 func (q *Queries) ClaimInterrupt(ctx context.Context, arg ClaimInterruptParams) (int64, error) {
 	result, err := q.db.Exec(ctx, claimInterrupt,
 		arg.Resolution,
@@ -38,41 +41,296 @@ func (q *Queries) ClaimInterrupt(ctx context.Context, arg ClaimInterruptParams) 
 	return result.RowsAffected(), nil
 }
 
-const insertInterrupts = `-- name: InsertInterrupts :exec
-INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata)
-SELECT $1, unnest($2::uuid[]), $3, $4, $5,
-       unnest($6::text[]), unnest($7::text[]), unnest($8::jsonb[]), unnest($9::jsonb[])
+const expireInterrupt = `-- name: ExpireInterrupt :execrows
+UPDATE interrupts
+SET status = 'expired', resolved_by = 'system', resolved_at = now()
+WHERE tenant_id = $1 AND id = $2 AND status = 'pending'
 `
 
-type InsertInterruptsParams struct {
-	TenantID   string
-	Ids        []uuid.UUID
-	SessionID  string
-	SnapshotID string
-	Agent      string
-	Tools      []string
-	Refs       []string
-	Inputs     [][]byte
-	Metadatas  [][]byte
+type ExpireInterruptParams struct {
+	TenantID string
+	ID       uuid.UUID
 }
 
-func (q *Queries) InsertInterrupts(ctx context.Context, arg InsertInterruptsParams) error {
-	_, err := q.db.Exec(ctx, insertInterrupts,
+func (q *Queries) ExpireInterrupt(ctx context.Context, arg ExpireInterruptParams) (int64, error) {
+	result, err := q.db.Exec(ctx, expireInterrupt, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const getInterrupt = `-- name: GetInterrupt :one
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts WHERE tenant_id = $1 AND id = $2
+`
+
+type GetInterruptParams struct {
+	TenantID string
+	ID       uuid.UUID
+}
+
+func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Interrupt, error) {
+	row := q.db.QueryRow(ctx, getInterrupt, arg.TenantID, arg.ID)
+	var i Interrupt
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.SessionID,
+		&i.SnapshotID,
+		&i.Agent,
+		&i.Tool,
+		&i.Ref,
+		&i.Input,
+		&i.Metadata,
+		&i.Status,
+		&i.ExpiresAt,
+		&i.Resolution,
+		&i.ResolvedBy,
+		&i.ResolvedAt,
+		&i.ResumedSnapshotID,
+		&i.CreatedAt,
+		&i.OnExpire,
+	)
+	return i, err
+}
+
+const insertInterruptEvents = `-- name: InsertInterruptEvents :exec
+INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
+SELECT $1, unnest($2::uuid[]), unnest($3::text[]), $4, unnest($5::jsonb[])
+`
+
+type InsertInterruptEventsParams struct {
+	TenantID     string
+	InterruptIds []uuid.UUID
+	Types        []string
+	Actor        string
+	Payloads     [][]byte
+}
+
+func (q *Queries) InsertInterruptEvents(ctx context.Context, arg InsertInterruptEventsParams) error {
+	_, err := q.db.Exec(ctx, insertInterruptEvents,
 		arg.TenantID,
-		arg.Ids,
-		arg.SessionID,
-		arg.SnapshotID,
-		arg.Agent,
-		arg.Tools,
-		arg.Refs,
-		arg.Inputs,
-		arg.Metadatas,
+		arg.InterruptIds,
+		arg.Types,
+		arg.Actor,
+		arg.Payloads,
 	)
 	return err
 }
 
+const insertInterrupts = `-- name: InsertInterrupts :exec
+INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
+SELECT $1, i.id, $2, $3, $4, i.tool, i.ref, i.input, i.metadata,
+       CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
+       i.on_expire
+FROM (
+    SELECT unnest($5::uuid[]) AS id, unnest($6::text[]) AS tool, unnest($7::text[]) AS ref,
+           unnest($8::jsonb[]) AS input, unnest($9::jsonb[]) AS metadata,
+           unnest($10::bigint[]) AS expires_in_ms, unnest($11::jsonb[]) AS on_expire
+) AS i
+`
+
+type InsertInterruptsParams struct {
+	TenantID    string
+	SessionID   string
+	SnapshotID  string
+	Agent       string
+	Ids         []uuid.UUID
+	Tools       []string
+	Refs        []string
+	Inputs      [][]byte
+	Metadatas   [][]byte
+	ExpiresInMs []int64
+	OnExpires   [][]byte
+}
+
+// Deadlines are given as milliseconds from now (0: none) so they are on the
+// database clock, the one the sweeper compares them with.
+func (q *Queries) InsertInterrupts(ctx context.Context, arg InsertInterruptsParams) error {
+	_, err := q.db.Exec(ctx, insertInterrupts,
+		arg.TenantID,
+		arg.SessionID,
+		arg.SnapshotID,
+		arg.Agent,
+		arg.Ids,
+		arg.Tools,
+		arg.Refs,
+		arg.Inputs,
+		arg.Metadatas,
+		arg.ExpiresInMs,
+		arg.OnExpires,
+	)
+	return err
+}
+
+const listDueInterruptsForUpdate = `-- name: ListDueInterruptsForUpdate :many
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
+WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()
+ORDER BY expires_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+`
+
+// Claims due interrupts for this sweeper; SKIP LOCKED lets several
+// instances sweep at once without applying a deadline twice.
+func (q *Queries) ListDueInterruptsForUpdate(ctx context.Context, batchSize int32) ([]Interrupt, error) {
+	rows, err := q.db.Query(ctx, listDueInterruptsForUpdate, batchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Interrupt{}
+	for rows.Next() {
+		var i Interrupt
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SessionID,
+			&i.SnapshotID,
+			&i.Agent,
+			&i.Tool,
+			&i.Ref,
+			&i.Input,
+			&i.Metadata,
+			&i.Status,
+			&i.ExpiresAt,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.ResumedSnapshotID,
+			&i.CreatedAt,
+			&i.OnExpire,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listInterruptEvents = `-- name: ListInterruptEvents :many
+SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM interrupt_events
+WHERE tenant_id = $1 AND interrupt_id = $2
+ORDER BY id
+`
+
+type ListInterruptEventsParams struct {
+	TenantID    string
+	InterruptID uuid.UUID
+}
+
+func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEventsParams) ([]InterruptEvent, error) {
+	rows, err := q.db.Query(ctx, listInterruptEvents, arg.TenantID, arg.InterruptID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InterruptEvent{}
+	for rows.Next() {
+		var i InterruptEvent
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.InterruptID,
+			&i.Type,
+			&i.Actor,
+			&i.Payload,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listInterrupts = `-- name: ListInterrupts :many
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
+WHERE tenant_id = $1
+  AND status = $2
+  AND ($3::text IS NULL OR agent = $3)
+  AND ($4::text IS NULL OR tool = $4)
+  AND ($5::text IS NULL OR session_id = $5)
+  AND ($6::timestamptz IS NULL OR created_at < $6)
+  AND ($7::timestamptz IS NULL OR created_at > $7)
+  AND ($8::timestamptz IS NULL
+       OR (created_at, id) < ($8, $9::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $10
+`
+
+type ListInterruptsParams struct {
+	TenantID        string
+	Status          string
+	Agent           *string
+	Tool            *string
+	SessionID       *string
+	CreatedBefore   *time.Time
+	CreatedAfter    *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        pgtype.UUID
+	PageSize        int32
+}
+
+// The approvals inbox, newest first, with keyset pagination on
+// (created_at, id) so every page is a scan of interrupts_inbox_idx.
+func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) ([]Interrupt, error) {
+	rows, err := q.db.Query(ctx, listInterrupts,
+		arg.TenantID,
+		arg.Status,
+		arg.Agent,
+		arg.Tool,
+		arg.SessionID,
+		arg.CreatedBefore,
+		arg.CreatedAfter,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Interrupt{}
+	for rows.Next() {
+		var i Interrupt
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SessionID,
+			&i.SnapshotID,
+			&i.Agent,
+			&i.Tool,
+			&i.Ref,
+			&i.Input,
+			&i.Metadata,
+			&i.Status,
+			&i.ExpiresAt,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.ResumedSnapshotID,
+			&i.CreatedAt,
+			&i.OnExpire,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listInterruptsBySnapshotForUpdate = `-- name: ListInterruptsBySnapshotForUpdate :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at FROM interrupts
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
 WHERE tenant_id = $1 AND snapshot_id = $2
 ORDER BY id
 FOR UPDATE
@@ -111,6 +369,7 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 			&i.ResolvedAt,
 			&i.ResumedSnapshotID,
 			&i.CreatedAt,
+			&i.OnExpire,
 		); err != nil {
 			return nil, err
 		}
@@ -120,6 +379,17 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 		return nil, err
 	}
 	return items, nil
+}
+
+const listenInterruptEvents = `-- name: ListenInterruptEvents :exec
+LISTEN holdpoint_events
+`
+
+// Subscribes the connection to the channel the interrupt_events trigger
+// notifies.
+func (q *Queries) ListenInterruptEvents(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, listenInterruptEvents)
+	return err
 }
 
 const releaseInterrupt = `-- name: ReleaseInterrupt :exec

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Interrupt struct {
@@ -27,6 +28,49 @@ type Interrupt struct {
 	ResolvedAt        *time.Time
 	ResumedSnapshotID *string
 	CreatedAt         time.Time
+	OnExpire          []byte
+}
+
+type InterruptDaily struct {
+	TenantID           string
+	Day                pgtype.Interval
+	Agent              string
+	Tool               string
+	Total              int64
+	Pending            int64
+	Resolved           int64
+	Expired            int64
+	Approved           int64
+	Denied             int64
+	DecisionP50Seconds float64
+	DecisionP90Seconds float64
+	DecisionP99Seconds float64
+}
+
+type InterruptEvent struct {
+	TenantID    string
+	ID          int64
+	InterruptID uuid.UUID
+	Type        string
+	Actor       string
+	Payload     []byte
+	CreatedAt   time.Time
+}
+
+type InterruptFact struct {
+	TenantID        string
+	ID              uuid.UUID
+	Agent           string
+	Tool            string
+	SessionID       string
+	Status          string
+	CreatedAt       time.Time
+	ExpiresAt       *time.Time
+	ResolvedAt      *time.Time
+	ResolvedBy      *string
+	Approved        interface{}
+	DecisionSeconds pgtype.Numeric
+	PendingSeconds  interface{}
 }
 
 type Message struct {

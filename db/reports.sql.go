@@ -7,31 +7,89 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
-const countInterruptsByStatus = `-- name: CountInterruptsByStatus :many
-SELECT status, count(*) AS total
-FROM interrupts
-WHERE tenant_id = $1
-GROUP BY status
-ORDER BY status
+const reportInterrupts = `-- name: ReportInterrupts :many
+SELECT
+    (CASE $1::text
+        WHEN 'agent' THEN agent
+        WHEN 'tool' THEN tool
+        ELSE to_char(date_trunc('day', created_at), 'YYYY-MM-DD')
+     END)::text AS group_key,
+    count(*) AS total,
+    count(*) FILTER (WHERE status = 'pending') AS pending,
+    count(*) FILTER (WHERE status = 'resolved') AS resolved,
+    count(*) FILTER (WHERE status = 'expired') AS expired,
+    count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+    count(*) FILTER (WHERE approved) AS approved,
+    count(*) FILTER (WHERE approved = false) AS denied,
+    coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY decision_seconds), 0)::float8 AS decision_p50,
+    coalesce(percentile_cont(0.9) WITHIN GROUP (ORDER BY decision_seconds), 0)::float8 AS decision_p90,
+    coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY decision_seconds), 0)::float8 AS decision_p99,
+    coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY pending_seconds), 0)::float8 AS pending_age_p50,
+    coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY pending_seconds), 0)::float8 AS pending_age_p99
+FROM interrupt_facts
+WHERE tenant_id = $2 AND created_at >= $3 AND created_at < $4
+GROUP BY 1
+ORDER BY 1
 `
 
-type CountInterruptsByStatusRow struct {
-	Status string
-	Total  int64
+type ReportInterruptsParams struct {
+	GroupBy  string
+	TenantID string
+	FromTime time.Time
+	ToTime   time.Time
 }
 
-func (q *Queries) CountInterruptsByStatus(ctx context.Context, tenantID string) ([]CountInterruptsByStatusRow, error) {
-	rows, err := q.db.Query(ctx, countInterruptsByStatus, tenantID)
+type ReportInterruptsRow struct {
+	GroupKey      string
+	Total         int64
+	Pending       int64
+	Resolved      int64
+	Expired       int64
+	Cancelled     int64
+	Approved      int64
+	Denied        int64
+	DecisionP50   float64
+	DecisionP90   float64
+	DecisionP99   float64
+	PendingAgeP50 float64
+	PendingAgeP99 float64
+}
+
+// Interrupt figures of a tenant over [from, to), grouped by agent, tool or
+// day. Times are seconds; a percentile over no rows reads 0 (the matching
+// count is 0 then, and the service reports it as absent).
+func (q *Queries) ReportInterrupts(ctx context.Context, arg ReportInterruptsParams) ([]ReportInterruptsRow, error) {
+	rows, err := q.db.Query(ctx, reportInterrupts,
+		arg.GroupBy,
+		arg.TenantID,
+		arg.FromTime,
+		arg.ToTime,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []CountInterruptsByStatusRow{}
+	items := []ReportInterruptsRow{}
 	for rows.Next() {
-		var i CountInterruptsByStatusRow
-		if err := rows.Scan(&i.Status, &i.Total); err != nil {
+		var i ReportInterruptsRow
+		if err := rows.Scan(
+			&i.GroupKey,
+			&i.Total,
+			&i.Pending,
+			&i.Resolved,
+			&i.Expired,
+			&i.Cancelled,
+			&i.Approved,
+			&i.Denied,
+			&i.DecisionP50,
+			&i.DecisionP90,
+			&i.DecisionP99,
+			&i.PendingAgeP50,
+			&i.PendingAgeP99,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

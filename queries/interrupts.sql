@@ -1,7 +1,19 @@
 -- name: InsertInterrupts :exec
-INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata)
-SELECT @tenant_id, unnest(@ids::uuid[]), @session_id, @snapshot_id, @agent,
-       unnest(@tools::text[]), unnest(@refs::text[]), unnest(@inputs::jsonb[]), unnest(@metadatas::jsonb[]);
+-- Deadlines are given as milliseconds from now (0: none) so they are on the
+-- database clock, the one the sweeper compares them with.
+INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
+SELECT @tenant_id, i.id, @session_id, @snapshot_id, @agent, i.tool, i.ref, i.input, i.metadata,
+       CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
+       i.on_expire
+FROM (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
+           unnest(@inputs::jsonb[]) AS input, unnest(@metadatas::jsonb[]) AS metadata,
+           unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire
+) AS i;
+
+-- name: InsertInterruptEvents :exec
+INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
+SELECT @tenant_id, unnest(@interrupt_ids::uuid[]), unnest(@types::text[]), @actor, unnest(@payloads::jsonb[]);
 
 -- name: ListInterruptsBySnapshotForUpdate :many
 -- Locks every interrupt of the paused snapshot, in id order, so concurrent
@@ -12,9 +24,15 @@ ORDER BY id
 FOR UPDATE;
 
 -- name: ClaimInterrupt :execrows
--- The conditional update is the claim: only a pending interrupt moves.
+-- The conditional update is the claim: only a pending interrupt moves, so
+-- of two concurrent resumes exactly one sees a row changed.
 UPDATE interrupts
 SET status = 'resolved', resolution = @resolution, resolved_by = @resolved_by, resolved_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
+
+-- name: ExpireInterrupt :execrows
+UPDATE interrupts
+SET status = 'expired', resolved_by = 'system', resolved_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
 
 -- name: ReleaseInterrupt :exec
@@ -27,3 +45,41 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'resolved' AND resumed_sn
 UPDATE interrupts
 SET resumed_snapshot_id = @resumed_snapshot_id
 WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: GetInterrupt :one
+SELECT * FROM interrupts WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ListInterrupts :many
+-- The approvals inbox, newest first, with keyset pagination on
+-- (created_at, id) so every page is a scan of interrupts_inbox_idx.
+SELECT * FROM interrupts
+WHERE tenant_id = @tenant_id
+  AND status = @status
+  AND (sqlc.narg(agent)::text IS NULL OR agent = sqlc.narg(agent))
+  AND (sqlc.narg(tool)::text IS NULL OR tool = sqlc.narg(tool))
+  AND (sqlc.narg(session_id)::text IS NULL OR session_id = sqlc.narg(session_id))
+  AND (sqlc.narg(created_before)::timestamptz IS NULL OR created_at < sqlc.narg(created_before))
+  AND (sqlc.narg(created_after)::timestamptz IS NULL OR created_at > sqlc.narg(created_after))
+  AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(cursor_created_at), sqlc.narg(cursor_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT @page_size;
+
+-- name: ListInterruptEvents :many
+SELECT * FROM interrupt_events
+WHERE tenant_id = @tenant_id AND interrupt_id = @interrupt_id
+ORDER BY id;
+
+-- name: ListDueInterruptsForUpdate :many
+-- Claims due interrupts for this sweeper; SKIP LOCKED lets several
+-- instances sweep at once without applying a deadline twice.
+SELECT * FROM interrupts
+WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()
+ORDER BY expires_at
+LIMIT @batch_size
+FOR UPDATE SKIP LOCKED;
+
+-- name: ListenInterruptEvents :exec
+-- Subscribes the connection to the channel the interrupt_events trigger
+-- notifies.
+LISTEN holdpoint_events;

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Agent is a registered agent: either a prompt agent (System, Model, Tools)
@@ -53,6 +54,29 @@ type Tool struct {
 	// Run executes the tool. It may return an error made by InterruptWith to
 	// pause the turn instead (a tool that needs confirmation).
 	Run func(ctx context.Context, call ToolCall) (json.RawMessage, error)
+	// ExpiresAfter gives an interrupt of this tool a deadline (zero: none).
+	ExpiresAfter time.Duration
+	// OnExpire says what the deadline does: nil expires the interrupt (a
+	// later resume is rejected); a non-nil output answers it with that
+	// output and resumes the turn server-side.
+	OnExpire *ExpireRespond
+}
+
+// ExpireRespond answers an interrupt whose deadline passed.
+type ExpireRespond struct {
+	Output json.RawMessage
+}
+
+// onExpireJSON is the policy stored on an interrupt row.
+func (t *Tool) onExpireJSON() json.RawMessage {
+	if t.ExpiresAfter <= 0 {
+		return nil
+	}
+	if t.OnExpire == nil {
+		return json.RawMessage(`{"action":"expire"}`)
+	}
+	raw, _ := json.Marshal(map[string]any{"action": "respond", "output": rawOr(t.OnExpire.Output, "null")})
+	return raw
 }
 
 // ToolCall is one execution of a tool.

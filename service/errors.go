@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -24,6 +25,8 @@ const (
 type Error struct {
 	Status  string
 	Message string
+	// Details is extra public information (e.g. schema violations).
+	Details any
 	Cause   error
 }
 
@@ -70,5 +73,9 @@ var ErrUnavailable = errors.New("database unavailable")
 // causes are replaced by the fixed public message.
 func details(err error) *ErrorDetails {
 	e := AsError(err)
-	return &ErrorDetails{Status: e.Status, Message: e.Message}
+	out := &ErrorDetails{Status: e.Status, Message: e.Message}
+	if e.Details != nil {
+		out.Details, _ = json.Marshal(e.Details)
+	}
+	return out
 }

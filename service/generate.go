@@ -33,18 +33,22 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		if err != nil {
 			return "", tr, err
 		}
-		if a.ServerManaged && inv.baseID != "" && len(plan.claims) > 0 {
+		if inv.preclaimed != nil {
+			// An operator's decisions (or deadlines) already claimed these.
+			tr.claimed = inv.preclaimed
+		} else if a.ServerManaged && inv.baseID != "" && len(plan.claims) > 0 {
 			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor)
 			if err != nil {
 				var e *Error
-				if errors.As(err, &e) && e.Status == CodeAborted {
-					// A second resume of the same interrupt is API misuse
-					// answered with 409, not a failed turn.
+				if errors.As(err, &e) {
+					// Resuming an interrupt that is already resolved (409) or
+					// expired (400) is answered as an error, not a failed turn.
 					inv.reject(e)
 				}
 				return "", tr, err
 			}
 			tr.claimed = ids
+			tr.resolvedEvents = true
 		}
 		toolMsg, err := inv.applyResume(ctx, plan, res, &tr)
 		if err != nil {
@@ -127,7 +131,12 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 				paused = append(paused, revised.Content[i])
 				if raw, ok := revised.Content[i].Metadata[metaInterrupt]; ok {
 					req := revised.Content[i].ToolRequest
-					tr.interrupts = append(tr.interrupts, NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: raw})
+					ni := NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: raw}
+					if tool := a.tool(req.Name); tool != nil && tool.ExpiresAfter > 0 {
+						ni.ExpiresIn = tool.ExpiresAfter
+						ni.OnExpire = tool.onExpireJSON()
+					}
+					tr.interrupts = append(tr.interrupts, ni)
 				}
 			}
 			inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: paused}})

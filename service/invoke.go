@@ -22,11 +22,16 @@ import (
 // makes Invoke return at once with finishReason "detached" and a pending
 // snapshot, the remaining work going on in the background.
 func (r *Runtime) Invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk)) (*AgentOutput, error) {
+	return r.invoke(ctx, c, agent, init, inputs, sink, nil)
+}
+
+// invoke is Invoke with interrupts already claimed for the resume.
+func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk), preclaimed []uuid.UUID) (*AgentOutput, error) {
 	a, err := r.Lookup(agent)
 	if err != nil {
 		return nil, err
 	}
-	inv := &invocation{rt: r, agent: a, caller: c, sink: sink}
+	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed}
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, err
 	}
@@ -175,6 +180,10 @@ type invocation struct {
 	caller Caller
 	sess   *sessionState
 
+	// preclaimed are interrupts already claimed for this invocation's
+	// resume (operator decisions, deadlines).
+	preclaimed []uuid.UUID
+
 	// resolveFailure is a graceful failure found while resolving the
 	// session (e.g. resuming a failed snapshot): the output says failed.
 	resolveFailure error
@@ -203,8 +212,10 @@ type invocation struct {
 	// detached invocation did, written when its snapshot is finalized.
 	detachedInterrupts []NewInterrupt
 	detachedClaims     []uuid.UUID
-	stopHeartbeat      context.CancelFunc
-	heartbeatFinished  chan struct{}
+	// detachedResolvedEvents: the detached turns claimed interrupts themselves.
+	detachedResolvedEvents bool
+	stopHeartbeat          context.CancelFunc
+	heartbeatFinished      chan struct{}
 
 	mu       sync.Mutex // serializes sink calls and guards detached
 	sink     func(StreamChunk)
@@ -562,7 +573,7 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 		// failure is written when its pending snapshot is finalized. Claims
 		// go back unless a restarted tool already ran.
 		if len(tr.claimed) > 0 && !tr.sideEffects {
-			if rerr := inv.rt.store.ReleaseInterrupts(context.WithoutCancel(ctx), inv.caller.TenantID, tr.claimed); rerr != nil {
+			if rerr := inv.rt.store.ReleaseInterrupts(context.WithoutCancel(ctx), inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
 				inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
 			}
 		} else if len(tr.claimed) > 0 {
@@ -583,9 +594,10 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 
 // turnRecord is what a turn did beyond changing the session.
 type turnRecord struct {
-	interrupts  []NewInterrupt
-	claimed     []uuid.UUID
-	sideEffects bool // a restarted tool ran: its claim is kept even on failure
+	interrupts     []NewInterrupt
+	claimed        []uuid.UUID
+	resolvedEvents bool // the claims were made by this turn's resume
+	sideEffects    bool // a restarted tool ran: its claim is kept even on failure
 }
 
 // agentError keeps the message of an error from agent code (the agent's
@@ -608,6 +620,7 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 	if inv.isDetached() {
 		inv.detachedInterrupts = append(inv.detachedInterrupts, tr.interrupts...)
 		inv.detachedClaims = append(inv.detachedClaims, tr.claimed...)
+		inv.detachedResolvedEvents = inv.detachedResolvedEvents || tr.resolvedEvents
 		return nil
 	}
 	w, bodies, err := inv.snapshotWrite(snapshotID, status, finish, errd)
@@ -616,6 +629,7 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 	}
 	w.Interrupts = tr.interrupts
 	w.Resolved = tr.claimed
+	w.ResolvedEvents = tr.resolvedEvents
 	if _, err := inv.rt.store.CommitTurn(ctx, w); err != nil {
 		return err
 	}
@@ -638,6 +652,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		Agent:        inv.agent.Name,
 		SessionID:    inv.sess.id,
 		EndUser:      inv.caller.EndUser,
+		Actor:        inv.caller.Actor,
 		NewSession:   inv.newSession,
 		SnapshotID:   snapshotID,
 		ParentID:     inv.baseID,
@@ -691,6 +706,7 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	w.NewSession = false
 	w.Interrupts = inv.detachedInterrupts
 	w.Resolved = inv.detachedClaims
+	w.ResolvedEvents = inv.detachedResolvedEvents
 	ctx, cancel := context.WithTimeout(inv.rt.bg, 30*time.Second)
 	defer cancel()
 	if _, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w); err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -261,26 +260,20 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 				return translate(err)
 			}
 		}
-		if len(w.Interrupts) > 0 {
-			p := db.InsertInterruptsParams{
-				TenantID: w.TenantID, SessionID: w.SessionID, SnapshotID: w.SnapshotID, Agent: w.Agent,
-			}
-			for _, in := range w.Interrupts {
-				p.Ids = append(p.Ids, uuid.New())
-				p.Tools = append(p.Tools, in.Tool)
-				p.Refs = append(p.Refs, in.Ref)
-				p.Inputs = append(p.Inputs, nullableJSON(in.Input))
-				p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
-			}
-			if err := q.InsertInterrupts(ctx, p); err != nil {
-				return translate(err)
-			}
+		if err := insertInterrupts(ctx, q, w); err != nil {
+			return err
 		}
 		for _, id := range w.Resolved {
 			if err := q.SetInterruptResumedSnapshot(ctx, db.SetInterruptResumedSnapshotParams{
 				TenantID: w.TenantID, ID: id, ResumedSnapshotID: &w.SnapshotID,
 			}); err != nil {
 				return translate(err)
+			}
+		}
+		if w.ResolvedEvents && len(w.Resolved) > 0 {
+			payload, _ := json.Marshal(map[string]string{"resumedSnapshotId": w.SnapshotID})
+			if err := insertEvents(ctx, q, w.TenantID, w.Resolved, "resolved", w.Actor, payload); err != nil {
+				return err
 			}
 		}
 		return translate(q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
@@ -318,64 +311,6 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, agent, id string)
 func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, id string) (string, error) {
 	status, err := s.q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: id})
 	return status, translate(err)
-}
-
-// ClaimInterrupts implements Store.
-func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
-	err := s.inTx(ctx, func(q *db.Queries) error {
-		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
-			TenantID: tenantID, SnapshotID: snapshotID,
-		})
-		if err != nil {
-			return translate(err)
-		}
-		for _, c := range claims {
-			var row *db.Interrupt
-			for i := range rows {
-				if rows[i].Tool == c.Tool && rows[i].Ref == c.Ref {
-					row = &rows[i]
-					break
-				}
-			}
-			if row == nil {
-				continue // not an interrupt (e.g. a pending output): nothing to claim
-			}
-			if row.Status != "pending" {
-				return Errorf(CodeAborted, "interrupt %s (%s%s) is already %s", row.ID, c.Tool, refSuffix(c.Ref), row.Status)
-			}
-			n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
-				TenantID: tenantID, ID: row.ID, Resolution: nullableJSON(c.Resolution), ResolvedBy: strPtr(actor),
-			})
-			if err != nil {
-				return translate(err)
-			}
-			if n == 0 {
-				return Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", row.ID, c.Tool, refSuffix(c.Ref))
-			}
-			ids = append(ids, row.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
-// ReleaseInterrupts implements Store.
-func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.inTx(ctx, func(q *db.Queries) error {
-		for _, id := range ids {
-			if err := q.ReleaseInterrupt(ctx, db.ReleaseInterruptParams{TenantID: tenantID, ID: id}); err != nil {
-				return translate(err)
-			}
-		}
-		return nil
-	})
 }
 
 func refSuffix(ref string) string {

@@ -37,7 +37,23 @@ type Store interface {
 	ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error)
 	// ReleaseInterrupts gives claims back (the resume turn failed before any
 	// side effect).
-	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID) error
+	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error
+
+	// ListInterrupts returns a page of the approvals inbox.
+	ListInterrupts(ctx context.Context, tenantID string, f InterruptFilter) ([]Interrupt, error)
+	// GetInterrupt returns one interrupt (ErrNotFound when missing).
+	GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*Interrupt, error)
+	// ListInterruptEvents returns an interrupt's audit trail, oldest first.
+	ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]InterruptEvent, error)
+	// DecideInterrupt records an operator's decision on a pending interrupt
+	// and reports whether it was the last one its snapshot waited for.
+	DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*Decision, error)
+	// SweepDueInterrupts applies the deadlines of up to limit due
+	// interrupts (any tenant) and returns the snapshots that became fully
+	// decided and must be resumed.
+	SweepDueInterrupts(ctx context.Context, limit int) (int, []DecidedSnapshot, error)
+	// ReportInterrupts returns the interrupt figures of a tenant.
+	ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error)
 }
 
 // StoredSession is a session row.
@@ -82,6 +98,11 @@ type SnapshotWrite struct {
 	Interrupts []NewInterrupt
 	// Resolved are the claimed interrupts this turn answered.
 	Resolved []uuid.UUID
+	// ResolvedEvents says whether to record a resolved event for them (not
+	// when an operator's decision already did).
+	ResolvedEvents bool
+	// Actor is recorded on the audit events the write adds.
+	Actor string
 }
 
 // PositionedMessage is a message at its position in the history.
@@ -93,10 +114,12 @@ type PositionedMessage struct {
 
 // NewInterrupt is an interrupted tool request to record.
 type NewInterrupt struct {
-	Tool     string
-	Ref      string
-	Input    json.RawMessage
-	Metadata json.RawMessage
+	Tool      string
+	Ref       string
+	Input     json.RawMessage
+	Metadata  json.RawMessage
+	ExpiresIn time.Duration // zero: no deadline
+	OnExpire  json.RawMessage
 }
 
 // InterruptClaim names an interrupt a resume answers, and how.
@@ -104,4 +127,85 @@ type InterruptClaim struct {
 	Tool       string
 	Ref        string
 	Resolution json.RawMessage
+}
+
+// Interrupt is one interrupted tool request, as the inbox shows it.
+type Interrupt struct {
+	ID                uuid.UUID       `json:"id"`
+	Agent             string          `json:"agent"`
+	SessionID         string          `json:"sessionId"`
+	SnapshotID        string          `json:"snapshotId"`
+	Tool              string          `json:"tool"`
+	Ref               string          `json:"ref,omitempty"`
+	Input             json.RawMessage `json:"input,omitempty"`
+	Metadata          json.RawMessage `json:"metadata,omitempty"`
+	Status            string          `json:"status"`
+	CreatedAt         time.Time       `json:"createdAt"`
+	ExpiresAt         *time.Time      `json:"expiresAt,omitempty"`
+	ResolvedAt        *time.Time      `json:"resolvedAt,omitempty"`
+	ResolvedBy        string          `json:"resolvedBy,omitempty"`
+	Resolution        json.RawMessage `json:"resolution,omitempty"`
+	ResumedSnapshotID string          `json:"resumedSnapshotId,omitempty"`
+	OnExpire          json.RawMessage `json:"-"`
+}
+
+// InterruptEvent is one entry of an interrupt's audit trail.
+type InterruptEvent struct {
+	ID          int64           `json:"id"`
+	InterruptID uuid.UUID       `json:"interruptId"`
+	Type        string          `json:"type"`
+	Actor       string          `json:"actor"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	CreatedAt   time.Time       `json:"createdAt"`
+}
+
+// InterruptFilter selects a page of the inbox.
+type InterruptFilter struct {
+	Status        string
+	Agent         string
+	Tool          string
+	SessionID     string
+	CreatedBefore *time.Time
+	CreatedAfter  *time.Time
+	// After is the keyset cursor: the (createdAt, id) of the last item of
+	// the previous page.
+	AfterCreatedAt *time.Time
+	AfterID        uuid.UUID
+	Limit          int
+}
+
+// Decision is the outcome of recording an operator's decision.
+type Decision struct {
+	Interrupt *Interrupt
+	// Waiting lists the interrupts of the same snapshot still pending.
+	Waiting []Interrupt
+	// Batch is set when the decision was the last one: every decided
+	// interrupt of the snapshot, to resume together.
+	Batch []Interrupt
+}
+
+// DecidedSnapshot is a paused snapshot whose interrupts are all decided.
+type DecidedSnapshot struct {
+	TenantID   string
+	Agent      string
+	SnapshotID string
+	Batch      []Interrupt
+}
+
+// ReportRow is one group of the interrupt report. Percentiles are seconds,
+// absent when no interrupt of the group qualifies.
+type ReportRow struct {
+	Key           string   `json:"key"`
+	Total         int64    `json:"total"`
+	Pending       int64    `json:"pending"`
+	Resolved      int64    `json:"resolved"`
+	Expired       int64    `json:"expired"`
+	Cancelled     int64    `json:"cancelled"`
+	Approved      int64    `json:"approved"`
+	Denied        int64    `json:"denied"`
+	DecisionP50   *float64 `json:"decisionP50Seconds,omitempty"`
+	DecisionP90   *float64 `json:"decisionP90Seconds,omitempty"`
+	DecisionP99   *float64 `json:"decisionP99Seconds,omitempty"`
+	PendingAgeP50 *float64 `json:"pendingAgeP50Seconds,omitempty"`
+	PendingAgeP99 *float64 `json:"pendingAgeP99Seconds,omitempty"`
 }

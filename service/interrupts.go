@@ -1,0 +1,334 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// MaxInboxPage bounds one page of the approvals inbox.
+const MaxInboxPage = 200
+
+// InterruptStatuses are the stored statuses of an interrupt.
+var InterruptStatuses = []string{"pending", "resolved", "expired", "cancelled"}
+
+// ListInterrupts returns a page of the tenant's interrupts, newest first.
+func (r *Runtime) ListInterrupts(ctx context.Context, c Caller, f InterruptFilter) ([]Interrupt, error) {
+	if f.Status == "" {
+		f.Status = "pending"
+	}
+	if !contains(InterruptStatuses, f.Status) {
+		return nil, Errorf(CodeInvalidArgument, "status must be one of %s", strings.Join(InterruptStatuses, ", "))
+	}
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	if f.Limit > MaxInboxPage {
+		return nil, Errorf(CodeInvalidArgument, "limit must be at most %d", MaxInboxPage)
+	}
+	return r.store.ListInterrupts(ctx, c.TenantID, f)
+}
+
+// InterruptDetail is an interrupt with the end of its session's history.
+type InterruptDetail struct {
+	Interrupt
+	// Messages are the last messages of the paused snapshot, for context.
+	Messages []Message `json:"messages"`
+}
+
+// GetInterrupt returns an interrupt with the last few messages of the
+// snapshot that paused on it.
+func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, lastMessages int) (*InterruptDetail, error) {
+	it, err := r.store.GetInterrupt(ctx, c.TenantID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "interrupt %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &InterruptDetail{Interrupt: *it, Messages: []Message{}}
+	snap, err := r.store.LoadSnapshot(ctx, c.TenantID, it.Agent, it.SnapshotID, true)
+	if err != nil {
+		return nil, err
+	}
+	msgs := snap.State.Messages
+	if lastMessages > 0 && len(msgs) > lastMessages {
+		msgs = msgs[len(msgs)-lastMessages:]
+	}
+	out.Messages = msgs
+	return out, nil
+}
+
+// InterruptEvents returns an interrupt's audit trail.
+func (r *Runtime) InterruptEvents(ctx context.Context, c Caller, id uuid.UUID) ([]InterruptEvent, error) {
+	if _, err := r.store.GetInterrupt(ctx, c.TenantID, id); errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "interrupt %s not found", id)
+	} else if err != nil {
+		return nil, err
+	}
+	return r.store.ListInterruptEvents(ctx, c.TenantID, id)
+}
+
+// DecisionResult answers an operator's decision: the continued turn's
+// output when it was the last decision the snapshot waited for, otherwise
+// the interrupts still waiting.
+type DecisionResult struct {
+	Status     string       `json:"status"` // "resumed" or "recorded"
+	Output     *AgentOutput `json:"output,omitempty"`
+	WaitingFor []Interrupt  `json:"waitingFor,omitempty"`
+}
+
+// RespondInterrupt decides an interrupt on the user's behalf with output,
+// which must match the tool's declared output schema.
+func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, output json.RawMessage, note string) (*DecisionResult, error) {
+	it, tool, err := r.interruptTool(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if isNull(output) {
+		return nil, Errorf(CodeInvalidArgument, "output is required")
+	}
+	if violations := validateAgainstSchema(tool.OutputSchema, output); len(violations) > 0 {
+		e := Errorf(CodeInvalidArgument, "output does not match the output schema of %s: %s", it.Tool, strings.Join(violations, "; "))
+		e.Details = map[string]any{"violations": violations}
+		return nil, e
+	}
+	resolution, _ := json.Marshal(map[string]any{"respond": output, "note": noteOrNil(note)})
+	return r.decide(ctx, c, it, resolution)
+}
+
+// RestartInterrupt decides an interrupt by running its tool again with the
+// original input (and `resumed` metadata).
+func (r *Runtime) RestartInterrupt(ctx context.Context, c Caller, id uuid.UUID, note string) (*DecisionResult, error) {
+	it, tool, err := r.interruptTool(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if tool.Interrupt {
+		return nil, Errorf(CodeFailedPrecondition, "%s is an interrupt that asks a human; it cannot be restarted, respond instead", it.Tool)
+	}
+	resolution, _ := json.Marshal(map[string]any{"restart": true, "note": noteOrNil(note)})
+	return r.decide(ctx, c, it, resolution)
+}
+
+func noteOrNil(note string) any {
+	if note == "" {
+		return nil
+	}
+	return note
+}
+
+// interruptTool loads an interrupt and the definition of its tool.
+func (r *Runtime) interruptTool(ctx context.Context, c Caller, id uuid.UUID) (*Interrupt, *Tool, error) {
+	it, err := r.store.GetInterrupt(ctx, c.TenantID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, Errorf(CodeNotFound, "interrupt %s not found", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	switch it.Status {
+	case "expired":
+		return nil, nil, Errorf(CodeFailedPrecondition, "interrupt %s expired", id)
+	case "pending":
+	default:
+		return nil, nil, Errorf(CodeAborted, "interrupt %s is already %s", id, it.Status)
+	}
+	a, err := r.Lookup(it.Agent)
+	if err != nil {
+		return nil, nil, Errorf(CodeFailedPrecondition, "agent %s of interrupt %s is not served by this instance", it.Agent, id)
+	}
+	tool := a.tool(it.Tool)
+	if tool == nil {
+		return nil, nil, Errorf(CodeFailedPrecondition, "agent %s no longer has the tool %s", it.Agent, it.Tool)
+	}
+	return it, tool, nil
+}
+
+// decide records a decision and, when it was the last one the snapshot
+// waited for, runs the resume turn with every decision together.
+func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolution json.RawMessage) (*DecisionResult, error) {
+	d, err := r.store.DecideInterrupt(ctx, c.TenantID, it.ID, resolution, c.Actor)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "interrupt %s not found", it.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(d.Batch) == 0 {
+		return &DecisionResult{Status: "recorded", WaitingFor: d.Waiting}, nil
+	}
+	out, err := r.resumeDecided(ctx, c, it.Agent, it.SnapshotID, d.Batch)
+	if err != nil {
+		return nil, err
+	}
+	return &DecisionResult{Status: "resumed", Output: out}, nil
+}
+
+// resumeDecided runs the resume turn of a paused snapshot whose interrupts
+// were all decided (and so already claimed).
+func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID string, batch []Interrupt) (*AgentOutput, error) {
+	res := &Resume{}
+	ids := make([]uuid.UUID, 0, len(batch))
+	for _, it := range batch {
+		ids = append(ids, it.ID)
+		var decision struct {
+			Respond json.RawMessage `json:"respond"`
+			Restart bool            `json:"restart"`
+			Note    string          `json:"note"`
+		}
+		if err := json.Unmarshal(it.Resolution, &decision); err != nil {
+			return nil, fmt.Errorf("interrupt %s resolution: %w", it.ID, err)
+		}
+		if decision.Restart {
+			meta := Metadata{metaResumed: jsonTrue}
+			if decision.Note != "" {
+				meta[metaResumed], _ = json.Marshal(map[string]string{"note": decision.Note})
+			}
+			res.Restart = append(res.Restart, Part{ToolRequest: &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: it.Input}, Metadata: meta})
+			continue
+		}
+		res.Respond = append(res.Respond, Part{ToolResponse: &ToolResponse{Name: it.Tool, Ref: it.Ref, Output: rawOr(decision.Respond, "null")}})
+	}
+	ch := make(chan AgentInput, 1)
+	ch <- AgentInput{Resume: res}
+	close(ch)
+	out, err := r.invoke(ctx, c, agent, AgentInit{SnapshotID: snapshotID}, ch, nil, ids)
+	if err != nil {
+		// Nothing ran: give the decisions back so they can be made again.
+		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), c.TenantID, ids, c.Actor); rerr != nil {
+			r.log.Error("releasing decisions failed", "snapshot", snapshotID, "err", rerr)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// SweepDeadlines applies the deadlines of due interrupts (all tenants) and
+// resumes the snapshots whose last interrupt was answered by a deadline.
+func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, decided, err := r.store.SweepDueInterrupts(ctx, 100)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		for _, d := range decided {
+			c := Caller{TenantID: d.TenantID, Actor: "system"}
+			if _, err := r.Lookup(d.Agent); err != nil {
+				r.log.Warn("deadline answered an interrupt of an agent this instance does not serve", "agent", d.Agent, "snapshot", d.SnapshotID)
+				continue
+			}
+			out, err := r.resumeDecided(ctx, c, d.Agent, d.SnapshotID, d.Batch)
+			if err != nil {
+				r.log.Error("resuming after a deadline failed", "snapshot", d.SnapshotID, "err", err)
+				continue
+			}
+			r.log.Info("resumed after a deadline", "snapshot", d.SnapshotID, "finishReason", out.FinishReason, "resumedSnapshot", out.SnapshotID)
+		}
+		if n < 100 {
+			return total, nil
+		}
+	}
+}
+
+// RunDeadlineSweeper sweeps every interval until ctx ends.
+func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := r.SweepDeadlines(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("deadline sweep failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ReportGroups are the groupings the interrupt report accepts.
+var ReportGroups = []string{"agent", "tool", "day"}
+
+// ReportInterrupts returns the tenant's interrupt figures over [from, to).
+func (r *Runtime) ReportInterrupts(ctx context.Context, c Caller, from, to time.Time, groupBy string) ([]ReportRow, error) {
+	if groupBy == "" {
+		groupBy = "day"
+	}
+	if !contains(ReportGroups, groupBy) {
+		return nil, Errorf(CodeInvalidArgument, "groupBy must be one of %s", strings.Join(ReportGroups, ", "))
+	}
+	if !to.After(from) {
+		return nil, Errorf(CodeInvalidArgument, "to must be after from")
+	}
+	return r.store.ReportInterrupts(ctx, c.TenantID, from, to, groupBy)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// validateAgainstSchema checks doc against a JSON Schema and returns the
+// violations (none when the schema is empty).
+func validateAgainstSchema(schema, doc json.RawMessage) []string {
+	if isNull(schema) {
+		return nil
+	}
+	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return []string{"the tool's output schema is invalid"}
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("output.json", schemaDoc); err != nil {
+		return []string{"the tool's output schema is invalid"}
+	}
+	sch, err := c.Compile("output.json")
+	if err != nil {
+		return []string{"the tool's output schema is invalid"}
+	}
+	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return []string{"output is not valid JSON"}
+	}
+	err = sch.Validate(value)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{err.Error()}
+	}
+	var out []string
+	var walk func(u jsonschema.OutputUnit)
+	walk = func(u jsonschema.OutputUnit) {
+		if u.Error != nil {
+			loc := u.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			out = append(out, fmt.Sprintf("%s: %s", loc, u.Error.String()))
+		}
+		for _, e := range u.Errors {
+			walk(e)
+		}
+	}
+	walk(*ve.BasicOutput())
+	if len(out) == 0 {
+		out = []string{ve.Error()}
+	}
+	return out
+}

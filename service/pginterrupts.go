@@ -1,0 +1,364 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/holdpoint/holdpoint/db"
+)
+
+// insertInterrupts records the interrupts a turn paused on, with their
+// created events.
+func insertInterrupts(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
+	if len(w.Interrupts) == 0 {
+		return nil
+	}
+	p := db.InsertInterruptsParams{
+		TenantID: w.TenantID, SessionID: w.SessionID, SnapshotID: w.SnapshotID, Agent: w.Agent,
+	}
+	for _, in := range w.Interrupts {
+		p.Ids = append(p.Ids, uuid.New())
+		p.Tools = append(p.Tools, in.Tool)
+		p.Refs = append(p.Refs, in.Ref)
+		p.Inputs = append(p.Inputs, nullableJSON(in.Input))
+		p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
+		p.ExpiresInMs = append(p.ExpiresInMs, in.ExpiresIn.Milliseconds())
+		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
+	}
+	if err := q.InsertInterrupts(ctx, p); err != nil {
+		return translate(err)
+	}
+	payload, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
+	return insertEvents(ctx, q, w.TenantID, p.Ids, "created", w.Actor, payload)
+}
+
+// insertEvents appends one audit event of the same type per interrupt.
+func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uuid.UUID, typ, actor string, payload json.RawMessage) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if actor == "" {
+		actor = "system"
+	}
+	p := db.InsertInterruptEventsParams{TenantID: tenantID, InterruptIds: ids, Actor: actor}
+	for range ids {
+		p.Types = append(p.Types, typ)
+		p.Payloads = append(p.Payloads, nullableJSON(payload))
+	}
+	return translate(q.InsertInterruptEvents(ctx, p))
+}
+
+// ClaimInterrupts implements Store.
+func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
+			TenantID: tenantID, SnapshotID: snapshotID,
+		})
+		if err != nil {
+			return translate(err)
+		}
+		for _, c := range claims {
+			var row *db.Interrupt
+			for i := range rows {
+				if rows[i].Tool == c.Tool && rows[i].Ref == c.Ref {
+					row = &rows[i]
+					break
+				}
+			}
+			if row == nil {
+				continue // not an interrupt (e.g. a pending output): nothing to claim
+			}
+			if err := claimable(row, c.Tool, c.Ref); err != nil {
+				return err
+			}
+			n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
+				TenantID: tenantID, ID: row.ID, Resolution: nullableJSON(c.Resolution), ResolvedBy: strPtr(actor),
+			})
+			if err != nil {
+				return translate(err)
+			}
+			if n == 0 {
+				return Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", row.ID, c.Tool, refSuffix(c.Ref))
+			}
+			ids = append(ids, row.ID)
+		}
+		return insertEvents(ctx, q, tenantID, ids, "claimed", actor, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// claimable explains why an interrupt row cannot be claimed: an expired one
+// is a precondition failure, a resolved one a lost race (ABORTED).
+func claimable(row *db.Interrupt, tool, ref string) error {
+	switch row.Status {
+	case "pending":
+		return nil
+	case "expired":
+		return Errorf(CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", row.ID, tool, refSuffix(ref))
+	default:
+		return Errorf(CodeAborted, "interrupt %s (%s%s) is already %s", row.ID, tool, refSuffix(ref), row.Status)
+	}
+}
+
+// ReleaseInterrupts implements Store.
+func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, func(q *db.Queries) error {
+		for _, id := range ids {
+			if err := q.ReleaseInterrupt(ctx, db.ReleaseInterruptParams{TenantID: tenantID, ID: id}); err != nil {
+				return translate(err)
+			}
+		}
+		return insertEvents(ctx, q, tenantID, ids, "released", actor, nil)
+	})
+}
+
+func interruptFromRow(r db.Interrupt) Interrupt {
+	out := Interrupt{
+		ID:         r.ID,
+		Agent:      r.Agent,
+		SessionID:  r.SessionID,
+		SnapshotID: r.SnapshotID,
+		Tool:       r.Tool,
+		Ref:        r.Ref,
+		Input:      rawOrNilBytes(r.Input),
+		Metadata:   rawOrNilBytes(r.Metadata),
+		Status:     r.Status,
+		CreatedAt:  r.CreatedAt,
+		ExpiresAt:  r.ExpiresAt,
+		ResolvedAt: r.ResolvedAt,
+		Resolution: rawOrNilBytes(r.Resolution),
+		OnExpire:   rawOrNilBytes(r.OnExpire),
+	}
+	if r.ResolvedBy != nil {
+		out.ResolvedBy = *r.ResolvedBy
+	}
+	if r.ResumedSnapshotID != nil {
+		out.ResumedSnapshotID = *r.ResumedSnapshotID
+	}
+	return out
+}
+
+func rawOrNilBytes(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// ListInterrupts implements Store.
+func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f InterruptFilter) ([]Interrupt, error) {
+	p := db.ListInterruptsParams{
+		TenantID:        tenantID,
+		Status:          f.Status,
+		Agent:           strPtr(f.Agent),
+		Tool:            strPtr(f.Tool),
+		SessionID:       strPtr(f.SessionID),
+		CreatedBefore:   f.CreatedBefore,
+		CreatedAfter:    f.CreatedAfter,
+		CursorCreatedAt: f.AfterCreatedAt,
+		PageSize:        int32(f.Limit),
+	}
+	if f.AfterCreatedAt != nil {
+		p.CursorID = pgtype.UUID{Bytes: f.AfterID, Valid: true}
+	}
+	rows, err := s.q.ListInterrupts(ctx, p)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]Interrupt, len(rows))
+	for i, r := range rows {
+		out[i] = interruptFromRow(r)
+	}
+	return out, nil
+}
+
+// GetInterrupt implements Store.
+func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*Interrupt, error) {
+	row, err := s.q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := interruptFromRow(row)
+	return &out, nil
+}
+
+// ListInterruptEvents implements Store.
+func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]InterruptEvent, error) {
+	rows, err := s.q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: id})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]InterruptEvent, len(rows))
+	for i, r := range rows {
+		out[i] = InterruptEvent{ID: r.ID, InterruptID: r.InterruptID, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// DecideInterrupt implements Store.
+func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*Decision, error) {
+	var out *Decision
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return translate(err)
+		}
+		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
+			TenantID: tenantID, SnapshotID: target.SnapshotID,
+		})
+		if err != nil {
+			return translate(err)
+		}
+		var row *db.Interrupt
+		for i := range rows {
+			if rows[i].ID == id {
+				row = &rows[i]
+			}
+		}
+		if row == nil {
+			return ErrNotFound
+		}
+		if err := claimable(row, row.Tool, row.Ref); err != nil {
+			return err
+		}
+		n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
+			TenantID: tenantID, ID: id, Resolution: nullableJSON(resolution), ResolvedBy: strPtr(actor),
+		})
+		if err != nil {
+			return translate(err)
+		}
+		if n == 0 {
+			return Errorf(CodeAborted, "interrupt %s was decided concurrently", id)
+		}
+		if err := insertEvents(ctx, q, tenantID, []uuid.UUID{id}, "resolved", actor, resolution); err != nil {
+			return err
+		}
+		row.Status = "resolved"
+		row.Resolution = resolution
+		row.ResolvedBy = strPtr(actor)
+		now := time.Now()
+		row.ResolvedAt = &now
+		it := interruptFromRow(*row)
+		out = &Decision{Interrupt: &it}
+		out.Waiting, out.Batch = splitDecided(rows)
+		if len(out.Waiting) > 0 {
+			out.Batch = nil
+		}
+		return nil
+	})
+	return out, err
+}
+
+// splitDecided splits a paused snapshot's interrupts into those still
+// pending and those decided but not yet resumed.
+func splitDecided(rows []db.Interrupt) (waiting, decided []Interrupt) {
+	for _, r := range rows {
+		switch {
+		case r.Status == "pending":
+			waiting = append(waiting, interruptFromRow(r))
+		case r.Status == "resolved" && r.ResumedSnapshotID == nil:
+			decided = append(decided, interruptFromRow(r))
+		}
+	}
+	return waiting, decided
+}
+
+// SweepDueInterrupts implements Store.
+func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []DecidedSnapshot, error) {
+	var swept int
+	var decided []DecidedSnapshot
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		due, err := q.ListDueInterruptsForUpdate(ctx, int32(limit))
+		if err != nil {
+			return translate(err)
+		}
+		swept = len(due)
+		type snapKey struct{ tenant, snapshot string }
+		touched := map[snapKey]string{} // -> agent, for snapshots that got a respond
+		for _, row := range due {
+			var policy struct {
+				Action string          `json:"action"`
+				Output json.RawMessage `json:"output"`
+			}
+			_ = json.Unmarshal(row.OnExpire, &policy)
+			if policy.Action == "respond" {
+				resolution, _ := json.Marshal(map[string]any{"respond": rawOr(policy.Output, "null"), "reason": "deadline"})
+				if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
+					TenantID: row.TenantID, ID: row.ID, Resolution: resolution, ResolvedBy: strPtr("system"),
+				}); err != nil {
+					return translate(err)
+				}
+				if err := insertEvents(ctx, q, row.TenantID, []uuid.UUID{row.ID}, "resolved", "system", resolution); err != nil {
+					return err
+				}
+				touched[snapKey{row.TenantID, row.SnapshotID}] = row.Agent
+				continue
+			}
+			if _, err := q.ExpireInterrupt(ctx, db.ExpireInterruptParams{TenantID: row.TenantID, ID: row.ID}); err != nil {
+				return translate(err)
+			}
+			if err := insertEvents(ctx, q, row.TenantID, []uuid.UUID{row.ID}, "expired", "system", nil); err != nil {
+				return err
+			}
+		}
+		for k, agent := range touched {
+			rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{TenantID: k.tenant, SnapshotID: k.snapshot})
+			if err != nil {
+				return translate(err)
+			}
+			waiting, batch := splitDecided(rows)
+			if len(waiting) == 0 && len(batch) > 0 && !anyExpired(rows) {
+				decided = append(decided, DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
+			}
+		}
+		return nil
+	})
+	return swept, decided, err
+}
+
+func anyExpired(rows []db.Interrupt) bool {
+	for _, r := range rows {
+		if r.Status == "expired" {
+			return true
+		}
+	}
+	return false
+}
+
+// ReportInterrupts implements Store.
+func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error) {
+	rows, err := s.q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: tenantID, FromTime: from, ToTime: to, GroupBy: groupBy})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]ReportRow, len(rows))
+	for i, r := range rows {
+		decided := r.Resolved > 0
+		out[i] = ReportRow{
+			Key: r.GroupKey, Total: r.Total, Pending: r.Pending, Resolved: r.Resolved, Expired: r.Expired,
+			Cancelled: r.Cancelled, Approved: r.Approved, Denied: r.Denied,
+			DecisionP50: floatIf(decided, r.DecisionP50), DecisionP90: floatIf(decided, r.DecisionP90),
+			DecisionP99: floatIf(decided, r.DecisionP99), PendingAgeP50: floatIf(r.Pending > 0, r.PendingAgeP50),
+			PendingAgeP99: floatIf(r.Pending > 0, r.PendingAgeP99),
+		}
+	}
+	return out, nil
+}
+
+func floatIf(ok bool, v float64) *float64 {
+	if !ok {
+		return nil
+	}
+	return &v
+}
