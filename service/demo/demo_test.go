@@ -1,0 +1,347 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// conversation builds a model request for the banking agent: its system
+// prompt, the given history and its tools.
+func conversation(msgs ...service.Message) *service.ModelRequest {
+	agent := BankingAgent(NewModel())
+	req := &service.ModelRequest{
+		Messages: append([]service.Message{{Role: service.RoleSystem, Content: []service.Part{service.TextPart(agent.System)}}}, msgs...),
+	}
+	for _, t := range agent.Tools {
+		req.Tools = append(req.Tools, service.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema})
+	}
+	return req
+}
+
+func user(text string) service.Message {
+	return service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}
+}
+
+func modelMsg(r reply) service.Message { return r.message() }
+
+func toolMsg(name, ref, output string) service.Message {
+	return service.Message{Role: service.RoleTool, Content: []service.Part{{ToolResponse: &service.ToolResponse{Name: name, Ref: ref, Output: json.RawMessage(output)}}}}
+}
+
+func jsonEqual(t *testing.T, got json.RawMessage, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("got invalid JSON %s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want invalid JSON %s: %v", want, err)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	if string(gb) != string(wb) {
+		t.Fatalf("got %s, want %s", gb, wb)
+	}
+}
+
+func TestTransferRequestAsksForApproval(t *testing.T) {
+	t.Parallel()
+	r := decide(conversation(user("Transfer $50 to account 12345")))
+	if r.toolRequest == nil || r.toolRequest.Name != ToolUserApproval {
+		t.Fatalf("want a userApproval request, got %+v", r)
+	}
+	if r.toolRequest.Ref == "" {
+		t.Fatal("the approval request has no ref")
+	}
+	jsonEqual(t, r.toolRequest.Input, `{"action":"transferMoney","details":"Transfer $50.00 to account 12345"}`)
+	if !strings.Contains(r.text, "approval") {
+		t.Fatalf("text %q does not mention the approval", r.text)
+	}
+}
+
+func TestApprovedTransferRequestsTransferMoney(t *testing.T) {
+	t.Parallel()
+	first := decide(conversation(user("Transfer $50 to account 12345")))
+	req := conversation(user("Transfer $50 to account 12345"), modelMsg(first),
+		toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"approved":true}`))
+	r := decide(req)
+	if r.toolRequest == nil || r.toolRequest.Name != ToolTransferMoney {
+		t.Fatalf("want a transferMoney request, got %+v", r)
+	}
+	jsonEqual(t, r.toolRequest.Input, `{"amount":50,"toAccount":"12345"}`)
+	if r.toolRequest.Ref == first.toolRequest.Ref {
+		t.Fatalf("transferMoney reuses the approval's ref %q", r.toolRequest.Ref)
+	}
+}
+
+func TestDeniedTransferIsCancelled(t *testing.T) {
+	t.Parallel()
+	first := decide(conversation(user("Transfer $50 to account 12345")))
+	r := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first),
+		toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"approved":false,"feedback":"wrong account"}`)))
+	if r.toolRequest != nil {
+		t.Fatalf("a denied transfer must not request a tool, got %+v", r.toolRequest)
+	}
+	for _, want := range []string{"Cancelled", "$50.00", "12345", "wrong account"} {
+		if !strings.Contains(r.text, want) {
+			t.Errorf("text %q lacks %q", r.text, want)
+		}
+	}
+}
+
+func TestApprovalWithoutApprovedFieldIsADenial(t *testing.T) {
+	t.Parallel()
+	first := decide(conversation(user("Transfer $50 to account 12345")))
+	r := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first),
+		toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"ok":"yes"}`)))
+	if r.toolRequest != nil || !strings.HasPrefix(r.text, "Cancelled") {
+		t.Fatalf("want a cancellation, got %+v", r)
+	}
+}
+
+func TestTransferResultIsConfirmed(t *testing.T) {
+	t.Parallel()
+	first := decide(conversation(user("Transfer $50 to account 12345")))
+	approval := toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"approved":true}`)
+	second := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first), approval))
+	r := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first), approval, modelMsg(second),
+		toolMsg(ToolTransferMoney, second.toolRequest.Ref, `{"success":true,"transactionId":"tx-1"}`)))
+	if want := "Done: transferred $50.00 to account 12345 (transaction tx-1)."; r.text != want {
+		t.Fatalf("text %q, want %q", r.text, want)
+	}
+	if r.toolRequest != nil {
+		t.Fatalf("unexpected tool request %+v", r.toolRequest)
+	}
+}
+
+func TestFailedTransferResult(t *testing.T) {
+	t.Parallel()
+	r := decide(conversation(user("Transfer $50 to account 12345"),
+		toolMsg(ToolTransferMoney, "x", `{"success":false,"transactionId":""}`)))
+	if !strings.Contains(r.text, "failed") {
+		t.Fatalf("text %q does not report the failure", r.text)
+	}
+}
+
+func TestOtherMessagesGetHelp(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{"hello", "Transfer money please", "Transfer $50 to savings", ""} {
+		r := decide(conversation(user(text)))
+		if r.toolRequest != nil || r.text != helpText {
+			t.Errorf("%q: want the help text, got %+v", text, r)
+		}
+	}
+	if r := decide(conversation()); r.text != helpText {
+		t.Errorf("empty conversation: got %+v", r)
+	}
+	if r := decide(conversation(toolMsg("weather", "w", `{}`))); r.text != helpText {
+		t.Errorf("unknown tool result: got %+v", r)
+	}
+}
+
+func TestNoApprovalToolNoTransfer(t *testing.T) {
+	t.Parallel()
+	req := conversation(user("Transfer $50 to account 12345"))
+	req.Tools = nil
+	if r := decide(req); r.toolRequest != nil {
+		t.Fatalf("requested %q without the tools being offered", r.toolRequest.Name)
+	}
+}
+
+func TestDecisionsAreDeterministic(t *testing.T) {
+	t.Parallel()
+	a := decide(conversation(user("Transfer $1,234.5 to account 42")))
+	b := decide(conversation(user("Transfer $1,234.5 to account 42")))
+	am, _ := json.Marshal(a.message())
+	bm, _ := json.Marshal(b.message())
+	if string(am) != string(bm) {
+		t.Fatalf("two answers to one conversation differ:\n%s\n%s", am, bm)
+	}
+	jsonEqual(t, a.toolRequest.Input, `{"action":"transferMoney","details":"Transfer $1,234.50 to account 42"}`)
+}
+
+func TestParseTransfer(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in      string
+		ok      bool
+		amount  float64
+		account string
+	}{
+		{"Transfer $50 to account 12345", true, 50, "12345"},
+		{"transfer $50.00 to account 12345", true, 50, "12345"},
+		{"Please send 20 dollars to my account 555-1.", true, 20, "555-1"},
+		{"Transfer $25,000 to account 777", true, 25000, "777"},
+		{"wire $3.999 into account #A12", true, 4, "A12"},
+		{"Transfer $0 to account 1", false, 0, ""},
+		{"Transfer $50 to savings", false, 0, ""},
+		{"What is my balance?", false, 0, ""},
+	}
+	for _, c := range cases {
+		got, ok := parseTransfer(c.in)
+		if ok != c.ok || (ok && (got.amount != c.amount || got.account != c.account)) {
+			t.Errorf("parseTransfer(%q) = %+v, %v; want %v %v %v", c.in, got, ok, c.amount, c.account, c.ok)
+		}
+	}
+}
+
+func TestFormatMoney(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[float64]string{0: "$0.00", 50: "$50.00", 1234.5: "$1,234.50", 25000: "$25,000.00", 1000000.01: "$1,000,000.01"} {
+		if got := formatMoney(in); got != want {
+			t.Errorf("formatMoney(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestGenerateStreamsTextThenToolRequest(t *testing.T) {
+	t.Parallel()
+	m := &Model{}
+	var chunks []service.ModelChunk
+	resp, err := m.Generate(context.Background(), conversation(user("Transfer $50 to account 12345")), func(c service.ModelChunk) { chunks = append(chunks, c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) < 3 {
+		t.Fatalf("want several chunks, got %d", len(chunks))
+	}
+	var streamed string
+	for _, c := range chunks[:len(chunks)-1] {
+		if c.Role != service.RoleModel || len(c.Content) != 1 || c.Content[0].Text == nil {
+			t.Fatalf("want a model text chunk, got %+v", c)
+		}
+		streamed += *c.Content[0].Text
+	}
+	if streamed != resp.Message.Text() {
+		t.Fatalf("streamed %q, message text %q", streamed, resp.Message.Text())
+	}
+	lastChunk := chunks[len(chunks)-1]
+	if lastChunk.Content[0].ToolRequest == nil || lastChunk.Content[0].ToolRequest.Name != ToolUserApproval {
+		t.Fatalf("last chunk is not the tool request: %+v", lastChunk)
+	}
+	if resp.Message.Role != service.RoleModel || len(resp.Message.Content) != 2 || resp.Message.Content[1].ToolRequest == nil {
+		t.Fatalf("want text + toolRequest, got %+v", resp.Message)
+	}
+}
+
+func TestStatementIsSlowAndLong(t *testing.T) {
+	t.Parallel()
+	r := decide(conversation(user("Prepare my yearly statement")))
+	if !r.slow || len(r.chunks()) != statementChunkCount {
+		t.Fatalf("want %d slow chunks, got slow=%v n=%d", statementChunkCount, r.slow, len(r.chunks()))
+	}
+	if strings.Join(r.chunks(), "") != r.text {
+		t.Fatal("the chunks do not add up to the text")
+	}
+}
+
+func TestGenerateHonoursCancellation(t *testing.T) {
+	t.Parallel()
+	m := &Model{chunkDelay: time.Millisecond, slowDelay: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Generate(ctx, conversation(user("Prepare my yearly statement")), func(service.ModelChunk) { n++ })
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("want context.Canceled, got %v", err)
+		}
+		if n != 0 {
+			t.Fatalf("streamed %d chunks after cancellation", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Generate did not stop after cancellation")
+	}
+}
+
+func TestTransferMoneyLimitAndRestart(t *testing.T) {
+	call := service.ToolCall{Name: ToolTransferMoney, Ref: "t-limit", Input: json.RawMessage(`{"amount":25000,"toAccount":"777"}`)}
+	before := len(Transfers())
+	_, err := runTransferMoney(context.Background(), call)
+	var ie *service.InterruptError
+	if !errors.As(err, &ie) {
+		t.Fatalf("want an interrupt over the limit, got %v", err)
+	}
+	jsonEqual(t, ie.Metadata, `{"reason":"over daily limit","limit":10000}`)
+	if len(Transfers()) != before {
+		t.Fatal("an interrupted transfer was recorded")
+	}
+	for _, resumed := range []string{`false`, `null`, `{"approved":false}`} {
+		call.Resumed = json.RawMessage(resumed)
+		if _, err := runTransferMoney(context.Background(), call); !errors.As(err, &ie) {
+			t.Fatalf("resumed %s: want an interrupt, got %v", resumed, err)
+		}
+	}
+	call.Resumed = json.RawMessage(`true`)
+	out, err := runTransferMoney(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res transferOutput
+	if err := json.Unmarshal(out, &res); err != nil || !res.Success || !strings.HasPrefix(res.TransactionID, "tx-") {
+		t.Fatalf("bad output %s (%v)", out, err)
+	}
+	found := false
+	for _, tr := range Transfers() {
+		if tr.TransactionID == res.TransactionID {
+			found = tr.Amount == 25000 && tr.ToAccount == "777" && tr.Ref == "t-limit"
+		}
+	}
+	if !found {
+		t.Fatalf("transfer %s not in the ledger as executed", res.TransactionID)
+	}
+}
+
+func TestTransferMoneyUnderLimitRunsAtOnce(t *testing.T) {
+	out, err := runTransferMoney(context.Background(), service.ToolCall{Name: ToolTransferMoney, Input: json.RawMessage(`{"amount":50,"toAccount":"12345"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res transferOutput
+	if err := json.Unmarshal(out, &res); err != nil || !res.Success {
+		t.Fatalf("bad output %s", out)
+	}
+}
+
+func TestTransferMoneyRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`{}`, `{"amount":"50","toAccount":"1"}`, `{"amount":-5,"toAccount":"1"}`, `{"amount":5}`, `[]`} {
+		_, err := runTransferMoney(context.Background(), service.ToolCall{Name: ToolTransferMoney, Input: json.RawMessage(in)})
+		var e *service.Error
+		if !errors.As(err, &e) || e.Status != service.CodeInvalidArgument {
+			t.Errorf("input %s: want INVALID_ARGUMENT, got %v", in, err)
+		}
+	}
+}
+
+func TestRegister(t *testing.T) {
+	t.Parallel()
+	rt := service.NewRuntime(nil, service.Options{})
+	if err := Register(rt, NewModel()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := rt.Lookup(BankingAgentName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.ServerManaged || a.System != BankingSystemPrompt || len(a.Tools) != 2 {
+		t.Fatalf("unexpected agent %+v", a)
+	}
+	if !a.Tools[0].Interrupt || a.Tools[0].Name != ToolUserApproval || a.Tools[1].Name != ToolTransferMoney || a.Tools[1].Run == nil {
+		t.Fatalf("unexpected tools %+v %+v", a.Tools[0], a.Tools[1])
+	}
+	if err := Register(rt, NewModel()); err == nil {
+		t.Fatal("registering twice succeeded")
+	}
+}

@@ -1,0 +1,58 @@
+// Shared helpers of the compatibility tests: they drive a running Holdpoint
+// server (HOLDPOINT_URL) with the official Genkit JS agent client.
+import { remoteAgent } from 'genkit/beta/client';
+
+const base = process.env.HOLDPOINT_URL;
+if (!base) {
+  throw new Error(
+    'HOLDPOINT_URL is not set: start a server (see run.sh) and point HOLDPOINT_URL at it, e.g. http://127.0.0.1:8080'
+  );
+}
+
+/** The agent endpoint of the demo banking agent. */
+export const BANKING_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgent`;
+
+/** A fresh client for the banking agent. */
+export function bankingAgent() {
+  return remoteAgent({ url: BANKING_URL });
+}
+
+/** Resolves after ms milliseconds. */
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Every part of the history, with its message's role. */
+export function parts(messages) {
+  return (messages ?? []).flatMap((m) =>
+    (m.content ?? []).map((part) => ({ role: m.role, part }))
+  );
+}
+
+/** Tool request parts of the history naming the tool. */
+export function toolRequests(messages, name) {
+  return parts(messages)
+    .filter(({ part }) => part.toolRequest?.name === name)
+    .map(({ part }) => part);
+}
+
+/** Tool response parts of the history naming the tool. */
+export function toolResponses(messages, name) {
+  return parts(messages)
+    .filter(({ part }) => part.toolResponse?.name === name)
+    .map(({ part }) => part);
+}
+
+/** Concatenated text of the history's messages of a role. */
+export function textOf(messages, role) {
+  return (messages ?? [])
+    .filter((m) => !role || m.role === role)
+    .flatMap((m) => m.content ?? [])
+    .map((p) => p.text ?? '')
+    .join('\n');
+}
+
+/** A random account number, so concurrent test files never collide. */
+export function account() {
+  return String(100000 + Math.floor(Math.random() * 900000));
+}
