@@ -35,3 +35,35 @@ func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Ten
 	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
 	return i, err
 }
+
+const setAppRole = `-- name: SetAppRole :exec
+SET ROLE holdpoint_app
+`
+
+// Every server connection drops to the application role, which owns no
+// table and cannot bypass row-level security.
+func (q *Queries) SetAppRole(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, setAppRole)
+	return err
+}
+
+const setSystem = `-- name: SetSystem :exec
+SELECT set_config('holdpoint.system', 'on', true)
+`
+
+// Marks the transaction as system work that spans tenants (sweeper, key
+// lookup); only code that means it calls this.
+func (q *Queries) SetSystem(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, setSystem)
+	return err
+}
+
+const setTenant = `-- name: SetTenant :exec
+SELECT set_config('holdpoint.tenant_id', $1::text, true)
+`
+
+// Scopes the transaction to one tenant for the row-level security policies.
+func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
+	_, err := q.db.Exec(ctx, setTenant, tenantID)
+	return err
+}

@@ -230,7 +230,12 @@ func runCase(t *testing.T, tc specCase) {
 		}
 	})
 
-	pool := testdb.Pool(t)
+	// The store runs as the application role, under row-level security.
+	pool, err := service.NewAppPool(context.Background(), testdb.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
 	store := service.NewPostgresStore(pool)
 	rt := service.NewRuntime(store, service.Options{})
 	t.Cleanup(func() {

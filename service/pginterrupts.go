@@ -55,7 +55,7 @@ func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uui
 // ClaimInterrupts implements Store.
 func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
 			TenantID: tenantID, SnapshotID: snapshotID,
 		})
@@ -113,7 +113,7 @@ func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, func(q *db.Queries) error {
+	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		for _, id := range ids {
 			if err := q.ReleaseInterrupt(ctx, db.ReleaseInterruptParams{TenantID: tenantID, ID: id}); err != nil {
 				return translate(err)
@@ -172,9 +172,14 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f Interru
 	if f.AfterCreatedAt != nil {
 		p.CursorID = pgtype.UUID{Bytes: f.AfterID, Valid: true}
 	}
-	rows, err := s.q.ListInterrupts(ctx, p)
+	var rows []db.Interrupt
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListInterrupts(ctx, p)
+		return translate(err)
+	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	out := make([]Interrupt, len(rows))
 	for i, r := range rows {
@@ -185,9 +190,14 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f Interru
 
 // GetInterrupt implements Store.
 func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*Interrupt, error) {
-	row, err := s.q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
+	var row db.Interrupt
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
+		return translate(err)
+	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	out := interruptFromRow(row)
 	return &out, nil
@@ -195,9 +205,14 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 
 // ListInterruptEvents implements Store.
 func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]InterruptEvent, error) {
-	rows, err := s.q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: id})
+	var rows []db.InterruptEvent
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: id})
+		return translate(err)
+	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	out := make([]InterruptEvent, len(rows))
 	for i, r := range rows {
@@ -209,7 +224,7 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 // DecideInterrupt implements Store.
 func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*Decision, error) {
 	var out *Decision
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return translate(err)
@@ -278,7 +293,9 @@ func splitDecided(rows []db.Interrupt) (waiting, decided []Interrupt) {
 func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []DecidedSnapshot, error) {
 	var swept int
 	var decided []DecidedSnapshot
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	// The sweeper serves every tenant: it is the one place that asks for
+	// system visibility.
+	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		due, err := q.ListDueInterruptsForUpdate(ctx, int32(limit))
 		if err != nil {
 			return translate(err)
@@ -338,9 +355,14 @@ func anyExpired(rows []db.Interrupt) bool {
 
 // ReportInterrupts implements Store.
 func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error) {
-	rows, err := s.q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: tenantID, FromTime: from, ToTime: to, GroupBy: groupBy})
+	var rows []db.ReportInterruptsRow
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: tenantID, FromTime: from, ToTime: to, GroupBy: groupBy})
+		return translate(err)
+	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	out := make([]ReportRow, len(rows))
 	for i, r := range rows {

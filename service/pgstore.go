@@ -52,10 +52,31 @@ func translate(err error) error {
 	return err
 }
 
-// inTx runs fn in a transaction. The rollback uses a context that survives
-// the caller's cancellation so a cancelled request never leaves a
-// transaction open.
-func (s *PgStore) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+// inTx runs fn in a transaction scoped to one tenant: the row-level
+// security policies show it only that tenant's rows. The rollback uses a
+// context that survives the caller's cancellation so a cancelled request
+// never leaves a transaction open.
+func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
+	return s.tx(ctx, func(q *db.Queries) error {
+		if err := q.SetTenant(ctx, tenantID); err != nil {
+			return translate(err)
+		}
+		return fn(q)
+	})
+}
+
+// inSystemTx runs fn in a transaction that sees every tenant, for the
+// workers that span tenants.
+func (s *PgStore) inSystemTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return s.tx(ctx, func(q *db.Queries) error {
+		if err := q.SetSystem(ctx); err != nil {
+			return translate(err)
+		}
+		return fn(q)
+	})
+}
+
+func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return translate(err)
@@ -69,9 +90,25 @@ func (s *PgStore) inTx(ctx context.Context, fn func(q *db.Queries) error) error 
 
 // LoadSnapshot implements Store.
 func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error) {
-	row, err := s.q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id})
+	var (
+		row  db.Snapshot
+		hist []db.ListHistoryMessagesRow
+	)
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		if row, err = q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id}); err != nil {
+			return translate(err)
+		}
+		if !withState || row.MessageCount == 0 || row.Agent != agent {
+			return nil
+		}
+		hist, err = q.ListHistoryMessages(ctx, db.ListHistoryMessagesParams{
+			TenantID: tenantID, SnapshotID: id, MessageCount: row.MessageCount,
+		})
+		return translate(err)
+	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	if row.Agent != agent {
 		return nil, ErrNotFound
@@ -94,12 +131,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		}
 	}
 	if row.MessageCount > 0 {
-		rows, err := s.q.ListHistoryMessages(ctx, db.ListHistoryMessagesParams{
-			TenantID: tenantID, SnapshotID: id, MessageCount: row.MessageCount,
-		})
-		if err != nil {
-			return nil, translate(err)
-		}
+		rows := hist
 		if len(rows) != int(row.MessageCount) {
 			return nil, fmt.Errorf("snapshot %s: history has %d of %d messages", id, len(rows), row.MessageCount)
 		}
@@ -146,9 +178,14 @@ func snapshotFromRow(row db.Snapshot) Snapshot {
 
 // LoadSession implements Store.
 func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*StoredSession, error) {
-	row, err := s.q.GetSession(ctx, db.GetSessionParams{TenantID: tenantID, ID: id})
+	var row db.Session
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetSession(ctx, db.GetSessionParams{TenantID: tenantID, ID: id})
+		return translate(err)
+	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	out := &StoredSession{ID: row.ID, Agent: row.Agent}
 	if row.LatestSnapshotID != nil {
@@ -159,7 +196,7 @@ func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*Stored
 
 // CreatePendingSnapshot implements Store.
 func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite) error {
-	return s.inTx(ctx, func(q *db.Queries) error {
+	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
 		if err := ensureSession(ctx, q, w); err != nil {
 			return err
 		}
@@ -221,7 +258,7 @@ var errNotPending = errors.New("snapshot is no longer pending")
 
 // CommitTurn implements Store.
 func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error) {
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
 		if err := ensureSession(ctx, q, w); err != nil {
 			return err
 		}
@@ -289,7 +326,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 // AbortSnapshot implements Store.
 func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, agent, id string) (string, error) {
 	var prev string
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		row, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return translate(err)
@@ -309,8 +346,13 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, agent, id string)
 
 // TouchHeartbeat implements Store.
 func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, id string) (string, error) {
-	status, err := s.q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: id})
-	return status, translate(err)
+	var status string
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		status, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: id})
+		return translate(err)
+	})
+	return status, err
 }
 
 func refSuffix(ref string) string {

@@ -33,12 +33,27 @@ func text(role, s string) service.Message {
 	return service.Message{Role: role, Content: []service.Part{service.TextPart(s)}}
 }
 
+// newRuntime returns a runtime on a fresh database whose store runs as the
+// application role (row-level security on), and an owner pool for the
+// test's own assertions.
 func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	t.Helper()
-	pool := testdb.Pool(t)
-	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{})
+	url := testdb.URL(t)
+	admin, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := service.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := service.NewRuntime(service.NewPostgresStore(app), service.Options{})
+	// Cleanups run last-in first-out: the runtime stops before the pools
+	// close, and both close before testdb drops the database.
+	t.Cleanup(admin.Close)
+	t.Cleanup(app.Close)
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	return rt, pool
+	return rt, admin
 }
 
 // TestStoragePerTurnIsFlat checks that a turn writes only the messages it
@@ -220,3 +235,58 @@ func (m *failingOnceModel) Generate(_ context.Context, req *service.ModelRequest
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRowLevelSecurity checks the second wall: as the application role, a
+// query that does not set the tenant sees no rows, and one set to another
+// tenant sees none of this tenant's.
+func TestRowLevelSecurity(t *testing.T) {
+	t.Parallel()
+	rt, admin := newRuntime(t)
+	ctx := context.Background()
+	approvalAgent(t, rt)
+	if _, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil); err != nil {
+		t.Fatal(err)
+	}
+	app, err := service.NewAppPool(ctx, admin.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	tables := []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events"}
+	count := func(tenant string, table string) int {
+		tx, err := app.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if tenant != "" {
+			if _, err := tx.Exec(ctx, `SELECT set_config('holdpoint.tenant_id', $1, true)`, tenant); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, table := range tables {
+		if n := count("", table); n != 0 {
+			t.Errorf("%s without a tenant: %d rows visible", table, n)
+		}
+		if n := count("other", table); n != 0 {
+			t.Errorf("%s as another tenant: %d rows visible", table, n)
+		}
+		if n := count("default", table); n == 0 {
+			t.Errorf("%s as its tenant: no rows visible", table)
+		}
+	}
+	var role string
+	var bypass bool
+	if err := app.QueryRow(ctx, `SELECT current_user, rolbypassrls FROM pg_roles WHERE rolname = current_user`).Scan(&role, &bypass); err != nil {
+		t.Fatal(err)
+	}
+	if role != "holdpoint_app" || bypass {
+		t.Fatalf("server role %s bypassrls=%v", role, bypass)
+	}
+}

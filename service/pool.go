@@ -1,0 +1,29 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/db"
+)
+
+// NewAppPool connects to databaseURL with every connection running as the
+// application role (holdpoint_app), so row-level security applies even when
+// the URL names the tables' owner. Migrations use their own connection.
+func NewAppPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if cfg.MaxConns < int32(4*runtime.GOMAXPROCS(0)) {
+		cfg.MaxConns = int32(4 * runtime.GOMAXPROCS(0))
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		return db.New(conn).SetAppRole(ctx)
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
