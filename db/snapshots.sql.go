@@ -68,7 +68,10 @@ func (q *Queries) FinalizePendingSnapshot(ctx context.Context, arg FinalizePendi
 }
 
 const getSnapshot = `-- name: GetSnapshot :one
-SELECT tenant_id, id, session_id, agent, parent_id, status, finish_reason, error, custom, artifacts, message_count, heartbeat_at, created_at, updated_at FROM snapshots WHERE tenant_id = $1 AND id = $2
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, sessions.end_user AS session_end_user
+FROM snapshots
+JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
+WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
 `
 
 type GetSnapshotParams struct {
@@ -76,30 +79,42 @@ type GetSnapshotParams struct {
 	ID       string
 }
 
-func (q *Queries) GetSnapshot(ctx context.Context, arg GetSnapshotParams) (Snapshot, error) {
+type GetSnapshotRow struct {
+	Snapshot       Snapshot
+	SessionEndUser *string
+}
+
+// The session's end user comes along: a caller acting for another user
+// must not see the snapshot.
+func (q *Queries) GetSnapshot(ctx context.Context, arg GetSnapshotParams) (GetSnapshotRow, error) {
 	row := q.db.QueryRow(ctx, getSnapshot, arg.TenantID, arg.ID)
-	var i Snapshot
+	var i GetSnapshotRow
 	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.SessionID,
-		&i.Agent,
-		&i.ParentID,
-		&i.Status,
-		&i.FinishReason,
-		&i.Error,
-		&i.Custom,
-		&i.Artifacts,
-		&i.MessageCount,
-		&i.HeartbeatAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+		&i.Snapshot.TenantID,
+		&i.Snapshot.ID,
+		&i.Snapshot.SessionID,
+		&i.Snapshot.Agent,
+		&i.Snapshot.ParentID,
+		&i.Snapshot.Status,
+		&i.Snapshot.FinishReason,
+		&i.Snapshot.Error,
+		&i.Snapshot.Custom,
+		&i.Snapshot.Artifacts,
+		&i.Snapshot.MessageCount,
+		&i.Snapshot.HeartbeatAt,
+		&i.Snapshot.CreatedAt,
+		&i.Snapshot.UpdatedAt,
+		&i.SessionEndUser,
 	)
 	return i, err
 }
 
 const getSnapshotForUpdate = `-- name: GetSnapshotForUpdate :one
-SELECT tenant_id, id, session_id, agent, parent_id, status, finish_reason, error, custom, artifacts, message_count, heartbeat_at, created_at, updated_at FROM snapshots WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, sessions.end_user AS session_end_user
+FROM snapshots
+JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
+WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
+FOR UPDATE OF snapshots
 `
 
 type GetSnapshotForUpdateParams struct {
@@ -107,26 +122,32 @@ type GetSnapshotForUpdateParams struct {
 	ID       string
 }
 
+type GetSnapshotForUpdateRow struct {
+	Snapshot       Snapshot
+	SessionEndUser *string
+}
+
 // Locks the snapshot so a status change (abort, finalize, heartbeat) is a
 // read-modify-write that no concurrent writer can interleave with.
-func (q *Queries) GetSnapshotForUpdate(ctx context.Context, arg GetSnapshotForUpdateParams) (Snapshot, error) {
+func (q *Queries) GetSnapshotForUpdate(ctx context.Context, arg GetSnapshotForUpdateParams) (GetSnapshotForUpdateRow, error) {
 	row := q.db.QueryRow(ctx, getSnapshotForUpdate, arg.TenantID, arg.ID)
-	var i Snapshot
+	var i GetSnapshotForUpdateRow
 	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.SessionID,
-		&i.Agent,
-		&i.ParentID,
-		&i.Status,
-		&i.FinishReason,
-		&i.Error,
-		&i.Custom,
-		&i.Artifacts,
-		&i.MessageCount,
-		&i.HeartbeatAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+		&i.Snapshot.TenantID,
+		&i.Snapshot.ID,
+		&i.Snapshot.SessionID,
+		&i.Snapshot.Agent,
+		&i.Snapshot.ParentID,
+		&i.Snapshot.Status,
+		&i.Snapshot.FinishReason,
+		&i.Snapshot.Error,
+		&i.Snapshot.Custom,
+		&i.Snapshot.Artifacts,
+		&i.Snapshot.MessageCount,
+		&i.Snapshot.HeartbeatAt,
+		&i.Snapshot.CreatedAt,
+		&i.Snapshot.UpdatedAt,
+		&i.SessionEndUser,
 	)
 	return i, err
 }

@@ -1,10 +1,19 @@
 -- name: GetSnapshot :one
-SELECT * FROM snapshots WHERE tenant_id = @tenant_id AND id = @id;
+-- The session's end user comes along: a caller acting for another user
+-- must not see the snapshot.
+SELECT sqlc.embed(snapshots), sessions.end_user AS session_end_user
+FROM snapshots
+JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
+WHERE snapshots.tenant_id = @tenant_id AND snapshots.id = @id;
 
 -- name: GetSnapshotForUpdate :one
 -- Locks the snapshot so a status change (abort, finalize, heartbeat) is a
 -- read-modify-write that no concurrent writer can interleave with.
-SELECT * FROM snapshots WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+SELECT sqlc.embed(snapshots), sessions.end_user AS session_end_user
+FROM snapshots
+JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
+WHERE snapshots.tenant_id = @tenant_id AND snapshots.id = @id
+FOR UPDATE OF snapshots;
 
 -- name: InsertSnapshot :exec
 INSERT INTO snapshots (

@@ -114,7 +114,7 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 			return nil, Errorf(CodeInvalidArgument, "getSnapshot needs a snapshotId or a sessionId")
 		}
 		sess, err := r.store.LoadSession(ctx, c.TenantID, lookup.SessionID)
-		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "")) {
+		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "" || !c.sees(sess.EndUser))) {
 			return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", lookup.SessionID, agent)
 		}
 		if err != nil {
@@ -123,7 +123,7 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 		id = sess.LatestSnapshotID
 	}
 	snap, err := r.store.LoadSnapshot(ctx, c.TenantID, agent, id, true)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrNotFound) || (err == nil && !c.sees(snap.EndUser)) {
 		return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", id, agent)
 	}
 	if err != nil {
@@ -156,7 +156,7 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 	if snapshotID == "" {
 		return nil, Errorf(CodeInvalidArgument, "abort needs a snapshotId")
 	}
-	prev, err := r.store.AbortSnapshot(ctx, c.TenantID, agent, snapshotID)
+	prev, err := r.store.AbortSnapshot(ctx, c.TenantID, c.EndUser, agent, snapshotID)
 	if errors.Is(err, ErrNotFound) {
 		return &AbortResult{SnapshotID: snapshotID}, nil
 	}
@@ -169,6 +169,12 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 		}
 	}
 	return &AbortResult{SnapshotID: snapshotID, Status: prev}, nil
+}
+
+// sees reports whether the caller may see a session owned by owner: a
+// caller acting for an end user sees only that user's sessions.
+func (c Caller) sees(owner string) bool {
+	return c.EndUser == "" || owner == c.EndUser
 }
 
 func runningKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
@@ -279,7 +285,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	switch {
 	case init.SnapshotID != "":
 		snap, err := store.LoadSnapshot(ctx, tenant, a.Name, init.SnapshotID, true)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || (err == nil && !inv.caller.sees(snap.EndUser)) {
 			return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
 		}
 		if err != nil {
@@ -303,6 +309,11 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 		}
 		if err != nil {
 			return err
+		}
+		if !inv.caller.sees(sess.EndUser) {
+			// Another user's session looks like a missing one, and its id
+			// is not free for this caller to take.
+			return Errorf(CodeNotFound, "Session %s not found", init.SessionID)
 		}
 		if sess.Agent != a.Name {
 			return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", init.SessionID)

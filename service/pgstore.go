@@ -91,14 +91,16 @@ func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
 // LoadSnapshot implements Store.
 func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error) {
 	var (
-		row  db.Snapshot
-		hist []db.ListHistoryMessagesRow
+		row     db.Snapshot
+		endUser *string
+		hist    []db.ListHistoryMessagesRow
 	)
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		if row, err = q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id}); err != nil {
+		r, err := q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id})
+		if err != nil {
 			return translate(err)
 		}
+		row, endUser = r.Snapshot, r.SessionEndUser
 		if !withState || row.MessageCount == 0 || row.Agent != agent {
 			return nil
 		}
@@ -116,6 +118,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, 
 	out := &StoredSnapshot{
 		Snapshot:     snapshotFromRow(row),
 		Agent:        row.Agent,
+		EndUser:      deref(endUser),
 		MessageCount: int(row.MessageCount),
 	}
 	if !withState {
@@ -187,7 +190,7 @@ func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*Stored
 	if err != nil {
 		return nil, err
 	}
-	out := &StoredSession{ID: row.ID, Agent: row.Agent}
+	out := &StoredSession{ID: row.ID, Agent: row.Agent, EndUser: deref(row.EndUser)}
 	if row.LatestSnapshotID != nil {
 		out.LatestSnapshotID = *row.LatestSnapshotID
 	}
@@ -324,14 +327,15 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 }
 
 // AbortSnapshot implements Store.
-func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, agent, id string) (string, error) {
+func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, endUser, agent, id string) (string, error) {
 	var prev string
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		row, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: tenantID, ID: id})
+		r, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return translate(err)
 		}
-		if row.Agent != agent {
+		row := r.Snapshot
+		if row.Agent != agent || !ownedBy(endUser, r.SessionEndUser) {
 			return ErrNotFound
 		}
 		prev = row.Status
@@ -360,6 +364,19 @@ func refSuffix(ref string) string {
 		return ""
 	}
 	return "#" + ref
+}
+
+// ownedBy reports whether a caller acting for endUser ("" = the tenant's
+// backend, which sees every session) may see a session owned by owner.
+func ownedBy(endUser string, owner *string) bool {
+	return endUser == "" || (owner != nil && *owner == endUser)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func strPtr(s string) *string {

@@ -290,3 +290,43 @@ func TestRowLevelSecurity(t *testing.T) {
 		t.Fatalf("server role %s bypassrls=%v", role, bypass)
 	}
 }
+
+// TestEndUsersSeeOnlyTheirSessions checks that a caller acting for one end
+// user finds another user's session, snapshots and aborts as missing.
+func TestEndUsersSeeOnlyTheirSessions(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	approvalAgent(t, rt)
+	alice := service.Caller{TenantID: "default", EndUser: "alice", Actor: "user:alice"}
+	bob := service.Caller{TenantID: "default", EndUser: "bob", Actor: "user:bob"}
+	out, err := rt.InvokeOne(ctx, alice, "payer", service.AgentInit{SessionID: "alice-1"}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := func(what string, err error) {
+		t.Helper()
+		var e *service.Error
+		if !errors.As(err, &e) || e.Status != service.CodeNotFound {
+			t.Errorf("%s as another user: %v, want NOT_FOUND", what, err)
+		}
+	}
+	_, err = rt.GetSnapshot(ctx, bob, "payer", service.SnapshotLookup{SnapshotID: out.SnapshotID})
+	notFound("getSnapshot by id", err)
+	_, err = rt.GetSnapshot(ctx, bob, "payer", service.SnapshotLookup{SessionID: "alice-1"})
+	notFound("getSnapshot by session", err)
+	_, err = rt.InvokeOne(ctx, bob, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	notFound("resume by snapshot", err)
+	_, err = rt.InvokeOne(ctx, bob, "payer", service.AgentInit{SessionID: "alice-1"}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	notFound("continue by session", err)
+	if res, err := rt.Abort(ctx, bob, "payer", out.SnapshotID); err != nil || res.Status != "" {
+		t.Errorf("abort as another user: %v %+v, want not found", err, res)
+	}
+	// The owner and the tenant's backend (no end user) still see it.
+	if _, err := rt.GetSnapshot(ctx, alice, "payer", service.SnapshotLookup{SessionID: "alice-1"}); err != nil {
+		t.Errorf("owner: %v", err)
+	}
+	if _, err := rt.GetSnapshot(ctx, testCaller, "payer", service.SnapshotLookup{SessionID: "alice-1"}); err != nil {
+		t.Errorf("backend: %v", err)
+	}
+}

@@ -26,8 +26,9 @@ type Store interface {
 	// it is still pending, and reports false (writing nothing) otherwise.
 	CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error)
 	// AbortSnapshot flips a pending snapshot to aborted and returns the
-	// status it had ("" with ErrNotFound when missing).
-	AbortSnapshot(ctx context.Context, tenantID, agent, id string) (string, error)
+	// status it had ("" with ErrNotFound when missing, or when endUser is
+	// set and the session belongs to someone else).
+	AbortSnapshot(ctx context.Context, tenantID, endUser, agent, id string) (string, error)
 	// TouchHeartbeat refreshes a pending snapshot's heartbeat and returns its
 	// current status.
 	TouchHeartbeat(ctx context.Context, tenantID, id string) (string, error)
@@ -60,6 +61,7 @@ type Store interface {
 type StoredSession struct {
 	ID               string
 	Agent            string
+	EndUser          string
 	LatestSnapshotID string
 }
 
@@ -67,6 +69,7 @@ type StoredSession struct {
 type StoredSnapshot struct {
 	Snapshot
 	Agent        string
+	EndUser      string // the end user who owns the session ("" when none)
 	MessageCount int
 	// Bodies are the stored JSON of the history's messages by position, so
 	// the next turn can tell which positions it changed.
