@@ -11,6 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ApiKey struct {
+	TenantID   string
+	ID         uuid.UUID
+	Name       string
+	Role       string
+	KeyHash    []byte
+	KeyPrefix  string
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
+}
+
 type Interrupt struct {
 	TenantID          string
 	ID                uuid.UUID
@@ -110,7 +122,8 @@ type Snapshot struct {
 }
 
 type Tenant struct {
-	ID        string
-	Name      string
-	CreatedAt time.Time
+	ID          string
+	Name        string
+	CreatedAt   time.Time
+	TokenSecret []byte
 }

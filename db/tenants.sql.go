@@ -7,21 +7,76 @@ package db
 
 import (
 	"context"
+
+	"github.com/google/uuid"
 )
 
+const getAPIKeyByHash = `-- name: GetAPIKeyByHash :one
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE key_hash = $1
+`
+
+// Authentication: the tenant is not known yet (a system lookup).
+func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, getAPIKeyByHash, keyHash)
+	var i ApiKey
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Name,
+		&i.Role,
+		&i.KeyHash,
+		&i.KeyPrefix,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.LastUsedAt,
+	)
+	return i, err
+}
+
 const getTenant = `-- name: GetTenant :one
-SELECT id, name, created_at FROM tenants WHERE id = $1
+SELECT id, name, created_at, token_secret FROM tenants WHERE id = $1
 `
 
 func (q *Queries) GetTenant(ctx context.Context, id string) (Tenant, error) {
 	row := q.db.QueryRow(ctx, getTenant, id)
 	var i Tenant
-	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.TokenSecret,
+	)
 	return i, err
 }
 
+const insertAPIKey = `-- name: InsertAPIKey :exec
+INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix)
+VALUES ($1, $2, $3, $4, $5, $6)
+`
+
+type InsertAPIKeyParams struct {
+	TenantID  string
+	ID        uuid.UUID
+	Name      string
+	Role      string
+	KeyHash   []byte
+	KeyPrefix string
+}
+
+func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) error {
+	_, err := q.db.Exec(ctx, insertAPIKey,
+		arg.TenantID,
+		arg.ID,
+		arg.Name,
+		arg.Role,
+		arg.KeyHash,
+		arg.KeyPrefix,
+	)
+	return err
+}
+
 const insertTenant = `-- name: InsertTenant :one
-INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, created_at
+INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, created_at, token_secret
 `
 
 type InsertTenantParams struct {
@@ -32,8 +87,94 @@ type InsertTenantParams struct {
 func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Tenant, error) {
 	row := q.db.QueryRow(ctx, insertTenant, arg.ID, arg.Name)
 	var i Tenant
-	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.TokenSecret,
+	)
 	return i, err
+}
+
+const listAPIKeys = `-- name: ListAPIKeys :many
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
+`
+
+func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]ApiKey, error) {
+	rows, err := q.db.Query(ctx, listAPIKeys, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ApiKey{}
+	for rows.Next() {
+		var i ApiKey
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.Name,
+			&i.Role,
+			&i.KeyHash,
+			&i.KeyPrefix,
+			&i.CreatedAt,
+			&i.RevokedAt,
+			&i.LastUsedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listTenants = `-- name: ListTenants :many
+SELECT id, name, created_at, token_secret FROM tenants ORDER BY created_at, id
+`
+
+func (q *Queries) ListTenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := q.db.Query(ctx, listTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Tenant{}
+	for rows.Next() {
+		var i Tenant
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.CreatedAt,
+			&i.TokenSecret,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const revokeAPIKey = `-- name: RevokeAPIKey :execrows
+UPDATE api_keys SET revoked_at = now()
+WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL
+`
+
+type RevokeAPIKeyParams struct {
+	TenantID string
+	ID       uuid.UUID
+}
+
+func (q *Queries) RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (int64, error) {
+	result, err := q.db.Exec(ctx, revokeAPIKey, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const setAppRole = `-- name: SetAppRole :exec
@@ -65,5 +206,22 @@ SELECT set_config('holdpoint.tenant_id', $1::text, true)
 // Scopes the transaction to one tenant for the row-level security policies.
 func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
 	_, err := q.db.Exec(ctx, setTenant, tenantID)
+	return err
+}
+
+const touchAPIKey = `-- name: TouchAPIKey :exec
+UPDATE api_keys SET last_used_at = now()
+WHERE tenant_id = $1 AND id = $2
+  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+`
+
+type TouchAPIKeyParams struct {
+	TenantID string
+	ID       uuid.UUID
+}
+
+// Best-effort usage stamp, at most once a minute per key.
+func (q *Queries) TouchAPIKey(ctx context.Context, arg TouchAPIKeyParams) error {
+	_, err := q.db.Exec(ctx, touchAPIKey, arg.TenantID, arg.ID)
 	return err
 }

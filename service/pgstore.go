@@ -392,3 +392,13 @@ func nullableJSON(r json.RawMessage) []byte {
 	}
 	return r
 }
+
+// translateConflict is translate, with a unique violation reported as
+// ALREADY_EXISTS and the given public message.
+func translateConflict(err error, format string, args ...any) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return Errorf(CodeAlreadyExists, format, args...)
+	}
+	return translate(err)
+}
