@@ -69,14 +69,19 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		}
 		req.Messages = append(req.Messages, cloneMessages(inv.sess.messages)...)
 		chunkIndex := index
-		resp, err := a.Model.Generate(ctx, req, func(c ModelChunk) {
-			if c.Role == "" {
-				c.Role = RoleModel
-			}
-			if c.Index == nil {
-				c.Index = intPtr(chunkIndex)
-			}
-			inv.emit(StreamChunk{ModelChunk: &c})
+		var resp *ModelResponse
+		err := inv.protect("model", func() error {
+			var err error
+			resp, err = a.Model.Generate(ctx, req, func(c ModelChunk) {
+				if c.Role == "" {
+					c.Role = RoleModel
+				}
+				if c.Index == nil {
+					c.Index = intPtr(chunkIndex)
+				}
+				inv.emit(StreamChunk{ModelChunk: &c})
+			})
+			return err
 		})
 		if err != nil {
 			return "", tr, modelError(err)
@@ -179,7 +184,12 @@ func (inv *invocation) runTool(ctx context.Context, part Part, resumed json.RawM
 		return nil, interrupt(nil), nil
 	}
 	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata)}
-	out, err := tool.Run(ctx, call)
+	var out json.RawMessage
+	err := inv.protect("tool "+req.Name, func() error {
+		var err error
+		out, err = tool.Run(ctx, call)
+		return err
+	})
 	if err != nil {
 		if ie, ok := asInterrupt(err); ok {
 			return nil, interrupt(ie.Metadata), nil

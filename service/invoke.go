@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -565,7 +566,11 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 		tr     turnRecord
 	)
 	if inv.agent.Turn != nil {
-		finish, err = inv.agent.Turn(ctx, t)
+		err = inv.protect("turn", func() error {
+			var err error
+			finish, err = inv.agent.Turn(ctx, t)
+			return err
+		})
 		if err != nil {
 			err = agentError(err)
 		}
@@ -723,4 +728,17 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	if _, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w); err != nil {
 		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
 	}
+}
+
+// protect runs agent code (a custom turn, a tool, a model), turning a panic
+// into an INTERNAL error logged with its stack, so agent code cannot crash
+// the server.
+func (inv *invocation) protect(what string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inv.rt.log.Error("agent code panicked", "agent", inv.agent.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
+			err = &Error{Status: CodeInternal, Message: "internal error", Cause: fmt.Errorf("panic in %s: %v", what, p)}
+		}
+	}()
+	return fn()
 }

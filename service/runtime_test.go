@@ -330,3 +330,22 @@ func TestEndUsersSeeOnlyTheirSessions(t *testing.T) {
 		t.Errorf("backend: %v", err)
 	}
 }
+
+// TestPanickingAgentCodeFailsTheTurn checks that a panic in a tool ends the
+// turn as failed with a fixed message instead of crashing the process.
+func TestPanickingAgentCodeFailsTheTurn(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{Name: "boom", Ref: "b"}}}}
+	}}
+	if err := rt.Register(&service.Agent{Name: "boomer", Model: model, Tools: []*service.Tool{{Name: "boom", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+		panic("secret detail")
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.InvokeOne(context.Background(), testCaller, "boomer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "go"))}, nil)
+	if err != nil || out.FinishReason != "failed" || out.Error.Status != service.CodeInternal || out.Error.Message != "internal error" {
+		t.Fatalf("got %v %+v", err, out)
+	}
+}

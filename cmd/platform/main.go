@@ -1,0 +1,110 @@
+// Command platform is the Holdpoint server: it serves the agents over the
+// Genkit agent protocol (serve), manages the database schema (migrate), and
+// reports its build (version).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// defaultDatabaseURL is the local server a fresh machine (or `make run`)
+// provides when DATABASE_URL is unset.
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/holdpoint?sslmode=disable"
+
+const usage = `Holdpoint: AI agents whose turns pause for a human, stored in PostgreSQL.
+
+Usage:
+  platform serve [--addr 127.0.0.1:8080] --dev   run the server
+  platform migrate up|status                     apply or list database migrations
+  platform version                               print the build version
+
+The database comes from DATABASE_URL (default ` + defaultDatabaseURL + `).
+Run "platform <command> -h" for the flags of a command.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a command line and returns the exit code: 0 success, 1 a
+// failure while running, 2 a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serveCommand(args[1:], stderr)
+	case "migrate":
+		return migrateCommand(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "platform %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "platform: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// logFlags are the logging flags every command takes.
+type logFlags struct {
+	format string
+	level  string
+}
+
+// register adds the logging flags to fs.
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "json", "log format on stderr: json or text")
+	fs.StringVar(&l.level, "log-level", "info", "lowest level logged: debug, info, warn or error")
+}
+
+// logger builds the slog logger the flags ask for.
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(l.format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
+	}
+}
+
+// parseFlags parses a command's flags. It returns the exit code to use when
+// the command must stop here (help asked: 0, bad flags: 2), or -1 to go on.
+func parseFlags(fs *flag.FlagSet, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	return -1
+}
+
+// databaseURL is the PostgreSQL server to use.
+func databaseURL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultDatabaseURL
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/migrations"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/genkitmodel"
+)
+
+// serveConfig is what the serve flags chose.
+type serveConfig struct {
+	addr  string
+	dev   bool
+	grace time.Duration
+}
+
+// connectTimeout bounds the start-up connection to PostgreSQL, so a wrong
+// DATABASE_URL fails fast with a clear message instead of hanging.
+const connectTimeout = 10 * time.Second
+
+// serveCommand runs `platform serve`.
+func serveCommand(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("platform serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg serveConfig
+	var lf logFlags
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.BoolVar(&cfg.dev, "dev", false, "development mode: default tenant, no authentication, demo agents")
+	fs.DurationVar(&cfg.grace, "shutdown-grace", 20*time.Second, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	lf.register(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform serve:", err)
+		return 2
+	}
+	if !cfg.dev {
+		// Without authentication every request would act for the default
+		// tenant; that is only acceptable on a developer's machine.
+		fmt.Fprintln(stderr, "platform serve: authentication arrives with API keys and is not available yet; run with --dev for local use (default tenant, no authentication, demo agents)")
+		return 2
+	}
+
+	// The model comes first: Genkit's Init takes over SIGINT/SIGTERM and
+	// FromEnv resets them, which would undo a handler installed before.
+	model, err := genkitmodel.FromEnv(context.Background(), log)
+	if err != nil {
+		log.Error("model provider", "err", err)
+		return 1
+	}
+	if model == nil {
+		// No provider configured: the deterministic demo model keeps the
+		// server and its demo agents usable offline.
+		model = demo.NewModel()
+	}
+
+	// The server owns shutdown: the first signal starts a graceful stop,
+	// and stop() restores the default handling so a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, stop, log, cfg, model); err != nil {
+		log.Error("serve failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the server until ctx is cancelled, then shuts down gracefully.
+func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveConfig, model service.Model) error {
+	if err := migrateAtStartup(ctx, log); err != nil {
+		return err
+	}
+	pool, db, err := openDatabase(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	defer db.Close()
+
+	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{Logger: log})
+	if cfg.dev {
+		if err := demo.Register(rt, model); err != nil {
+			return fmt.Errorf("register demo agents: %w", err)
+		}
+	}
+
+	handler := httpapi.New(rt, httpapi.Options{
+		Logger: log,
+		Ready: func(ctx context.Context) error {
+			if err := pool.Ping(ctx); err != nil {
+				return fmt.Errorf("database: %w", err)
+			}
+			pending, err := migrations.HasPending(ctx, db)
+			if err != nil {
+				return err
+			}
+			if pending {
+				return errors.New("migrations pending")
+			}
+			return nil
+		},
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: a streamed turn lasts as long as the model takes.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("serving",
+		"addr", ln.Addr().String(),
+		"dev", cfg.dev,
+		"model", model.Name(),
+		"agents", rt.AgentNames(),
+		"url", "http://"+ln.Addr().String()+httpapi.DefaultBasePath)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopSignals()
+	log.Info("shutting down", "grace", cfg.grace.String())
+
+	deadline := time.Now().Add(cfg.grace)
+	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		// Grace is over: closing the connections cancels the requests'
+		// contexts, which ends their turns.
+		log.Warn("requests still running at the end of the grace period; closing them", "err", err)
+		_ = srv.Close()
+	}
+	// Detached turns are cancelled here; their pending snapshots expire
+	// once their heartbeat goes stale.
+	rtCtx, rtCancel := context.WithTimeout(context.Background(), max(time.Until(deadline), 5*time.Second))
+	defer rtCancel()
+	if err := rt.Shutdown(rtCtx); err != nil {
+		log.Warn("background turns did not stop in time", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// migrateAtStartup applies pending migrations as the user DATABASE_URL
+// names (the schema owner), on a connection of its own. Several instances
+// may start at once: Up serialises them on an advisory lock, so each
+// migration is applied exactly once.
+func migrateAtStartup(ctx context.Context, log *slog.Logger) error {
+	cfg, err := pgxpool.ParseConfig(databaseURL())
+	if err != nil {
+		return errors.New("DATABASE_URL is not a valid PostgreSQL URL")
+	}
+	cfg.MaxConns = 2
+	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	owner, err := pgxpool.NewWithConfig(connectCtx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL at %s: %w", describe(cfg), err)
+	}
+	defer owner.Close()
+	if err := owner.Ping(connectCtx); err != nil {
+		return fmt.Errorf("cannot reach PostgreSQL at %s (set DATABASE_URL): %w", describe(cfg), err)
+	}
+	db := stdlib.OpenDBFromPool(owner)
+	defer db.Close()
+	if err := migrations.Up(ctx, db); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	log.Info("migrations applied", "database", describe(cfg))
+	return nil
+}
+
+// openDatabase connects to DATABASE_URL for the server's queries: a pgx
+// pool whose connections run as the application role (row-level security
+// applies), and a database/sql handle over it for the readiness probe.
+func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL())
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, nil, errors.New("DATABASE_URL is not a valid PostgreSQL URL")
+	}
+	where := describe(cfg)
+
+	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	// Turns are I/O bound (model calls, short transactions); NewAppPool
+	// keeps a few connections per core.
+	pool, err := service.NewAppPool(connectCtx, databaseURL())
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err)
+	}
+	if err := pool.Ping(connectCtx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at %s (set DATABASE_URL): %w", where, err)
+	}
+	log.Info("database connected", "database", where, "max_conns", pool.Config().MaxConns, "role", "holdpoint_app")
+	// OpenDBFromPool keeps no idle connections of its own, so migrations
+	// and readiness probes never starve the store.
+	return pool, stdlib.OpenDBFromPool(pool), nil
+}
+
+// describe names a database without its password, for logs and errors.
+func describe(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}

@@ -1,0 +1,204 @@
+// Package httpapi serves the agent runtime over HTTP: the Genkit agent
+// protocol routes, health checks, and the error mapping from domain errors to
+// protocol status codes. It decodes, calls service, and encodes; it holds no
+// SQL and no domain rules.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// DefaultBodyLimit is the largest request body accepted unless Options says
+// otherwise (1 MiB).
+const DefaultBodyLimit int64 = 1 << 20
+
+// DefaultBasePath is where the agent routes live unless Options says otherwise.
+const DefaultBasePath = "/api/agents"
+
+// Options configure the HTTP API.
+type Options struct {
+	// Logger receives request logs and the causes of internal errors.
+	Logger *slog.Logger
+	// BodyLimit bounds every request body in bytes (default 1 MiB). A larger
+	// body is answered 413 with status RESOURCE_EXHAUSTED, the code gRPC uses
+	// for a message over its size limit.
+	BodyLimit int64
+	// Ready reports whether the server can take traffic (database reachable,
+	// migrations applied); nil means always ready.
+	Ready func(ctx context.Context) error
+	// Caller resolves who a request acts for; nil means the development caller
+	// (tenant "default", actor "dev") for every request.
+	Caller func(c echo.Context) (service.Caller, error)
+	// BasePath prefixes the agent routes (default /api/agents).
+	BasePath string
+}
+
+// DevCaller is the caller every request acts for when no authentication is
+// configured (serve --dev).
+var DevCaller = service.Caller{TenantID: "default", Actor: "dev"}
+
+// readyTimeout bounds a readiness probe so a hung database answers 503
+// rather than hanging the prober.
+const readyTimeout = 3 * time.Second
+
+// api holds what the handlers share.
+type api struct {
+	rt   *service.Runtime
+	log  *slog.Logger
+	opts Options
+}
+
+// New returns the HTTP handler of the platform over rt.
+func New(rt *service.Runtime, opts Options) *echo.Echo {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.BodyLimit <= 0 {
+		opts.BodyLimit = DefaultBodyLimit
+	}
+	if opts.Caller == nil {
+		opts.Caller = func(echo.Context) (service.Caller, error) { return DevCaller, nil }
+	}
+	opts.BasePath = "/" + strings.Trim(opts.BasePath, "/")
+	if opts.BasePath == "/" {
+		opts.BasePath = DefaultBasePath
+	}
+	a := &api{rt: rt, log: opts.Logger, opts: opts}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = a.handleError
+
+	// Order matters: the request id must exist before anything logs, the
+	// logger must see the final status (it runs the error handler itself),
+	// and recovery sits inside the logger so a panic is logged as a 500.
+	e.Use(assignRequestID)
+	e.Use(a.logRequests)
+	e.Use(a.recoverPanics)
+	e.Use(limitBody(opts.BodyLimit))
+
+	e.GET("/healthz", a.healthz)
+	e.GET("/readyz", a.readyz)
+
+	base := opts.BasePath
+	e.GET(base, a.listAgents)
+	e.POST(base+"/:agent", a.invoke)
+	e.POST(base+"/:agent/getSnapshot", a.getSnapshot)
+	e.POST(base+"/:agent/abort", a.abort)
+	return e
+}
+
+// healthz answers as long as the process serves HTTP.
+func (a *api) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 503 while the database is unreachable or migrations are
+// pending, so a load balancer keeps traffic away; the reason is logged, not
+// sent.
+func (a *api) readyz(c echo.Context) error {
+	if a.opts.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+		defer cancel()
+		if err := a.opts.Ready(ctx); err != nil {
+			a.log.Warn("not ready", "err", err, "request_id", requestID(c))
+			return c.JSON(http.StatusServiceUnavailable, errorBody{
+				Status:    service.CodeUnavailable,
+				Message:   "not ready",
+				RequestID: requestID(c),
+			})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// safeRequestID is what a client-supplied X-Request-Id must look like to be
+// kept (a proxy's id ties our log lines to its own); anything else could
+// forge or garble log lines and is replaced.
+var safeRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// assignRequestID puts an X-Request-Id on every response: the client's or
+// proxy's when it is a plain token, else a fresh random one. (Echo's own
+// middleware package would pull in golang.org/x/time for its rate limiter.)
+func assignRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !safeRequestID.MatchString(id) {
+			id = rand.Text()
+		}
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+// requestID is the id assignRequestID put on the response.
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
+// logRequests writes one log line per request. It runs the error handler
+// itself so that the logged status is the one the client got.
+func (a *api) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		res := c.Response()
+		a.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
+			slog.String("method", c.Request().Method),
+			slog.String("path", c.Request().URL.Path),
+			slog.Int("status", res.Status),
+			slog.Int64("bytes", res.Size),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.String("request_id", requestID(c)),
+		)
+		return nil
+	}
+}
+
+// recoverPanics turns a panic into an internal error, so the client gets the
+// fixed 500 answer and the stack goes to the log with the request id.
+func (a *api) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					// The server's own signal to drop the connection.
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+// limitBody bounds request bodies. A declared length over the limit is
+// refused before reading; an undeclared (chunked) one fails with
+// *http.MaxBytesError when the handler reads past the limit.
+func limitBody(limit int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			if req.ContentLength > limit {
+				return &http.MaxBytesError{Limit: limit}
+			}
+			req.Body = http.MaxBytesReader(c.Response().Writer, req.Body, limit)
+			return next(c)
+		}
+	}
+}
