@@ -1,0 +1,57 @@
+# Holdpoint development tasks. Each target that needs PostgreSQL gets it from
+# scripts/pg-local.sh: DATABASE_URL if set, else the server on
+# 127.0.0.1:5432, else a throwaway cluster it starts in .pgdata/.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+SQLC := $(GO) tool -modfile=tools/go.mod sqlc
+# The race detector needs cgo, which Go turns off where no C compiler is
+# installed; the tests then run without it rather than not at all.
+RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
+
+.PHONY: help run test check generate build
+
+help:
+	@echo "make run       serve the demo agent bankingAgent on http://127.0.0.1:8080"
+	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
+	@echo "make check     gofmt, go vet, and sqlc generate/vet leaving no diff in db/"
+	@echo "make generate  regenerate db/ from queries/ with sqlc"
+	@echo "make build     build bin/platform"
+
+# The server migrates its database at start-up but does not create it, so
+# the database holdpoint is created here (on DATABASE_URL's server if set).
+run:
+	@url=$$(scripts/pg-local.sh --db holdpoint); \
+	echo "Holdpoint (dev mode) on http://127.0.0.1:8080" >&2; \
+	DATABASE_URL="$$url" exec $(GO) run ./cmd/platform serve --dev
+
+# DATABASE_URL is an admin URL here: every test creates its own database
+# (internal/testdb), and the compat suite starts a server on one. The
+# PostgreSQL binaries go on PATH because Debian keeps psql and friends off it
+# when only the server package is installed.
+test:
+	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
+	bindir=$$(scripts/pg-local.sh bindir 2>/dev/null || true); \
+	if [[ -n $$bindir ]]; then export PATH=$$bindir:$$PATH; fi; \
+	$(GO) test $(RACE) -count=1 ./...; \
+	bash tests/compat/run.sh
+
+check:
+	@unformatted=$$(find . \( -path ./.git -o -path ./db -o -path ./.pgdata -o -path ./bin \
+		-o -name node_modules \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
+	if [[ -n $$unformatted ]]; then echo "not gofmt-ed:" >&2; echo "$$unformatted" >&2; exit 1; fi
+	$(GO) vet ./...
+	$(SQLC) generate
+	$(SQLC) vet
+	@git diff --exit-code --stat -- db/ || { echo "db/ differs from sqlc generate: commit the regenerated code" >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- db/); \
+	if [[ -n $$untracked ]]; then echo "generated but not committed:" >&2; echo "$$untracked" >&2; exit 1; fi
+
+generate:
+	$(SQLC) generate
+
+build:
+	$(GO) build -o bin/platform ./cmd/platform
