@@ -127,3 +127,27 @@ type Tenant struct {
 	CreatedAt   time.Time
 	TokenSecret []byte
 }
+
+type ToolResult struct {
+	TenantID   string
+	SnapshotID string
+	CallKey    string
+	Result     []byte
+	CreatedAt  time.Time
+}
+
+type TurnJob struct {
+	TenantID    string
+	SnapshotID  string
+	Agent       string
+	SessionID   string
+	ParentID    *string
+	EndUser     *string
+	Actor       string
+	Inputs      []byte
+	Preclaimed  []uuid.UUID
+	Owner       *string
+	HeartbeatAt time.Time
+	Attempts    int32
+	CreatedAt   time.Time
+}

@@ -37,7 +37,11 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 			// An operator's decisions (or deadlines) already claimed these.
 			tr.claimed = inv.preclaimed
 		} else if a.ServerManaged && inv.baseID != "" && len(plan.claims) > 0 {
-			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor)
+			jobID := ""
+			if inv.isDetached() {
+				jobID = inv.detachedID
+			}
+			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor, jobID)
 			if err != nil {
 				var e *Error
 				if errors.As(err, &e) {
@@ -112,7 +116,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		interrupted := false
 		for _, i := range requests {
 			part := msg.Content[i]
-			out, irq, err := inv.runTool(ctx, part, nil)
+			out, irq, err := inv.runTool(ctx, callKey(round, i, part.ToolRequest), part, nil)
 			if err != nil {
 				return "", tr, err
 			}
@@ -165,12 +169,30 @@ func (inv *invocation) reject(err error) {
 
 // runTool runs the tool a request names. It returns the response part, or
 // the interrupted request part when the tool paused the turn.
-func (inv *invocation) runTool(ctx context.Context, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+func (inv *invocation) runTool(ctx context.Context, key string, part Part, resumed json.RawMessage) (*Part, *Part, error) {
 	req := part.ToolRequest
 	tool := inv.agent.tool(req.Name)
 	if tool == nil {
 		return nil, nil, Errorf(CodeNotFound, "Tool %s not found", req.Name)
 	}
+	if !tool.Interrupt {
+		return inv.journaledTool(ctx, key, func() (*Part, *Part, error) { return inv.execTool(ctx, tool, part, resumed) })
+	}
+	return inv.execTool(ctx, tool, part, resumed)
+}
+
+// callKey names a tool call within its turn for the journal: by ref when
+// the model gave one, else by its place in the model's answers.
+func callKey(round, index int, req *ToolRequest) string {
+	if req.Ref != "" {
+		return req.Name + "#" + req.Ref
+	}
+	return fmt.Sprintf("%s@%d.%d", req.Name, round, index)
+}
+
+// execTool runs (or, for an interrupt, pauses on) one tool request.
+func (inv *invocation) execTool(ctx context.Context, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+	req := part.ToolRequest
 	interrupt := func(meta json.RawMessage) *Part {
 		p := part.Clone()
 		if p.Metadata == nil {
@@ -325,7 +347,7 @@ func (inv *invocation) applyResume(ctx context.Context, plan *resumePlan, res *R
 				resumed = jsonTrue
 			}
 			tr.sideEffects = true
-			out, irq, err := inv.runTool(ctx, step.restart.Clone(), resumed)
+			out, irq, err := inv.runTool(ctx, "restart:"+callKey(-1, i, step.restart.ToolRequest), step.restart.Clone(), resumed)
 			if err != nil {
 				return Message{}, err
 			}

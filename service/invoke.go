@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -221,8 +222,16 @@ type invocation struct {
 	detachedClaims     []uuid.UUID
 	// detachedResolvedEvents: the detached turns claimed interrupts themselves.
 	detachedResolvedEvents bool
-	stopHeartbeat          context.CancelFunc
-	heartbeatFinished      chan struct{}
+	// unpersisted are the inputs whose turns are not persisted yet: the
+	// work a detach hands to its job.
+	unpersisted []AgentInput
+	// journal makes tools journal their results (detached turns), so a
+	// takeover does not run them again.
+	journal bool
+	// lostJob is set when another instance took this detached turn over.
+	lostJob           atomic.Bool
+	stopHeartbeat     context.CancelFunc
+	heartbeatFinished chan struct{}
 
 	mu       sync.Mutex // serializes sink calls and guards detached
 	sink     func(StreamChunk)
@@ -275,10 +284,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	if init.State != nil && a.ServerManaged {
 		return Errorf(CodeFailedPrecondition, "Cannot send 'state' to agent '%s': this agent uses a server-managed store. Send 'snapshotId' or 'sessionId' instead.", a.Name)
 	}
-	if err := checkID("sessionId", init.SessionID); err != nil {
-		return err
-	}
-	if err := checkID("snapshotId", init.SnapshotID); err != nil {
+	if err := checkInit(init); err != nil {
 		return err
 	}
 	store := inv.rt.store
@@ -402,8 +408,16 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 			}()
 			return
 		}
+		if err := checkInput(in); err != nil {
+			inv.reject(err)
+			go func() {
+				for range inputs {
+				}
+			}()
+			return
+		}
 		if in.Detach && !inv.isDetached() {
-			if err := inv.detach(ctx); err != nil {
+			if err := inv.detach(ctx, in); err != nil {
 				select {
 				case inv.rejectCh <- err:
 				default:
@@ -416,6 +430,9 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 			}
 		}
 		if in.hasPayload() {
+			if !in.Detach {
+				inv.track(ctx, in)
+			}
 			select {
 			case queue <- in:
 			case <-ctx.Done():
@@ -424,14 +441,33 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 	}
 }
 
+// track remembers an input until its turn is persisted, so a detach can
+// hand the work still to do to its job; once detached, the input is added
+// to the job directly.
+func (inv *invocation) track(ctx context.Context, in AgentInput) {
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	in.Detach = false
+	inv.unpersisted = append(inv.unpersisted, in)
+	if inv.isDetached() {
+		if err := inv.rt.store.AppendJobInputs(ctx, inv.caller.TenantID, inv.detachedID, []AgentInput{in}); err != nil {
+			inv.rt.log.Error("recording a detached input failed", "snapshot", inv.detachedID, "err", err)
+		}
+	}
+}
+
 // detach writes the pending snapshot the client will poll and switches the
 // invocation to background mode.
-func (inv *invocation) detach(ctx context.Context) error {
+func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	if !inv.agent.ServerManaged {
 		return Errorf(CodeFailedPrecondition, "Detach is only supported when a session store is provided.")
 	}
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
+	if in.hasPayload() {
+		in.Detach = false
+		inv.unpersisted = append(inv.unpersisted, in)
+	}
 	now := time.Now()
 	w := &SnapshotWrite{
 		TenantID:     inv.caller.TenantID,
@@ -447,16 +483,20 @@ func (inv *invocation) detach(ctx context.Context) error {
 		MessageCount: len(inv.baseBodies),
 		HeartbeatAt:  &now,
 	}
-	if err := inv.rt.store.CreatePendingSnapshot(ctx, w); err != nil {
+	// The job records the work still to do (the turn in progress, if any,
+	// and this input) before the client learns the snapshot id, so another
+	// instance can finish it if this one dies.
+	job := &TurnJob{
+		TenantID: w.TenantID, SnapshotID: w.SnapshotID, Agent: w.Agent, SessionID: w.SessionID,
+		ParentID: w.ParentID, EndUser: w.EndUser, Actor: inv.caller.Actor,
+		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
+	}
+	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
 		return err
 	}
 	inv.newSession = false
 	inv.detachedID = w.SnapshotID
-	inv.rt.running.Store(runningKey(inv.caller.TenantID, w.SnapshotID), inv.cancelWork)
-	hbCtx, stop := context.WithCancel(inv.rt.bg)
-	inv.stopHeartbeat = stop
-	inv.heartbeatFinished = make(chan struct{})
-	go inv.heartbeat(hbCtx, w.SnapshotID)
+	inv.startBackground()
 	inv.mu.Lock()
 	inv.detached = true
 	inv.mu.Unlock()
@@ -464,11 +504,23 @@ func (inv *invocation) detach(ctx context.Context) error {
 	return nil
 }
 
+// startBackground registers the detached turn for abort and starts its
+// heartbeat.
+func (inv *invocation) startBackground() {
+	inv.journal = true
+	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.detachedID), inv.cancelWork)
+	hbCtx, stop := context.WithCancel(inv.rt.bg)
+	inv.stopHeartbeat = stop
+	inv.heartbeatFinished = make(chan struct{})
+	go inv.heartbeat(hbCtx, inv.detachedID)
+}
+
 // heartbeat refreshes the pending snapshot and, as the fallback for an
 // abort made elsewhere, cancels the work when the snapshot left pending.
 func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 	defer close(inv.heartbeatFinished)
-	t := time.NewTicker(inv.rt.opts.HeartbeatInterval)
+	last := time.Now()
+	t := time.NewTicker(abortPollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -476,12 +528,25 @@ func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 			return
 		case <-t.C:
 		}
-		status, err := inv.rt.store.TouchHeartbeat(ctx, inv.caller.TenantID, snapshotID)
+		// Heartbeat every interval; poll more often while the abort
+		// notifications are not reaching this instance.
+		if time.Since(last) < inv.rt.opts.HeartbeatInterval && inv.rt.abortsHeard.Load() {
+			continue
+		}
+		last = time.Now()
+		status, owned, err := inv.rt.store.TouchHeartbeat(ctx, inv.caller.TenantID, snapshotID, inv.rt.instanceID)
 		if err != nil {
 			if ctx.Err() == nil {
 				inv.rt.log.Warn("heartbeat failed", "snapshot", snapshotID, "err", err)
 			}
 			continue
+		}
+		if !owned {
+			// Another instance took the job over (this one was too slow to
+			// heartbeat): stop, and write nothing.
+			inv.lostJob.Store(true)
+			inv.cancelWork()
+			return
 		}
 		if status != StatusPending {
 			inv.cancelWork()
@@ -654,6 +719,9 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 		inv.baseID = snapshotID
 		inv.baseBodies = bodies
 		inv.lastGoodID = snapshotID
+		if len(inv.unpersisted) > 0 {
+			inv.unpersisted = inv.unpersisted[1:]
+		}
 	}
 	return nil
 }
@@ -705,10 +773,17 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	defer inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.detachedID))
 	status, finish := StatusCompleted, out.FinishReason
 	var errd *ErrorDetails
-	switch out.FinishReason {
-	case FinishAborted:
-		return // the abort already set the final status
-	case FinishFailed:
+	switch {
+	case inv.lostJob.Load():
+		return // another instance runs the job now
+	case out.FinishReason == FinishAborted:
+		// Aborted by a user (the snapshot says so; the job goes) or by this
+		// instance's shutdown (the job stays for another instance).
+		if !inv.rt.stopping.Load() {
+			inv.dropJob()
+		}
+		return
+	case out.FinishReason == FinishFailed:
 		status, errd = StatusFailed, out.Error
 	}
 	inv.persistMu.Lock()
@@ -725,8 +800,23 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	w.ResolvedEvents = inv.detachedResolvedEvents
 	ctx, cancel := context.WithTimeout(inv.rt.bg, 30*time.Second)
 	defer cancel()
-	if _, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w); err != nil {
+	committed, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w)
+	if err != nil {
 		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+		return
+	}
+	if !committed {
+		inv.dropJob() // aborted meanwhile: nothing is written, the job goes
+	}
+}
+
+// dropJob deletes the job of a detached turn that ended without finalizing
+// its snapshot.
+func (inv *invocation) dropJob() {
+	ctx, cancel := context.WithTimeout(inv.rt.bg, 10*time.Second)
+	defer cancel()
+	if err := inv.rt.store.DeleteJob(context.WithoutCancel(ctx), inv.caller.TenantID, inv.detachedID); err != nil {
+		inv.rt.log.Warn("dropping a detached job failed", "snapshot", inv.detachedID, "err", err)
 	}
 }
 

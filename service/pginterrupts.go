@@ -53,7 +53,7 @@ func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uui
 }
 
 // ClaimInterrupts implements Store.
-func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error) {
+func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID string) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
@@ -86,6 +86,11 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID stri
 				return Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", row.ID, c.Tool, refSuffix(c.Ref))
 			}
 			ids = append(ids, row.ID)
+		}
+		if jobSnapshotID != "" && len(ids) > 0 {
+			if err := q.AddTurnJobClaims(ctx, db.AddTurnJobClaimsParams{TenantID: tenantID, SnapshotID: jobSnapshotID, Ids: ids}); err != nil {
+				return translate(err)
+			}
 		}
 		return insertEvents(ctx, q, tenantID, ids, "claimed", actor, nil)
 	})

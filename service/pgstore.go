@@ -198,12 +198,15 @@ func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*Stored
 }
 
 // CreatePendingSnapshot implements Store.
-func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite) error {
+func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string) error {
 	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
 		if err := ensureSession(ctx, q, w); err != nil {
 			return err
 		}
 		if err := insertSnapshot(ctx, q, w); err != nil {
+			return err
+		}
+		if err := insertJob(ctx, q, job, owner); err != nil {
 			return err
 		}
 		return translate(q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
@@ -286,6 +289,10 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 			if n == 0 {
 				return errNotPending
 			}
+			// The detached turn is done: its job and tool journal go.
+			if err := deleteJob(ctx, q, w.TenantID, w.SnapshotID); err != nil {
+				return err
+			}
 		} else if err := insertSnapshot(ctx, q, w); err != nil {
 			return err
 		}
@@ -348,24 +355,6 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, endUser, agent, i
 	return prev, err
 }
 
-// TouchHeartbeat implements Store.
-func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, id string) (string, error) {
-	var status string
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		status, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: id})
-		return translate(err)
-	})
-	return status, err
-}
-
-func refSuffix(ref string) string {
-	if ref == "" {
-		return ""
-	}
-	return "#" + ref
-}
-
 // ownedBy reports whether a caller acting for endUser ("" = the tenant's
 // backend, which sees every session) may see a session owned by owner.
 func ownedBy(endUser string, owner *string) bool {
@@ -401,4 +390,11 @@ func translateConflict(err error, format string, args ...any) error {
 		return Errorf(CodeAlreadyExists, format, args...)
 	}
 	return translate(err)
+}
+
+func refSuffix(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return "#" + ref
 }

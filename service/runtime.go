@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Caller is who an invocation acts for: the tenant whose rows it may touch,
@@ -41,6 +44,14 @@ type Runtime struct {
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
 	running  sync.Map // snapshot id -> context.CancelFunc of its detached turn
+
+	// instanceID names this process as the owner of the jobs it runs.
+	instanceID string
+	// abortsHeard is true while the abort listener is connected.
+	abortsHeard atomic.Bool
+	// stopping is set at shutdown: no new jobs, and cancelled detached
+	// turns keep their jobs for another instance.
+	stopping atomic.Bool
 }
 
 // NewRuntime returns a runtime over store.
@@ -56,12 +67,13 @@ func NewRuntime(store Store, opts Options) *Runtime {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	return &Runtime{
-		store:    store,
-		log:      opts.Logger,
-		opts:     opts,
-		agents:   map[string]*Agent{},
-		bg:       bg,
-		bgCancel: cancel,
+		store:      store,
+		log:        opts.Logger,
+		opts:       opts,
+		agents:     map[string]*Agent{},
+		bg:         bg,
+		bgCancel:   cancel,
+		instanceID: uuid.NewString(),
 	}
 }
 
@@ -102,16 +114,27 @@ func (r *Runtime) AgentNames() []string {
 	return names
 }
 
-// Shutdown cancels detached turns still running and waits for them (or for
-// ctx) to finish.
+// Shutdown stops taking jobs, cancels the detached turns still running here,
+// waits for them (or for ctx), and hands their jobs back so another
+// instance resumes them at once instead of waiting for a stale heartbeat.
 func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.stopping.Store(true)
 	r.bgCancel()
 	done := make(chan struct{})
 	go func() { r.bgWG.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	n, rerr := r.store.ReleaseJobs(rctx, r.instanceID)
+	if rerr != nil {
+		r.log.Warn("handing back detached turns failed; they resume once their heartbeat is stale", "err", rerr)
+	} else if n > 0 {
+		r.log.Info("handed back detached turns", "jobs", n)
+	}
+	return err
 }

@@ -19,8 +19,9 @@ type Store interface {
 	// a session of another agent is reported with its agent name set.
 	LoadSession(ctx context.Context, tenantID, id string) (*StoredSession, error)
 	// CreatePendingSnapshot writes the pending snapshot of a detached turn
-	// (creating the session if new) and makes it the session's latest.
-	CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite) error
+	// (creating the session if new), makes it the session's latest, and
+	// records the turn's job, owned by owner, in the same transaction.
+	CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string) error
 	// CommitTurn persists the end of a turn in one transaction. With
 	// w.FinalizePending it rewrites the pending snapshot w.SnapshotID only if
 	// it is still pending, and reports false (writing nothing) otherwise.
@@ -29,13 +30,32 @@ type Store interface {
 	// status it had ("" with ErrNotFound when missing, or when endUser is
 	// set and the session belongs to someone else).
 	AbortSnapshot(ctx context.Context, tenantID, endUser, agent, id string) (string, error)
-	// TouchHeartbeat refreshes a pending snapshot's heartbeat and returns its
-	// current status.
-	TouchHeartbeat(ctx context.Context, tenantID, id string) (string, error)
+	// TouchHeartbeat refreshes a detached turn's job and pending snapshot
+	// heartbeats for owner and returns the snapshot's status; owned is false
+	// when another instance took the job over.
+	TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owner string) (status string, owned bool, err error)
+	// ClaimNextJob takes a detached turn to run: one nobody owns, or whose
+	// owner's heartbeat is older than stale. Nil when there is none.
+	ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*TurnJob, error)
+	// AppendJobInputs adds inputs that arrived after the detach to its job.
+	AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []AgentInput) error
+	// DeleteJob drops a finished (or aborted) job and its tool journal.
+	DeleteJob(ctx context.Context, tenantID, snapshotID string) error
+	// ReleaseJobs hands owner's jobs back at shutdown.
+	ReleaseJobs(ctx context.Context, owner string) (int, error)
+	// GetToolResult returns a journaled tool result (nil when none).
+	GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, error)
+	// PutToolResult journals a tool result before the turn moves on.
+	PutToolResult(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error
+	// ListenAborts calls fn for every abort announced by any instance until
+	// ctx ends or the connection fails; ready is called once listening.
+	ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error
 	// ClaimInterrupts claims the pending interrupts of a paused snapshot that
 	// keys name, in one transaction. An interrupt that is no longer pending
 	// fails the whole claim with ABORTED.
-	ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor string) ([]uuid.UUID, error)
+	// When jobSnapshotID is set, the claims are also recorded on that
+	// detached turn's job, so a takeover knows they are its own.
+	ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID string) ([]uuid.UUID, error)
 	// ReleaseInterrupts gives claims back (the resume turn failed before any
 	// side effect).
 	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error

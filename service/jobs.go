@@ -1,0 +1,200 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// abortPollInterval is how often a detached turn checks whether it should
+// heartbeat, or poll for an abort while notifications are not arriving.
+const abortPollInterval = 250 * time.Millisecond
+
+// maxJobsPerInstance bounds the detached turns one instance takes from the
+// queue at once (its own detaches run regardless).
+const maxJobsPerInstance = 8
+
+// RunBackground runs, until ctx ends, what makes detached turns durable on
+// this instance: the worker that takes over jobs left by stopped or dead
+// instances, and the listener that cancels a running turn the moment any
+// instance aborts it.
+func (r *Runtime) RunBackground(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.listenAborts(ctx)
+	}()
+	r.runJobs(ctx)
+	<-done
+}
+
+// listenAborts keeps a LISTEN connection open, reconnecting with backoff.
+// While it is down, detached turns poll their snapshot instead.
+func (r *Runtime) listenAborts(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := r.store.ListenAborts(ctx, func() { r.abortsHeard.Store(true) }, func(tenantID, snapshotID string) {
+			if cancel, ok := r.running.Load(runningKey(tenantID, snapshotID)); ok {
+				cancel.(context.CancelFunc)()
+			}
+		})
+		r.abortsHeard.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond
+		}
+		r.log.Warn("abort listener lost its connection; polling until it is back", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// jobStaleAfter is how old a job's heartbeat must be before another
+// instance takes it over: one interval before its snapshot would read as
+// expired, so a live deployment never shows an expired snapshot.
+func (r *Runtime) jobStaleAfter() time.Duration {
+	d := r.opts.HeartbeatTimeout - r.opts.HeartbeatInterval
+	if d < r.opts.HeartbeatInterval {
+		d = r.opts.HeartbeatInterval
+	}
+	return d
+}
+
+// runJobs polls for claimable jobs and runs them.
+func (r *Runtime) runJobs(ctx context.Context) {
+	poll := max(r.opts.HeartbeatInterval/5, 50*time.Millisecond)
+	slots := make(chan struct{}, maxJobsPerInstance)
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for !r.stopping.Load() {
+			select {
+			case slots <- struct{}{}:
+			default:
+				goto wait // every slot busy
+			}
+			job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), r.jobStaleAfter())
+			if err != nil || job == nil {
+				<-slots
+				if err != nil && ctx.Err() == nil {
+					r.log.Warn("claiming a detached turn failed", "err", err)
+				}
+				break
+			}
+			r.bgWG.Add(1)
+			go func() {
+				defer r.bgWG.Done()
+				defer func() { <-slots }()
+				r.runJob(job)
+			}()
+		}
+	wait:
+	}
+}
+
+// runJob runs a detached turn taken from the queue: from its parent
+// snapshot, with its recorded inputs and claims, reusing journaled tool
+// results.
+func (r *Runtime) runJob(job *TurnJob) {
+	log := r.log.With("snapshot", job.SnapshotID, "tenant", job.TenantID, "attempt", job.Attempts)
+	a, err := r.Lookup(job.Agent)
+	if err != nil {
+		return // another instance serves this agent
+	}
+	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
+	snap, err := r.store.LoadSnapshot(r.bg, c.TenantID, a.Name, job.SnapshotID, false)
+	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
+		// Aborted (or gone) while nobody ran it: nothing left to do.
+		if err := r.store.DeleteJob(r.bg, c.TenantID, job.SnapshotID); err != nil {
+			log.Warn("dropping a finished job failed", "err", err)
+		}
+		return
+	}
+	if err != nil {
+		log.Warn("loading a detached turn failed", "err", err)
+		return
+	}
+	log.Info("taking over a detached turn", "agent", a.Name, "inputs", len(job.Inputs))
+
+	workCtx, cancel := context.WithCancel(r.bg)
+	defer cancel()
+	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel,
+		detached: true, detachedID: job.SnapshotID}
+	if job.ParentID != "" {
+		parent, err := r.store.LoadSnapshot(workCtx, c.TenantID, a.Name, job.ParentID, true)
+		if err != nil {
+			log.Error("loading the parent of a detached turn failed", "err", err)
+			return
+		}
+		inv.useSnapshot(parent)
+	} else {
+		inv.sess = &sessionState{id: job.SessionID}
+	}
+	inv.lastGood = inv.sess.state()
+	inv.lastGoodID = inv.baseID
+	inv.unpersisted = job.Inputs
+	inv.startBackground()
+
+	queue := make(chan AgentInput, len(job.Inputs))
+	for _, in := range job.Inputs {
+		queue <- in
+	}
+	close(queue)
+	out := inv.runTurns(workCtx, queue)
+	inv.finishDetached(out)
+	log.Info("detached turn finished", "finishReason", out.FinishReason)
+}
+
+// journaledTool runs a tool of a detached turn at most once per turn: a
+// result journaled by an earlier attempt (before a crash) is reused.
+func (inv *invocation) journaledTool(ctx context.Context, key string, run func() (*Part, *Part, error)) (*Part, *Part, error) {
+	if !inv.journal {
+		return run()
+	}
+	tenant, snap := inv.caller.TenantID, inv.detachedID
+	raw, err := inv.rt.store.GetToolResult(ctx, tenant, snap, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if raw != nil {
+		var rec journalRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, nil, fmt.Errorf("tool journal %s: %w", key, err)
+		}
+		return rec.Response, rec.Interrupt, nil
+	}
+	resp, irq, err := run()
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := json.Marshal(journalRecord{Response: resp, Interrupt: irq})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Written before the turn moves on: if this instance dies from here on,
+	// the instance that takes over reuses the result.
+	if err := inv.rt.store.PutToolResult(context.WithoutCancel(ctx), tenant, snap, key, rec); err != nil {
+		return nil, nil, err
+	}
+	return resp, irq, nil
+}
+
+// journalRecord is a journaled tool outcome: a response or an interrupt.
+type journalRecord struct {
+	Response  *Part `json:"response,omitempty"`
+	Interrupt *Part `json:"interrupt,omitempty"`
+}

@@ -1,0 +1,240 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// instance is one "server process" of a test: its own runtime and pool on
+// a shared database.
+type instance struct {
+	rt     *service.Runtime
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startInstance(t *testing.T, url string, opts service.Options, register func(rt *service.Runtime)) *instance {
+	t.Helper()
+	pool, err := service.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := service.NewRuntime(service.NewPostgresStore(pool), opts)
+	register(rt)
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{rt: rt, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(in.done); rt.RunBackground(ctx) }()
+	t.Cleanup(func() {
+		in.stop()
+		pool.Close()
+	})
+	return in
+}
+
+func (in *instance) stop() {
+	in.cancel()
+	<-in.done
+	_ = in.rt.Shutdown(context.Background())
+}
+
+// slowPayAgent's model asks for pay, and after the tool answers it blocks
+// until block is closed or its context ends.
+func slowPayAgent(rt *service.Runtime, paid *atomic.Int32, block <-chan struct{}, cancelled chan<- time.Time) {
+	model := &blockingModel{block: block, cancelled: cancelled}
+	err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			paid.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+}
+
+type blockingModel struct {
+	block     <-chan struct{}
+	cancelled chan<- time.Time
+}
+
+func (m *blockingModel) Name() string { return "blocking" }
+
+func (m *blockingModel) Generate(ctx context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role == service.RoleUser {
+		return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{
+			{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p1", Input: json.RawMessage(`{}`)}}}}}, nil
+	}
+	select {
+	case <-m.block:
+		return &service.ModelResponse{Message: text(service.RoleModel, "paid"), FinishReason: "stop"}, nil
+	case <-ctx.Done():
+		if m.cancelled != nil {
+			m.cancelled <- time.Now()
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func detachPay(t *testing.T, rt *service.Runtime) string {
+	t.Helper()
+	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
+		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
+	if err != nil || out.FinishReason != "detached" {
+		t.Fatalf("detach: %v %+v", err, out)
+	}
+	return out.SnapshotID
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func snapshotStatus(t *testing.T, rt *service.Runtime, id string) string {
+	t.Helper()
+	snap, err := rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Status
+}
+
+func count(t *testing.T, admin *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := admin.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestTakeoverAfterCrashRunsToolsOnce: instance A runs a detached turn past
+// its tool call and stops heartbeating (as if killed); instance B takes the
+// job over, reuses the journaled tool result, and completes the snapshot.
+func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
+	var paidA, paidB atomic.Int32
+	never := make(chan struct{})
+	// A's runtime is never shut down gracefully: its background loop is
+	// not even started, and its heartbeat is stopped by freezing the job.
+	poolA, err := service.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poolA.Close()
+	rtA := service.NewRuntime(service.NewPostgresStore(poolA), opts)
+	slowPayAgent(rtA, &paidA, never, nil)
+	snap := detachPay(t, rtA)
+	waitFor(t, "A to journal the tool result", 5*time.Second, func() bool {
+		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1`, snap) == 1
+	})
+	// "kill -9": A's process is gone. Here: take its ownership away so its
+	// goroutines stop writing, exactly what a dead owner looks like to B.
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour' WHERE snapshot_id = $1`, snap); err != nil {
+		t.Fatal(err)
+	}
+	crashed := time.Now()
+	release := make(chan struct{})
+	close(release)
+	startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
+	took := waitFor(t, "B to complete the snapshot", 10*time.Second, func() bool {
+		return snapshotStatus(t, rtA, snap) == service.StatusCompleted
+	})
+	t.Logf("takeover: snapshot completed by B %s after A stopped", time.Since(crashed).Round(time.Millisecond))
+	_ = took
+	if paidA.Load() != 1 || paidB.Load() != 0 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 1 and 0", paidA.Load(), paidB.Load())
+	}
+	if n := count(t, admin, `SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1`, snap); n != 0 {
+		t.Fatalf("%d jobs left", n)
+	}
+	got, err := rtA.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := got.State.Messages; len(msgs) != 4 || msgs[3].Text() != "paid" {
+		t.Fatalf("history after takeover: %+v", msgs)
+	}
+	_ = rtA.Shutdown(context.Background())
+}
+
+// TestShutdownHandsJobsBack: a graceful stop of A hands its detached turn
+// back, and B finishes it without waiting for a stale heartbeat.
+func TestShutdownHandsJobsBack(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	// A long timeout: only the hand-back can explain a quick takeover.
+	opts := service.Options{HeartbeatInterval: 5 * time.Second, HeartbeatTimeout: time.Minute}
+	var paidA, paidB atomic.Int32
+	never := make(chan struct{})
+	a := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidA, never, nil) })
+	snap := detachPay(t, a.rt)
+	waitFor(t, "A to run the tool", 5*time.Second, func() bool { return paidA.Load() == 1 })
+	a.stop()
+	release := make(chan struct{})
+	close(release)
+	b := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
+	took := waitFor(t, "B to complete the handed-back turn", 5*time.Second, func() bool {
+		return snapshotStatus(t, b.rt, snap) == service.StatusCompleted
+	})
+	t.Logf("handed-back turn completed by B in %s", took.Round(time.Millisecond))
+	if paidB.Load() != 0 {
+		t.Fatalf("pay ran again on B (%d times)", paidB.Load())
+	}
+}
+
+// TestAbortReachesAnotherInstance: a turn detached on A is aborted through
+// B; A's work is cancelled through the notification (heartbeat polling is
+// set far too slow to explain it) and nothing is written after.
+func TestAbortReachesAnotherInstance(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	opts := service.Options{HeartbeatInterval: 30 * time.Second, HeartbeatTimeout: time.Minute}
+	var paidA, paidB atomic.Int32
+	never := make(chan struct{})
+	cancelled := make(chan time.Time, 1)
+	a := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidA, never, cancelled) })
+	b := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, never, nil) })
+	// Let A's listener connect before the abort.
+	time.Sleep(300 * time.Millisecond)
+	snap := detachPay(t, a.rt)
+	waitFor(t, "A to run the tool", 5*time.Second, func() bool { return paidA.Load() == 1 })
+	start := time.Now()
+	res, err := b.rt.Abort(context.Background(), testCaller, "payer", snap)
+	if err != nil || res.Status != service.StatusPending {
+		t.Fatalf("abort: %v %+v", err, res)
+	}
+	select {
+	case at := <-cancelled:
+		t.Logf("abort through B cancelled A's turn after %s", at.Sub(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("A's turn was not cancelled")
+	}
+	time.Sleep(200 * time.Millisecond)
+	snapAfter, err := b.rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: snap})
+	if err != nil || snapAfter.Status != service.StatusAborted || len(snapAfter.State.Messages) != 0 {
+		t.Fatalf("after abort: %v %+v", err, snapAfter)
+	}
+}

@@ -1,0 +1,182 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/db"
+)
+
+// TurnJob is the durable record of a detached turn: what to run, from which
+// snapshot, for whom.
+type TurnJob struct {
+	TenantID   string
+	SnapshotID string
+	Agent      string
+	SessionID  string
+	ParentID   string
+	EndUser    string
+	Actor      string
+	Inputs     []AgentInput
+	Preclaimed []uuid.UUID
+	Attempts   int
+}
+
+func insertJob(ctx context.Context, q *db.Queries, job *TurnJob, owner string) error {
+	inputs, err := json.Marshal(job.Inputs)
+	if err != nil {
+		return fmt.Errorf("encoding job inputs: %w", err)
+	}
+	pre := job.Preclaimed
+	if pre == nil {
+		pre = []uuid.UUID{}
+	}
+	return translate(q.InsertTurnJob(ctx, db.InsertTurnJobParams{
+		TenantID: job.TenantID, SnapshotID: job.SnapshotID, Agent: job.Agent, SessionID: job.SessionID,
+		ParentID: strPtr(job.ParentID), EndUser: strPtr(job.EndUser), Actor: orSystem(job.Actor),
+		Inputs: inputs, Preclaimed: pre, Owner: strPtr(owner),
+	}))
+}
+
+func orSystem(actor string) string {
+	if actor == "" {
+		return "system"
+	}
+	return actor
+}
+
+// ClaimNextJob implements Store.
+func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*TurnJob, error) {
+	var row db.TurnJob
+	// Jobs of every tenant are claimable here: a system query.
+	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+		var err error
+		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: &owner, StaleSeconds: stale.Seconds(), Agents: agents})
+		return translate(err)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	job := &TurnJob{
+		TenantID: row.TenantID, SnapshotID: row.SnapshotID, Agent: row.Agent, SessionID: row.SessionID,
+		ParentID: deref(row.ParentID), EndUser: deref(row.EndUser), Actor: row.Actor,
+		Preclaimed: row.Preclaimed, Attempts: int(row.Attempts),
+	}
+	if err := json.Unmarshal(row.Inputs, &job.Inputs); err != nil {
+		return nil, fmt.Errorf("job %s inputs: %w", row.SnapshotID, err)
+	}
+	return job, nil
+}
+
+// TouchHeartbeat implements Store.
+func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owner string) (string, bool, error) {
+	var status string
+	owned := true
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		n, err := q.TouchTurnJob(ctx, db.TouchTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID, Owner: &owner})
+		if err != nil {
+			return translate(err)
+		}
+		if n == 0 {
+			owned = false
+			return nil
+		}
+		status, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: snapshotID})
+		return translate(err)
+	})
+	return status, owned, err
+}
+
+// AppendJobInputs implements Store.
+func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []AgentInput) error {
+	raw, err := json.Marshal(inputs)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		return translate(q.AppendTurnJobInputs(ctx, db.AppendTurnJobInputsParams{TenantID: tenantID, SnapshotID: snapshotID, Inputs: raw}))
+	})
+}
+
+// DeleteJob implements Store.
+func (s *PgStore) DeleteJob(ctx context.Context, tenantID, snapshotID string) error {
+	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		return deleteJob(ctx, q, tenantID, snapshotID)
+	})
+}
+
+func deleteJob(ctx context.Context, q *db.Queries, tenantID, snapshotID string) error {
+	if err := q.DeleteToolResults(ctx, db.DeleteToolResultsParams{TenantID: tenantID, SnapshotID: snapshotID}); err != nil {
+		return translate(err)
+	}
+	return translate(q.DeleteTurnJob(ctx, db.DeleteTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID}))
+}
+
+// ReleaseJobs implements Store.
+func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
+	var n int64
+	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+		var err error
+		n, err = q.ReleaseTurnJobs(ctx, &owner)
+		return translate(err)
+	})
+	return int(n), err
+}
+
+// GetToolResult implements Store.
+func (s *PgStore) GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, error) {
+	var out []byte
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		out, err = q.GetToolResult(ctx, db.GetToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key})
+		return translate(err)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// PutToolResult implements Store.
+func (s *PgStore) PutToolResult(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error {
+	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		return translate(q.InsertToolResult(ctx, db.InsertToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Result: result}))
+	})
+}
+
+// ListenAborts implements Store: it blocks, calling fn for every abort
+// announced on the database, until ctx ends or the connection fails.
+func (s *PgStore) ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error {
+	pooled, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	// The connection carries the LISTEN: never hand it back to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := db.New(conn).ListenAborts(ctx); err != nil {
+		return translate(err)
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return translate(err)
+		}
+		var note struct {
+			TenantID   string `json:"tenantId"`
+			SnapshotID string `json:"snapshotId"`
+		}
+		if json.Unmarshal([]byte(n.Payload), &note) == nil {
+			fn(note.TenantID, note.SnapshotID)
+		}
+	}
+}
