@@ -41,6 +41,90 @@ func (q *Queries) ClaimInterrupt(ctx context.Context, arg ClaimInterruptParams) 
 	return result.RowsAffected(), nil
 }
 
+const claimInterruptsByKey = `-- name: ClaimInterruptsByKey :many
+WITH keys AS (
+    SELECT unnest($3::text[]) AS tool, unnest($4::text[]) AS ref,
+           unnest($5::jsonb[]) AS resolution
+), claimed AS (
+    UPDATE interrupts i
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $6::text, resolved_at = now()
+    FROM keys k
+    WHERE i.tenant_id = $1 AND i.snapshot_id = $2
+      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    RETURNING i.id
+), events AS (
+    INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor)
+    SELECT $1, id, 'claimed', $6::text FROM claimed
+), job AS (
+    UPDATE turn_jobs SET preclaimed = preclaimed || (SELECT coalesce(array_agg(id), '{}') FROM claimed)
+    WHERE tenant_id = $1 AND snapshot_id = $7::text
+)
+SELECT i.id, i.tool, i.ref, i.status, (c.id IS NOT NULL)::boolean AS claimed_now
+FROM interrupts i
+LEFT JOIN claimed c ON c.id = i.id
+WHERE i.tenant_id = $1 AND i.snapshot_id = $2
+ORDER BY i.id
+`
+
+type ClaimInterruptsByKeyParams struct {
+	TenantID      string
+	SnapshotID    string
+	Tools         []string
+	Refs          []string
+	Resolutions   [][]byte
+	Actor         string
+	JobSnapshotID string
+}
+
+type ClaimInterruptsByKeyRow struct {
+	ID         uuid.UUID
+	Tool       string
+	Ref        string
+	Status     string
+	ClaimedNow bool
+}
+
+// Claims, in one statement, the pending interrupts of a paused snapshot
+// that a resume answers (keys: tool and ref), records a claimed event for
+// each, and notes them on the detached turn's job when there is one. The
+// conditional update is the claim: of two concurrent resumes exactly one
+// sees a row change (the other blocks on the row lock, then finds it no
+// longer pending). Every interrupt of the snapshot is returned with its
+// status before the statement and whether this statement claimed it.
+func (q *Queries) ClaimInterruptsByKey(ctx context.Context, arg ClaimInterruptsByKeyParams) ([]ClaimInterruptsByKeyRow, error) {
+	rows, err := q.db.Query(ctx, claimInterruptsByKey,
+		arg.TenantID,
+		arg.SnapshotID,
+		arg.Tools,
+		arg.Refs,
+		arg.Resolutions,
+		arg.Actor,
+		arg.JobSnapshotID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimInterruptsByKeyRow{}
+	for rows.Next() {
+		var i ClaimInterruptsByKeyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tool,
+			&i.Ref,
+			&i.Status,
+			&i.ClaimedNow,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const expireInterrupt = `-- name: ExpireInterrupt :execrows
 UPDATE interrupts
 SET status = 'expired', resolved_by = 'system', resolved_at = now()

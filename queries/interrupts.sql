@@ -83,3 +83,34 @@ FOR UPDATE SKIP LOCKED;
 -- Subscribes the connection to the channel the interrupt_events trigger
 -- notifies.
 LISTEN holdpoint_events;
+
+-- name: ClaimInterruptsByKey :many
+-- Claims, in one statement, the pending interrupts of a paused snapshot
+-- that a resume answers (keys: tool and ref), records a claimed event for
+-- each, and notes them on the detached turn's job when there is one. The
+-- conditional update is the claim: of two concurrent resumes exactly one
+-- sees a row change (the other blocks on the row lock, then finds it no
+-- longer pending). Every interrupt of the snapshot is returned with its
+-- status before the statement and whether this statement claimed it.
+WITH keys AS (
+    SELECT unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
+           unnest(@resolutions::jsonb[]) AS resolution
+), claimed AS (
+    UPDATE interrupts i
+    SET status = 'resolved', resolution = k.resolution, resolved_by = @actor::text, resolved_at = now()
+    FROM keys k
+    WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @snapshot_id
+      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    RETURNING i.id
+), events AS (
+    INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor)
+    SELECT @tenant_id, id, 'claimed', @actor::text FROM claimed
+), job AS (
+    UPDATE turn_jobs SET preclaimed = preclaimed || (SELECT coalesce(array_agg(id), '{}') FROM claimed)
+    WHERE tenant_id = @tenant_id AND snapshot_id = @job_snapshot_id::text
+)
+SELECT i.id, i.tool, i.ref, i.status, (c.id IS NOT NULL)::boolean AS claimed_now
+FROM interrupts i
+LEFT JOIN claimed c ON c.id = i.id
+WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @snapshot_id
+ORDER BY i.id;

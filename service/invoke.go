@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,17 +242,34 @@ type invocation struct {
 // sessionState is the session an invocation works on.
 type sessionState struct {
 	id        string
+	owner     string // the end user who created the session ("" when none)
 	messages  []Message
 	custom    json.RawMessage
 	artifacts []Artifact
+	// touched are positions below the base's message count that were
+	// rewritten in place (a resume's interrupted message); replaced says
+	// the history was set wholesale, so every position must be compared.
+	touched  map[int]bool
+	replaced bool
 }
 
+// touch marks a position rewritten in place.
+func (s *sessionState) touch(i int) {
+	if s.touched == nil {
+		s.touched = map[int]bool{}
+	}
+	s.touched[i] = true
+}
+
+// state is a view of the session that later turns cannot change: messages
+// are never modified in place (a rewrite replaces the element with a
+// clone), so copying the slices is enough.
 func (s *sessionState) state() SessionState {
 	return SessionState{
 		SessionID: s.id,
-		Messages:  cloneMessages(s.messages),
+		Messages:  slices.Clone(s.messages),
 		Custom:    s.custom,
-		Artifacts: append([]Artifact(nil), s.artifacts...),
+		Artifacts: slices.Clone(s.artifacts),
 	}
 }
 
@@ -291,7 +309,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	tenant := inv.caller.TenantID
 	switch {
 	case init.SnapshotID != "":
-		snap, err := store.LoadSnapshot(ctx, tenant, a.Name, init.SnapshotID, true)
+		snap, err := inv.rt.loadSnapshot(ctx, tenant, a.Name, init.SnapshotID)
 		if errors.Is(err, ErrNotFound) || (err == nil && !inv.caller.sees(snap.EndUser)) {
 			return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
 		}
@@ -310,7 +328,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	case init.SessionID != "":
 		sess, err := store.LoadSession(ctx, tenant, init.SessionID)
 		if errors.Is(err, ErrNotFound) {
-			inv.sess = &sessionState{id: init.SessionID}
+			inv.sess = &sessionState{id: init.SessionID, owner: inv.caller.EndUser}
 			inv.newSession = true
 			break
 		}
@@ -334,20 +352,18 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 				return Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", init.SessionID)
 			}
 			visited[id] = true
-			s, err := store.LoadSnapshot(ctx, tenant, a.Name, id, false)
+			s, err := inv.rt.loadSnapshot(ctx, tenant, a.Name, id)
 			if err != nil {
 				return err
 			}
 			if s.Status == StatusCompleted {
-				if snap, err = store.LoadSnapshot(ctx, tenant, a.Name, id, true); err != nil {
-					return err
-				}
+				snap = s
 				break
 			}
 			id = s.ParentID
 		}
 		if snap == nil {
-			inv.sess = &sessionState{id: init.SessionID}
+			inv.sess = &sessionState{id: init.SessionID, owner: sess.EndUser}
 			break
 		}
 		inv.useSnapshot(snap)
@@ -359,7 +375,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 		}
 		inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
 	default:
-		inv.sess = &sessionState{id: uuid.NewString()}
+		inv.sess = &sessionState{id: uuid.NewString(), owner: inv.caller.EndUser}
 		inv.newSession = a.ServerManaged
 	}
 	inv.lastGood = inv.sess.state()
@@ -367,11 +383,36 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	return nil
 }
 
+// useSnapshot continues from snap, which may be a shared cache entry: the
+// session gets its own slices and never writes into the snapshot's.
 func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	st := snap.State
-	inv.sess = &sessionState{id: snap.SessionID, messages: st.Messages, custom: st.Custom, artifacts: st.Artifacts}
+	inv.sess = &sessionState{
+		id:        snap.SessionID,
+		owner:     snap.EndUser,
+		messages:  slices.Clone(st.Messages),
+		custom:    st.Custom,
+		artifacts: slices.Clone(st.Artifacts),
+	}
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
+}
+
+// loadSnapshot returns a snapshot with its state, from the cache of
+// completed snapshots when it is there. The result must not be modified.
+func (r *Runtime) loadSnapshot(ctx context.Context, tenantID, agent, id string) (*StoredSnapshot, error) {
+	if snap := r.cache.get(tenantID, id); snap != nil {
+		if snap.Agent != agent {
+			return nil, ErrNotFound
+		}
+		return snap, nil
+	}
+	snap, err := r.store.LoadSnapshot(ctx, tenantID, agent, id, true)
+	if err != nil {
+		return nil, err
+	}
+	r.cache.put(tenantID, snap)
+	return snap, nil
 }
 
 // checkID bounds a client-chosen id: any string, but not an unbounded or
@@ -719,6 +760,14 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 		inv.baseID = snapshotID
 		inv.baseBodies = bodies
 		inv.lastGoodID = snapshotID
+		inv.sess.touched, inv.sess.replaced = nil, false
+		now := time.Now()
+		st := inv.sess.state()
+		inv.rt.cache.put(inv.caller.TenantID, &StoredSnapshot{
+			Snapshot: Snapshot{SnapshotID: snapshotID, SessionID: inv.sess.id, ParentID: w.ParentID,
+				CreatedAt: now, UpdatedAt: &now, Status: StatusCompleted, FinishReason: finish, State: &st},
+			Agent: inv.agent.Name, EndUser: inv.sess.owner, MessageCount: len(bodies), Bodies: bodies,
+		})
 		if len(inv.unpersisted) > 0 {
 			inv.unpersisted = inv.unpersisted[1:]
 		}
@@ -747,13 +796,19 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		Artifacts:    inv.sess.artifacts,
 		MessageCount: len(msgs),
 	}
+	sess := inv.sess
 	for i, m := range msgs {
+		inBase := i < len(inv.baseBodies)
+		if inBase && !sess.replaced && !sess.touched[i] {
+			bodies[i] = inv.baseBodies[i] // unchanged since the base: not written again
+			continue
+		}
 		b, err := json.Marshal(m)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encoding message %d: %w", i, err)
 		}
 		bodies[i] = b
-		if i < len(inv.baseBodies) && jsonEqual(inv.baseBodies[i], b) {
+		if inBase && jsonEqual(inv.baseBodies[i], b) {
 			bodies[i] = inv.baseBodies[i]
 			continue
 		}

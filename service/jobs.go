@@ -135,7 +135,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel,
 		detached: true, detachedID: job.SnapshotID}
 	if job.ParentID != "" {
-		parent, err := r.store.LoadSnapshot(workCtx, c.TenantID, a.Name, job.ParentID, true)
+		parent, err := r.loadSnapshot(workCtx, c.TenantID, a.Name, job.ParentID)
 		if err != nil {
 			log.Error("loading the parent of a detached turn failed", "err", err)
 			return

@@ -52,50 +52,55 @@ func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uui
 	return translate(q.InsertInterruptEvents(ctx, p))
 }
 
-// ClaimInterrupts implements Store.
+// ClaimInterrupts implements Store. The claim is one statement (one round
+// trip); when only some of the keys could be claimed (another resume or a
+// decision got there first), the ones this call took are given back.
 func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID string) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
-			TenantID: tenantID, SnapshotID: snapshotID,
-		})
-		if err != nil {
-			return translate(err)
-		}
-		for _, c := range claims {
-			var row *db.Interrupt
-			for i := range rows {
-				if rows[i].Tool == c.Tool && rows[i].Ref == c.Ref {
-					row = &rows[i]
-					break
-				}
-			}
-			if row == nil {
-				continue // not an interrupt (e.g. a pending output): nothing to claim
-			}
-			if err := claimable(row, c.Tool, c.Ref); err != nil {
-				return err
-			}
-			n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
-				TenantID: tenantID, ID: row.ID, Resolution: nullableJSON(c.Resolution), ResolvedBy: strPtr(actor),
-			})
-			if err != nil {
-				return translate(err)
-			}
-			if n == 0 {
-				return Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", row.ID, c.Tool, refSuffix(c.Ref))
-			}
-			ids = append(ids, row.ID)
-		}
-		if jobSnapshotID != "" && len(ids) > 0 {
-			if err := q.AddTurnJobClaims(ctx, db.AddTurnJobClaimsParams{TenantID: tenantID, SnapshotID: jobSnapshotID, Ids: ids}); err != nil {
-				return translate(err)
-			}
-		}
-		return insertEvents(ctx, q, tenantID, ids, "claimed", actor, nil)
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	p := db.ClaimInterruptsByKeyParams{TenantID: tenantID, SnapshotID: snapshotID, Actor: orSystem(actor), JobSnapshotID: jobSnapshotID}
+	for _, c := range claims {
+		p.Tools = append(p.Tools, c.Tool)
+		p.Refs = append(p.Refs, c.Ref)
+		p.Resolutions = append(p.Resolutions, nullableJSON(c.Resolution))
+	}
+	var rows []db.ClaimInterruptsByKeyRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ClaimInterruptsByKey(ctx, p)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	var ids []uuid.UUID
+	var refusal error
+	for _, c := range claims {
+		for _, r := range rows {
+			if r.Tool != c.Tool || r.Ref != c.Ref {
+				continue
+			}
+			switch {
+			case r.ClaimedNow:
+				ids = append(ids, r.ID)
+			case refusal != nil:
+			case r.Status == "expired":
+				refusal = Errorf(CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", r.ID, c.Tool, refSuffix(c.Ref))
+			case r.Status == "pending":
+				refusal = Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", r.ID, c.Tool, refSuffix(c.Ref))
+			default:
+				refusal = Errorf(CodeAborted, "interrupt %s (%s%s) is already %s", r.ID, c.Tool, refSuffix(c.Ref), r.Status)
+			}
+		}
+	}
+	if refusal != nil {
+		if len(ids) > 0 {
+			if err := s.ReleaseInterrupts(context.WithoutCancel(ctx), tenantID, ids, actor); err != nil {
+				return nil, err
+			}
+		}
+		return nil, refusal
 	}
 	return ids, nil
 }
@@ -178,7 +183,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f Interru
 		p.CursorID = pgtype.UUID{Bytes: f.AfterID, Valid: true}
 	}
 	var rows []db.Interrupt
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListInterrupts(ctx, p)
 		return translate(err)
@@ -196,7 +201,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f Interru
 // GetInterrupt implements Store.
 func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*Interrupt, error) {
 	var row db.Interrupt
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
 		return translate(err)
@@ -211,7 +216,7 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 // ListInterruptEvents implements Store.
 func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]InterruptEvent, error) {
 	var rows []db.InterruptEvent
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: id})
 		return translate(err)
@@ -361,7 +366,7 @@ func anyExpired(rows []db.Interrupt) bool {
 // ReportInterrupts implements Store.
 func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error) {
 	var rows []db.ReportInterruptsRow
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: tenantID, FromTime: from, ToTime: to, GroupBy: groupBy})
 		return translate(err)

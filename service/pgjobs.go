@@ -57,6 +57,13 @@ func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []strin
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		var err error
 		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: &owner, StaleSeconds: stale.Seconds(), Agents: agents})
+		if err != nil {
+			return translate(err)
+		}
+		// The snapshot's heartbeat is as old as the dead worker's: refresh
+		// it with the claim, or a client polling between the claim and the
+		// new worker's first heartbeat would read the snapshot as expired.
+		_, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: row.TenantID, ID: row.SnapshotID})
 		return translate(err)
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -101,14 +108,14 @@ func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID stri
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return translate(q.AppendTurnJobInputs(ctx, db.AppendTurnJobInputsParams{TenantID: tenantID, SnapshotID: snapshotID, Inputs: raw}))
 	})
 }
 
 // DeleteJob implements Store.
 func (s *PgStore) DeleteJob(ctx context.Context, tenantID, snapshotID string) error {
-	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return deleteJob(ctx, q, tenantID, snapshotID)
 	})
 }
@@ -134,7 +141,7 @@ func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 // GetToolResult implements Store.
 func (s *PgStore) GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, error) {
 	var out []byte
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		out, err = q.GetToolResult(ctx, db.GetToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key})
 		return translate(err)
@@ -147,7 +154,7 @@ func (s *PgStore) GetToolResult(ctx context.Context, tenantID, snapshotID, key s
 
 // PutToolResult implements Store.
 func (s *PgStore) PutToolResult(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error {
-	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return translate(q.InsertToolResult(ctx, db.InsertToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Result: result}))
 	})
 }

@@ -95,7 +95,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		endUser *string
 		hist    []db.ListHistoryMessagesRow
 	)
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		r, err := q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return translate(err)
@@ -182,7 +182,7 @@ func snapshotFromRow(row db.Snapshot) Snapshot {
 // LoadSession implements Store.
 func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*StoredSession, error) {
 	var row db.Session
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetSession(ctx, db.GetSessionParams{TenantID: tenantID, ID: id})
 		return translate(err)
@@ -199,7 +199,9 @@ func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*Stored
 
 // CreatePendingSnapshot implements Store.
 func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string) error {
-	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
+	// Every statement only executes: one batch, one round trip, one
+	// transaction.
+	return s.piped(ctx, w.TenantID, func(q *db.Queries) error {
 		if err := ensureSession(ctx, q, w); err != nil {
 			return err
 		}
@@ -264,7 +266,14 @@ var errNotPending = errors.New("snapshot is no longer pending")
 
 // CommitTurn implements Store.
 func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error) {
-	err := s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
+	// A new snapshot is written in one batch (one round trip, one
+	// transaction); finalizing a pending one reads the rows it changed to
+	// stay abort-aware, so it takes a transaction of its own.
+	run := s.piped
+	if w.FinalizePending {
+		run = s.inTx
+	}
+	err := run(ctx, w.TenantID, func(q *db.Queries) error {
 		if err := ensureSession(ctx, q, w); err != nil {
 			return err
 		}

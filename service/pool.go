@@ -15,6 +15,12 @@ import (
 // application role (holdpoint_app), so row-level security applies even when
 // the URL names the tables' owner. Migrations use their own connection.
 func NewAppPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	return NewAppPoolWith(ctx, databaseURL, nil)
+}
+
+// NewAppPoolWith is NewAppPool with a hook to adjust the pool configuration
+// (a tracer, a pool size) before connecting.
+func NewAppPoolWith(ctx context.Context, databaseURL string, configure func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
@@ -24,6 +30,9 @@ func NewAppPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) 
 	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		return db.New(conn).SetAppRole(ctx)
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -40,6 +40,7 @@ func (t *Turn) AddMessages(msgs ...Message) {
 // SetMessages replaces the history.
 func (t *Turn) SetMessages(msgs []Message) {
 	t.inv.sess.messages = cloneMessages(msgs)
+	t.inv.sess.replaced = true
 }
 
 // Custom returns the session's custom state (nil when unset).

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/holdpoint/holdpoint/internal/bench"
+	"github.com/holdpoint/holdpoint/migrations"
+)
+
+// benchCommand runs `platform bench`: the approval cycle against a fresh
+// database it creates on DATABASE_URL's server (and drops afterwards).
+func benchCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("platform bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := bench.Config{Out: stdout}
+	var keep bool
+	fs.StringVar(&cfg.Mode, "mode", "inprocess", "inprocess (runtime calls) or http (the protocol over loopback HTTP)")
+	fs.IntVar(&cfg.Sessions, "sessions", 32, "concurrent sessions (HTTP clients)")
+	fs.IntVar(&cfg.Cycles, "cycles", 20, "approval cycles per session")
+	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
+	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	ctx := context.Background()
+	dbURL, drop, err := createBenchDatabase(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform bench:", err)
+		return 1
+	}
+	if !keep {
+		defer drop()
+	} else {
+		fmt.Fprintln(stderr, "platform bench: keeping", dbURL)
+	}
+	cfg.DatabaseURL = dbURL
+	if _, err := bench.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(stderr, "platform bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// createBenchDatabase creates and migrates a database of its own next to
+// DATABASE_URL's, and returns its URL and a function that drops it.
+func createBenchDatabase(ctx context.Context) (string, func(), error) {
+	base := databaseURL()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to DATABASE_URL: %w", err)
+	}
+	name := fmt.Sprintf("holdpoint_bench_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		admin.Close(ctx)
+		return "", nil, fmt.Errorf("create the benchmark database: %w", err)
+	}
+	drop := func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		admin.Close(context.Background())
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		drop()
+		return "", nil, fmt.Errorf("DATABASE_URL is not a URL")
+	}
+	u.Path = "/" + name
+	dbURL := u.String()
+	owner, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	db := stdlib.OpenDBFromPool(owner)
+	err = migrations.Up(ctx, db)
+	db.Close()
+	owner.Close()
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	return dbURL, drop, nil
+}

@@ -1,0 +1,412 @@
+// Package bench measures the approval cycle: a user message, the model asks
+// for approval (the turn pauses on an interrupt, persisted), the approval is
+// sent back, the model answers (persisted). It drives the same runtime,
+// store and HTTP stack as the server, with an instant stub model, and
+// reports throughput, latency, database round trips and storage per cycle.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// Config is what to run.
+type Config struct {
+	// DatabaseURL is the database to run in (migrated, empty).
+	DatabaseURL string
+	// Mode is "inprocess" (runtime calls) or "http" (the protocol over
+	// loopback HTTP).
+	Mode     string
+	Sessions int
+	Cycles   int
+	// Flat additionally runs one long session of FlatCycles cycles and
+	// compares the bytes written by its first and last 20 cycles.
+	FlatCycles int
+	Out        io.Writer
+}
+
+// Agent is the name of the benchmark agent.
+const Agent = "benchApproval"
+
+// Result holds the figures of one run.
+type Result struct {
+	Mode          string
+	Sessions      int
+	Cycles        int
+	Elapsed       time.Duration
+	TurnP50       time.Duration
+	TurnP99       time.Duration
+	RoundTrips    float64 // database round trips per cycle
+	BytesPerCycle float64 // table + index growth per cycle
+	PeakRSS       int64   // bytes
+	Errors        int64
+	FlatFirst     float64 // row bytes per cycle, cycles 1-20 of the long session
+	FlatLast      float64 // same, last 20 cycles
+}
+
+// CyclesPerSecond is the throughput.
+func (r *Result) CyclesPerSecond() float64 {
+	return float64(r.Sessions*r.Cycles) / r.Elapsed.Seconds()
+}
+
+// stubModel answers instantly: a user message gets an approval request, an
+// approval gets a short answer.
+type stubModel struct{}
+
+func (stubModel) Name() string { return "stub" }
+
+func (stubModel) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == service.RoleUser {
+		ref := "a" + strconv.Itoa(len(req.Messages))
+		return &service.ModelResponse{FinishReason: "stop", Message: service.Message{Role: service.RoleModel, Content: []service.Part{{
+			ToolRequest: &service.ToolRequest{Name: "userApproval", Ref: ref, Input: json.RawMessage(`{"action":"transferMoney","details":"Transfer $50.00 to account 12345"}`)},
+		}}}}, nil
+	}
+	return &service.ModelResponse{FinishReason: "stop", Message: service.Message{Role: service.RoleModel, Content: []service.Part{
+		service.TextPart("Done: transferred $50.00 to account 12345."),
+	}}}, nil
+}
+
+// Register adds the benchmark agent to rt.
+func Register(rt *service.Runtime) error {
+	return rt.Register(&service.Agent{
+		Name:          Agent,
+		ServerManaged: true,
+		System:        "You are a banking assistant. ALWAYS use the userApproval interrupt to confirm before executing transferMoney.",
+		Model:         stubModel{},
+		Tools: []*service.Tool{{
+			Name:         "userApproval",
+			Description:  "Ask the user to approve an action.",
+			Interrupt:    true,
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"action":{"type":"string"},"details":{"type":"string"}}}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"feedback":{"type":"string"}},"required":["approved"]}`),
+		}},
+	})
+}
+
+// counter counts database round trips: every query and every batch.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// cycleFunc runs one approval cycle of a session: it returns the two turn
+// latencies.
+type cycleFunc func(ctx context.Context, session string, i int) (time.Duration, time.Duration, error)
+
+// Run runs the benchmark and prints its table.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Sessions <= 0 || cfg.Cycles <= 0 {
+		return nil, fmt.Errorf("sessions and cycles must be positive")
+	}
+	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	admin, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+
+	cnt := &counter{}
+	pool, err := service.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = cnt })
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{Logger: quiet})
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	if err := Register(rt); err != nil {
+		return nil, err
+	}
+
+	var cycle cycleFunc
+	switch cfg.Mode {
+	case "inprocess", "":
+		cfg.Mode = "inprocess"
+		cycle = inProcessCycle(rt)
+	case "http":
+		srv, url, err := startHTTP(rt, quiet)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Close()
+		cycle = httpCycle(url, cfg.Sessions)
+	default:
+		return nil, fmt.Errorf("--mode must be inprocess or http")
+	}
+
+	// Warm up: connections, prepared statements, code paths.
+	for i := 0; i < 3; i++ {
+		if _, _, err := cycle(ctx, "warmup", i); err != nil {
+			return nil, fmt.Errorf("warm-up cycle: %w", err)
+		}
+	}
+
+	sizeBefore, err := tableBytes(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	rtBefore := cnt.n.Load()
+	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for s := 0; s < cfg.Sessions; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			session := fmt.Sprintf("bench-%d-%d", start.UnixNano(), s)
+			local := make([]time.Duration, 0, 2*cfg.Cycles)
+			for i := 0; i < cfg.Cycles; i++ {
+				a, b, err := cycle(ctx, session, i)
+				if err != nil {
+					if errs.Add(1) == 1 {
+						fmt.Fprintf(os.Stderr, "bench: cycle failed: %v\n", err)
+					}
+					return
+				}
+				local = append(local, a, b)
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.Errors = errs.Load()
+	total := float64(cfg.Sessions * cfg.Cycles)
+	res.RoundTrips = float64(cnt.n.Load()-rtBefore) / total
+	sizeAfter, err := tableBytes(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	res.BytesPerCycle = float64(sizeAfter-sizeBefore) / total
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.TurnP50 = lat[len(lat)/2]
+		res.TurnP99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	if cfg.FlatCycles > 0 {
+		if res.FlatFirst, res.FlatLast, err = flatness(ctx, admin, cycle, cfg.FlatCycles); err != nil {
+			return nil, err
+		}
+	}
+	res.PeakRSS = peakRSS()
+	if cfg.Out != nil {
+		Print(cfg.Out, res)
+	}
+	if res.Errors > 0 {
+		return res, fmt.Errorf("%d sessions failed", res.Errors)
+	}
+	return res, nil
+}
+
+// Print writes the result table.
+func Print(w io.Writer, r *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tdb round trips/cycle\tbytes/cycle\tpeak RSS\t")
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%.1f\t%.0f\t%.0f MiB\t\n",
+		r.Mode, r.Sessions, r.Cycles, r.CyclesPerSecond(), ms(r.TurnP50), ms(r.TurnP99),
+		r.RoundTrips, r.BytesPerCycle, float64(r.PeakRSS)/(1<<20))
+	tw.Flush()
+	if r.FlatFirst > 0 {
+		fmt.Fprintf(w, "row bytes per cycle of one long session: cycles 1-20 %.0f, last 20 %.0f (%+.1f%%)\n",
+			r.FlatFirst, r.FlatLast, 100*(r.FlatLast-r.FlatFirst)/r.FlatFirst)
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// benchTables are the tables a cycle writes to.
+var benchTables = []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events"}
+
+// tableBytes is the on-disk size of the tables a cycle writes, indexes
+// included.
+func tableBytes(ctx context.Context, admin *pgxpool.Pool) (int64, error) {
+	var n int64
+	err := admin.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname = ANY($1) AND c.relkind = 'r'`, benchTables).Scan(&n)
+	return n, err
+}
+
+// flatness runs one session of n cycles and returns the row bytes written
+// per cycle by its first and last 20 cycles (logical row sizes: pages are
+// too coarse for 20 cycles).
+func flatness(ctx context.Context, admin *pgxpool.Pool, cycle cycleFunc, n int) (float64, float64, error) {
+	session := fmt.Sprintf("flat-%d", time.Now().UnixNano())
+	var marks []time.Time
+	for i := 0; i < n; i++ {
+		if i == 0 || i == 20 || i == n-20 {
+			marks = append(marks, time.Now())
+		}
+		if _, _, err := cycle(ctx, session, i); err != nil {
+			return 0, 0, err
+		}
+	}
+	marks = append(marks, time.Now())
+	bytesBetween := func(from, to time.Time) (float64, error) {
+		var total int64
+		for _, q := range []string{
+			`SELECT coalesce(sum(pg_column_size(t.*)), 0)::bigint FROM snapshots t WHERE session_id = $1 AND created_at >= $2 AND created_at < $3`,
+			`SELECT coalesce(sum(pg_column_size(m.*)), 0)::bigint FROM messages m JOIN snapshots s ON s.tenant_id = m.tenant_id AND s.id = m.snapshot_id WHERE s.session_id = $1 AND s.created_at >= $2 AND s.created_at < $3`,
+			`SELECT coalesce(sum(pg_column_size(i.*)), 0)::bigint FROM interrupts i WHERE session_id = $1 AND created_at >= $2 AND created_at < $3`,
+			`SELECT coalesce(sum(pg_column_size(e.*)), 0)::bigint FROM interrupt_events e JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id WHERE i.session_id = $1 AND e.created_at >= $2 AND e.created_at < $3`,
+		} {
+			var b int64
+			if err := admin.QueryRow(ctx, q, session, from, to).Scan(&b); err != nil {
+				return 0, err
+			}
+			total += b
+		}
+		return float64(total) / 20, nil
+	}
+	first, err := bytesBetween(marks[0], marks[1])
+	if err != nil {
+		return 0, 0, err
+	}
+	last, err := bytesBetween(marks[2], marks[3])
+	return first, last, err
+}
+
+func inProcessCycle(rt *service.Runtime) cycleFunc {
+	caller := service.Caller{TenantID: "default", Actor: "bench"}
+	return func(ctx context.Context, session string, i int) (time.Duration, time.Duration, error) {
+		msg := service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart("Transfer $50 to account 12345")}}
+		t0 := time.Now()
+		out, err := rt.InvokeOne(ctx, caller, Agent, service.AgentInit{SessionID: session}, service.AgentInput{Message: &msg}, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		if out.FinishReason != service.FinishInterrupted {
+			return 0, 0, fmt.Errorf("first turn: finish %s %+v", out.FinishReason, out.Error)
+		}
+		t1 := time.Now()
+		req := out.Message.Content[0].ToolRequest
+		resume := &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(`{"approved":true}`)}}}}
+		out, err = rt.InvokeOne(ctx, caller, Agent, service.AgentInit{SnapshotID: out.SnapshotID}, service.AgentInput{Resume: resume}, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		if out.FinishReason != service.FinishStop {
+			return 0, 0, fmt.Errorf("second turn: finish %s %+v", out.FinishReason, out.Error)
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+}
+
+// startHTTP serves the platform's HTTP API over rt on a loopback port.
+func startHTTP(rt *service.Runtime, log *slog.Logger) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: httpapi.New(rt, httpapi.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String() + httpapi.DefaultBasePath + "/" + Agent, nil
+}
+
+func httpCycle(url string, clients int) cycleFunc {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients + 4, MaxConnsPerHost: clients + 4}}
+	post := func(ctx context.Context, body string) (map[string]any, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(raw))
+		}
+		var env struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal(raw, &env); err != nil {
+			return nil, err
+		}
+		return env.Result, nil
+	}
+	return func(ctx context.Context, session string, i int) (time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		out, err := post(ctx, fmt.Sprintf(`{"init":{"sessionId":%q},"data":{"message":{"role":"user","content":[{"text":"Transfer $50 to account 12345"}]}}}`, session))
+		if err != nil {
+			return 0, 0, err
+		}
+		if out["finishReason"] != service.FinishInterrupted {
+			return 0, 0, fmt.Errorf("first turn: %v", out)
+		}
+		t1 := time.Now()
+		msg := out["message"].(map[string]any)
+		req := msg["content"].([]any)[0].(map[string]any)["toolRequest"].(map[string]any)
+		body := fmt.Sprintf(`{"init":{"snapshotId":%q},"data":{"resume":{"respond":[{"toolResponse":{"name":%q,"ref":%q,"output":{"approved":true}}}]}}}`,
+			out["snapshotId"], req["name"], req["ref"])
+		out, err = post(ctx, body)
+		if err != nil {
+			return 0, 0, err
+		}
+		if out["finishReason"] != service.FinishStop {
+			return 0, 0, fmt.Errorf("second turn: %v", out)
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+}
+
+// peakRSS is the process's peak resident set (VmHWM), in bytes.
+func peakRSS() int64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,64 @@
+package service
+
+import (
+	"container/list"
+	"sync"
+)
+
+// snapshotCache keeps recently written or read completed snapshots, with
+// their state, so the next turn of a conversation does not read back the
+// history the previous turn just wrote. A completed snapshot never changes
+// (only a pending one does, and pending ones are never cached), so an entry
+// cannot go stale, whichever instance wrote it.
+type snapshotCache struct {
+	mu  sync.Mutex
+	max int
+	ll  *list.List // front: most recently used
+	m   map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key  string
+	snap *StoredSnapshot
+}
+
+func newSnapshotCache(max int) *snapshotCache {
+	return &snapshotCache{max: max, ll: list.New(), m: map[string]*list.Element{}}
+}
+
+func cacheKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
+
+// get returns a cached snapshot; callers must not modify it.
+func (c *snapshotCache) get(tenantID, snapshotID string) *StoredSnapshot {
+	if c == nil || c.max <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[cacheKey(tenantID, snapshotID)]
+	if !ok {
+		return nil
+	}
+	c.ll.MoveToFront(e)
+	return e.Value.(*cacheEntry).snap
+}
+
+// put caches a completed snapshot with its state.
+func (c *snapshotCache) put(tenantID string, snap *StoredSnapshot) {
+	if c == nil || c.max <= 0 || snap == nil || snap.Status != StatusCompleted || snap.State == nil {
+		return
+	}
+	key := cacheKey(tenantID, snap.SnapshotID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.m[key] = c.ll.PushFront(&cacheEntry{key: key, snap: snap})
+	for c.ll.Len() > c.max {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.m, last.Value.(*cacheEntry).key)
+	}
+}

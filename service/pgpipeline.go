@@ -1,0 +1,162 @@
+package service
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/db"
+)
+
+// pipeline is a db.DBTX that sends statements together to save round
+// trips. Exec only queues a statement; Query sends everything queued plus
+// the query in one batch and returns the query's rows; flush sends what is
+// left. Each batch is one implicit transaction (statements up to the
+// protocol's Sync commit or fail together), and starts by scoping that
+// transaction to the tenant, so row-level security applies to every
+// statement.
+//
+// Exec's command tag is empty: a caller that needs rows affected, or reads
+// results that depend on each other within one transaction, uses inTx.
+type pipeline struct {
+	conn   *pgxpool.Conn
+	tenant string
+	system bool
+	batch  *pgx.Batch
+}
+
+// begin starts a new batch with the statement that scopes it to the tenant
+// (or to system work), queued through db's SetTenant and SetSystem.
+func (p *pipeline) begin(ctx context.Context) {
+	p.batch = &pgx.Batch{}
+	q := db.New(queuer{p.batch})
+	if p.system {
+		_ = q.SetSystem(ctx)
+	} else {
+		_ = q.SetTenant(ctx, p.tenant)
+	}
+}
+
+// queuer queues the statements sqlc methods execute.
+type queuer struct{ b *pgx.Batch }
+
+func (q queuer) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	q.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+func (q queuer) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	panic("queuer: queries go through the pipeline")
+}
+
+func (q queuer) QueryRow(context.Context, string, ...any) pgx.Row {
+	panic("queuer: queries go through the pipeline")
+}
+
+// Exec queues a statement.
+func (p *pipeline) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	p.batch.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+// Query sends the queued statements and the query in one batch.
+func (p *pipeline) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.batch.Queue(sql, args...)
+	n := p.batch.Len()
+	br := p.conn.SendBatch(ctx, p.batch)
+	p.begin(ctx)
+	for i := 0; i < n-1; i++ {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow is Query for one row.
+func (p *pipeline) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	return &firstRow{rows: rows, err: err}
+}
+
+// flush sends what is queued (beyond the tenant scope) and reports the
+// first error.
+func (p *pipeline) flush(ctx context.Context) error {
+	if p.batch.Len() <= 1 {
+		return nil
+	}
+	err := p.conn.SendBatch(ctx, p.batch).Close()
+	p.begin(ctx)
+	return err
+}
+
+// batchRows closes its batch with the rows, so the connection is free again.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	_ = r.br.Close()
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// firstRow is the pgx.Row of a pipeline query.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *firstRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+// piped runs fn over a pipeline scoped to tenantID: each query costs one
+// round trip, and the statements fn only executes go out together at the
+// end, as one transaction.
+func (s *PgStore) piped(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
+	return s.pipedAs(ctx, tenantID, false, fn)
+}
+
+func (s *PgStore) pipedAs(ctx context.Context, tenantID string, system bool, fn func(q *db.Queries) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer conn.Release()
+	p := &pipeline{conn: conn, tenant: tenantID, system: system}
+	p.begin(ctx)
+	if err := fn(db.New(p)); err != nil {
+		return translate(err)
+	}
+	return translate(p.flush(ctx))
+}
