@@ -12,14 +12,20 @@ SQLC := $(GO) tool -modfile=tools/go.mod sqlc
 # installed; the tests then run without it rather than not at all.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 
-.PHONY: help run test check generate build
+.PHONY: help run test check generate build fuzz
+
+# How long each fuzzer runs under `make fuzz`; `make check` runs each for
+# FUZZTIME_CHECK.
+FUZZTIME ?= 10m
+FUZZTIME_CHECK ?= 10s
 
 help:
 	@echo "make run       serve the demo agent bankingAgent on http://127.0.0.1:8080"
 	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
-	@echo "make check     gofmt, go vet, and sqlc generate/vet leaving no diff in db/"
+	@echo "make check     gofmt, go vet, sqlc generate/vet leaving no diff in db/, fuzzers for 10s each"
 	@echo "make generate  regenerate db/ from queries/ with sqlc"
 	@echo "make build     build bin/platform"
+	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
 
 # The server migrates its database at start-up but does not create it, so
 # the database holdpoint is created here (on DATABASE_URL's server if set).
@@ -49,6 +55,14 @@ check:
 	@git diff --exit-code --stat -- db/ || { echo "db/ differs from sqlc generate: commit the regenerated code" >&2; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- db/); \
 	if [[ -n $$untracked ]]; then echo "generated but not committed:" >&2; echo "$$untracked" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CHECK)
+
+# The fuzzers need no database: they drive client-managed agents only. Each
+# uses every core, hence one after the other. A crasher is saved under
+# testdata/fuzz/ of its package; commit it as a regression test.
+fuzz:
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeAgentRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./service -run '^$$' -fuzz '^FuzzValidateResume$$' -fuzztime $(FUZZTIME)
 
 generate:
 	$(SQLC) generate

@@ -51,6 +51,11 @@ WITH keys AS (
     FROM keys k
     WHERE i.tenant_id = $1 AND i.snapshot_id = $2
       AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+      -- All or nothing: when a named interrupt is already decided, claim
+      -- none (a race that slips past this check is undone by the caller).
+      AND NOT EXISTS (
+          SELECT 1 FROM interrupts x JOIN keys kx ON x.tool = kx.tool AND x.ref = kx.ref
+          WHERE x.tenant_id = $1 AND x.snapshot_id = $2 AND x.status <> 'pending')
     RETURNING i.id
 ), events AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor)

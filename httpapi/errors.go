@@ -94,7 +94,15 @@ func classify(err error) (int, errorBody, error) {
 	if e.Status == service.CodeInternal || e.Status == service.CodeUnavailable {
 		cause = err
 	}
-	return httpStatus(e.Status), errorBody{Status: e.Status, Message: e.Message}, cause
+	body := errorBody{Status: e.Status, Message: e.Message}
+	if e.Details != nil && cause == nil {
+		// Details are public by contract (e.g. schema violations); an
+		// internal error's are not sent, like its cause.
+		if b, err := json.Marshal(e.Details); err == nil {
+			body.Details = b
+		}
+	}
+	return httpStatus(e.Status), body, cause
 }
 
 // handleError is the one place errors become answers. Before anything was

@@ -38,15 +38,27 @@ type Options struct {
 	// Ready reports whether the server can take traffic (database reachable,
 	// migrations applied); nil means always ready.
 	Ready func(ctx context.Context) error
-	// Caller resolves who a request acts for; nil means the development caller
-	// (tenant "default", actor "dev") for every request.
+	// Caller resolves who a request acts for; nil means the caller the
+	// authentication middleware resolved (see Auth).
 	Caller func(c echo.Context) (service.Caller, error)
+	// Auth authenticates API keys and user tokens; every route but the
+	// health checks then needs one. Nil is dev mode: no authentication,
+	// every request acts as DevCaller with admin rights.
+	Auth Authenticator
+	// RateLimit is the sustained requests per second allowed to one
+	// credential (to one remote address in dev mode); 0 means no limit.
+	RateLimit float64
+	// RateBurst is how many requests one credential may send at once
+	// (default: RateLimit rounded up).
+	RateBurst int
 	// BasePath prefixes the agent routes (default /api/agents).
 	BasePath string
+	// Events feeds GET /api/v1/events; nil answers that route 501.
+	Events *service.EventHub
 }
 
 // DevCaller is the caller every request acts for when no authentication is
-// configured (serve --dev).
+// configured (serve --dev); X-End-User narrows it to one end user.
 var DevCaller = service.Caller{TenantID: "default", Actor: "dev"}
 
 // readyTimeout bounds a readiness probe so a hung database answers 503
@@ -69,7 +81,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 		opts.BodyLimit = DefaultBodyLimit
 	}
 	if opts.Caller == nil {
-		opts.Caller = func(echo.Context) (service.Caller, error) { return DevCaller, nil }
+		opts.Caller = callerFromAccess
 	}
 	opts.BasePath = "/" + strings.Trim(opts.BasePath, "/")
 	if opts.BasePath == "/" {
@@ -89,6 +101,11 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.Use(a.logRequests)
 	e.Use(a.recoverPanics)
 	e.Use(limitBody(opts.BodyLimit))
+	// Who is calling is settled before the rate limit (per credential)
+	// and before any byte of the body is read.
+	e.Use(a.authenticate)
+	e.Use(a.limitRate(newRateLimiter(opts.RateLimit, opts.RateBurst)))
+	e.Use(limitJSONDepth)
 
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
@@ -98,6 +115,8 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.POST(base+"/:agent", a.invoke)
 	e.POST(base+"/:agent/getSnapshot", a.getSnapshot)
 	e.POST(base+"/:agent/abort", a.abort)
+	a.registerV1(e.Group("/api/v1"))
+	e.POST("/api/v1/tokens", a.mintToken)
 	return e
 }
 

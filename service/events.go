@@ -29,9 +29,10 @@ type EventHub struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	next int
-	subs map[int]subscriber
+	mu     sync.Mutex
+	next   int
+	subs   map[int]subscriber
+	closed bool // Run returned: no more notifications will come
 }
 
 type subscriber struct {
@@ -53,9 +54,13 @@ func NewEventHub(pool *pgxpool.Pool, log *slog.Logger) *EventHub {
 func (h *EventHub) Subscribe(tenantID string) (<-chan Notification, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	ch := make(chan Notification, 64)
+	if h.closed {
+		close(ch)
+		return ch, func() {}
+	}
 	id := h.next
 	h.next++
-	ch := make(chan Notification, 64)
 	h.subs[id] = subscriber{tenantID: tenantID, ch: ch}
 	return ch, func() {
 		h.mu.Lock()
@@ -82,8 +87,10 @@ func (h *EventHub) publish(n Notification) {
 }
 
 // Run listens until ctx ends, reconnecting with backoff when the listening
-// connection drops.
+// connection drops. When it returns it closes every subscription, so the
+// streams fed by the hub end (and do not hold up a graceful shutdown).
 func (h *EventHub) Run(ctx context.Context) {
+	defer h.closeAll()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -101,6 +108,16 @@ func (h *EventHub) Run(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (h *EventHub) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for id, s := range h.subs {
+		delete(h.subs, id)
+		close(s.ch)
 	}
 }
 

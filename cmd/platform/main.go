@@ -24,9 +24,13 @@ const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/holdpoint?sslmode
 const usage = `Holdpoint: AI agents whose turns pause for a human, stored in PostgreSQL.
 
 Usage:
-  platform serve [--addr 127.0.0.1:8080] --dev   run the server
-  platform migrate up|status                     apply or list database migrations
-  platform version                               print the build version
+  platform serve [--addr 127.0.0.1:8080] [--dev]   run the server (--dev: no authentication, loopback only)
+  platform migrate up|status                        apply or list database migrations
+  platform tenants create|list                      manage tenants
+  platform keys create|list|revoke                  manage a tenant's API keys
+  platform tokens mint                              mint a user token for an end user
+  platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
+  platform version                                  print the build version
 
 The database comes from DATABASE_URL (default ` + defaultDatabaseURL + `).
 Run "platform <command> -h" for the flags of a command.
@@ -48,6 +52,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serveCommand(args[1:], stderr)
 	case "migrate":
 		return migrateCommand(args[1:], stdout, stderr)
+	case "tenants":
+		return tenantsCommand(args[1:], stdout, stderr)
+	case "keys":
+		return keysCommand(args[1:], stdout, stderr)
+	case "tokens":
+		return tokensCommand(args[1:], stdout, stderr)
+	case "bench":
+		return benchCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "platform %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0

@@ -30,6 +30,15 @@ type serveConfig struct {
 	addr  string
 	dev   bool
 	grace time.Duration
+	// sweep is how often the deadline sweeper looks for due interrupts.
+	sweep time.Duration
+	// heartbeat and heartbeatTimeout pace detached turns: how often they
+	// prove they are alive, and after how long without it another instance
+	// takes them over (and their snapshot reads as expired).
+	heartbeat        time.Duration
+	heartbeatTimeout time.Duration
+	// access is authentication and input bounds.
+	access accessConfig
 }
 
 // connectTimeout bounds the start-up connection to PostgreSQL, so a wrong
@@ -45,9 +54,17 @@ func serveCommand(args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.BoolVar(&cfg.dev, "dev", false, "development mode: default tenant, no authentication, demo agents")
 	fs.DurationVar(&cfg.grace, "shutdown-grace", 20*time.Second, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	fs.DurationVar(&cfg.sweep, "sweep-interval", time.Second, "how often interrupt deadlines are applied")
+	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
+	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "age of a heartbeat after which a detached turn is taken over or reads as expired")
+	cfg.access.register(fs)
 	lf.register(fs)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
+	}
+	if cfg.sweep <= 0 {
+		fmt.Fprintln(stderr, "platform serve: --sweep-interval must be positive")
+		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
@@ -58,10 +75,10 @@ func serveCommand(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "platform serve:", err)
 		return 2
 	}
-	if !cfg.dev {
-		// Without authentication every request would act for the default
+	if err := cfg.access.check(cfg.addr, cfg.dev); err != nil {
+		// Without authentication every request acts for the default
 		// tenant; that is only acceptable on a developer's machine.
-		fmt.Fprintln(stderr, "platform serve: authentication arrives with API keys and is not available yet; run with --dev for local use (default tenant, no authentication, demo agents)")
+		fmt.Fprintln(stderr, "platform serve:", err)
 		return 2
 	}
 
@@ -101,15 +118,33 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	defer pool.Close()
 	defer db.Close()
 
-	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{Logger: log})
-	if cfg.dev {
+	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{
+		Logger:            log,
+		HeartbeatInterval: cfg.heartbeat,
+		HeartbeatTimeout:  cfg.heartbeatTimeout,
+	})
+	if cfg.dev || cfg.access.demo {
 		if err := demo.Register(rt, model); err != nil {
 			return fmt.Errorf("register demo agents: %w", err)
 		}
 	}
 
+	// Both background workers stop with ctx, at the first signal: the hub
+	// then ends the live event streams so they do not hold up shutdown.
+	go rt.RunDeadlineSweeper(ctx, cfg.sweep)
+	// Detached turns: take over jobs of stopped instances, and hear aborts
+	// made on any instance.
+	go rt.RunBackground(ctx)
+	hub := service.NewEventHub(pool, log)
+	go hub.Run(ctx)
+
 	handler := httpapi.New(rt, httpapi.Options{
-		Logger: log,
+		Logger:    log,
+		Auth:      authenticator(cfg.dev, pool),
+		BodyLimit: cfg.access.maxBody,
+		RateLimit: cfg.access.rateLimit,
+		RateBurst: cfg.access.rateBurst,
+		Events:    hub,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("database: %w", err)
@@ -140,6 +175,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	log.Info("serving",
 		"addr", ln.Addr().String(),
 		"dev", cfg.dev,
+		"auth", !cfg.dev,
 		"model", model.Name(),
 		"agents", rt.AgentNames(),
 		"url", "http://"+ln.Addr().String()+httpapi.DefaultBasePath)

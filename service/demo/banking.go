@@ -152,6 +152,11 @@ func runTransferMoney(ctx context.Context, call service.ToolCall) (json.RawMessa
 		Ref:           call.Ref,
 		At:            time.Now().UTC(),
 	}
+	// The file ledger comes first: a transfer it could not record is
+	// reported as failed rather than executed without a trace.
+	if err := appendLedgerFile(t); err != nil {
+		return nil, err
+	}
 	recordTransfer(t)
 	return json.Marshal(transferOutput{Success: true, TransactionID: t.TransactionID})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -343,5 +344,69 @@ func TestRegister(t *testing.T) {
 	}
 	if err := Register(rt, NewModel()); err == nil {
 		t.Fatal("registering twice succeeded")
+	}
+}
+
+func TestLedgerFileKnob(t *testing.T) {
+	path := t.TempDir() + "/ledger"
+	t.Setenv(EnvLedger, path)
+	call := service.ToolCall{Ref: "transferMoney-3", Input: json.RawMessage(`{"amount":50,"toAccount":"12345"}`)}
+	for range 2 {
+		if _, err := runTransferMoney(context.Background(), call); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("ledger has %d lines, want 2:\n%s", len(lines), raw)
+	}
+	var l LedgerLine
+	if err := json.Unmarshal([]byte(lines[0]), &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Ref != call.Ref || l.Amount != 50 || l.ToAccount != "12345" || l.PID != os.Getpid() || l.TransactionID == "" {
+		t.Fatalf("ledger line = %+v", l)
+	}
+
+	// An unwritable ledger fails the tool instead of losing the trace.
+	t.Setenv(EnvLedger, t.TempDir()+"/missing/dir/ledger")
+	if _, err := runTransferMoney(context.Background(), call); err == nil {
+		t.Fatal("transferMoney succeeded without writing its ledger line")
+	}
+}
+
+func TestToolDelayKnob(t *testing.T) {
+	t.Setenv(EnvToolDelay, "300ms")
+	m := NewModel()
+	afterTool := conversation(user("Transfer $50 to account 12345"), service.Message{Role: service.RoleTool, Content: []service.Part{{
+		ToolResponse: &service.ToolResponse{Name: ToolTransferMoney, Ref: "r", Output: json.RawMessage(`{"success":true,"transactionId":"tx-1"}`)},
+	}}})
+	start := time.Now()
+	if _, err := m.Generate(context.Background(), afterTool, func(service.ModelChunk) {}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("answer after a tool message took %s, want the 300ms delay", d)
+	}
+
+	// The delay ends with the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	t.Setenv(EnvToolDelay, "1h")
+	if _, err := NewModel().Generate(ctx, afterTool, func(service.ModelChunk) {}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's", err)
+	}
+
+	t.Setenv(EnvToolDelay, "soon")
+	if _, err := NewModel().Generate(context.Background(), afterTool, func(service.ModelChunk) {}); err == nil || !strings.Contains(err.Error(), EnvToolDelay) {
+		t.Fatalf("err = %v, want one naming %s", err, EnvToolDelay)
+	}
+	// A user message is answered without the delay, whatever the knob says.
+	if _, err := NewModel().Generate(context.Background(), conversation(user("hello")), func(service.ModelChunk) {}); err != nil {
+		t.Fatal(err)
 	}
 }

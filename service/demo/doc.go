@@ -4,4 +4,20 @@
 // The banking agent asks a human (the userApproval interrupt) before it moves
 // money with transferMoney; the demo model plays the part of a provider that
 // follows that system prompt, streaming its text answers in chunks.
+//
+// # Test knobs
+//
+// Two environment variables, both unset (off) by default, let process-level
+// tests (tests/cluster) observe side effects across processes and crashes:
+//
+//   - HOLDPOINT_DEMO_LEDGER=/path/file: every executed transferMoney appends
+//     one JSON line (ref, amount, toAccount, transactionId, pid, at) to that
+//     file, opened with O_APPEND and synced before the tool returns, so a
+//     test can count executions across several server processes, including
+//     one killed right after the tool ran. A failed write fails the tool.
+//   - HOLDPOINT_DEMO_TOOL_DELAY=2s: the demo model waits that long (or until
+//     its context ends) before answering when the last message is a tool
+//     message, e.g. after transferMoney ran, which opens a window in which a
+//     test can kill the process between the tool and the end of the turn.
+//     An invalid value makes those model calls fail with an error naming it.
 package demo

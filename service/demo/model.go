@@ -26,11 +26,18 @@ type Model struct {
 	chunkDelay time.Duration
 	// slowDelay is the pause before each chunk of the slow statement answer.
 	slowDelay time.Duration
+	// toolDelay is the pause before answering a tool message
+	// (HOLDPOINT_DEMO_TOOL_DELAY); toolDelayErr is set when that variable
+	// is invalid.
+	toolDelay    time.Duration
+	toolDelayErr error
 }
 
 // NewModel returns the demo model.
 func NewModel() service.Model {
-	return &Model{chunkDelay: 30 * time.Millisecond, slowDelay: 100 * time.Millisecond}
+	m := &Model{chunkDelay: 30 * time.Millisecond, slowDelay: 100 * time.Millisecond}
+	m.toolDelay, m.toolDelayErr = toolDelayFromEnv()
+	return m
 }
 
 // Name returns "demo".
@@ -40,6 +47,16 @@ func (m *Model) Name() string { return ModelName }
 // tool request if any, and returns the whole message. It stops early with
 // ctx's error when ctx ends.
 func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk func(service.ModelChunk)) (*service.ModelResponse, error) {
+	if last := lastConversationMessage(req.Messages); last != nil && last.Role == service.RoleTool {
+		if m.toolDelayErr != nil {
+			return nil, m.toolDelayErr
+		}
+		// The window after a tool ran and before the turn moves on: the
+		// one in which a crash tests whether a takeover runs it again.
+		if err := sleep(ctx, m.toolDelay); err != nil {
+			return nil, err
+		}
+	}
 	r := decide(req)
 	delay := m.chunkDelay
 	if r.slow {

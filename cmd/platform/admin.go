@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/migrations"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// errSchemaMissing says what to do when the admin commands find a database
+// without (all of) the platform's schema.
+var errSchemaMissing = errors.New("the database schema is missing or out of date: run `platform migrate up` first")
+
+// adminCommand is a sub-command of tenants, keys or tokens: it gets the
+// accounts over DATABASE_URL and its positional arguments.
+type adminCommand struct {
+	name  string // "platform keys create"
+	usage string // the usage line after "Usage: "
+	fs    *flag.FlagSet
+}
+
+// newAdminCommand returns a sub-command whose flags the caller adds to fs.
+func newAdminCommand(name, usage string, stderr io.Writer) *adminCommand {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n", usage)
+		fs.PrintDefaults()
+	}
+	return &adminCommand{name: name, usage: usage, fs: fs}
+}
+
+// parse parses flags given before, between or after the positional
+// arguments (`keys revoke KEY --tenant T` as well as `keys revoke --tenant T
+// KEY`) and returns the positional ones. The exit code is -1 to go on.
+func (a *adminCommand) parse(args []string, positional int, stderr io.Writer) ([]string, int) {
+	var pos []string
+	for {
+		if code := parseFlags(a.fs, args); code >= 0 {
+			return nil, code
+		}
+		rest := a.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...) // everything after -- is positional
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if len(pos) != positional {
+		fmt.Fprintf(stderr, "%s: want %d argument(s), got %d\n", a.name, positional, len(pos))
+		a.fs.Usage()
+		return nil, 2
+	}
+	return pos, -1
+}
+
+// fail reports err on stderr and returns the exit code 1. Domain errors
+// show their message; anything else (the database) in full, since the
+// operator running the command is the one who needs it.
+func (a *adminCommand) fail(stderr io.Writer, err error) int {
+	var e *service.Error
+	if errors.As(err, &e) && e.Cause == nil {
+		fmt.Fprintf(stderr, "%s: %s\n", a.name, e.Message)
+	} else {
+		fmt.Fprintf(stderr, "%s: %v\n", a.name, err)
+	}
+	return 1
+}
+
+// withAccounts connects to DATABASE_URL, checks the schema is migrated,
+// and runs fn with the accounts (as the application role, like the server).
+func (a *adminCommand) withAccounts(stderr io.Writer, fn func(ctx context.Context, acc *service.Accounts) error) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := pgxpool.ParseConfig(databaseURL())
+	if err != nil {
+		return a.fail(stderr, errors.New("DATABASE_URL is not a valid PostgreSQL URL"))
+	}
+	where := describe(cfg)
+	if err := checkSchema(ctx, where); err != nil {
+		return a.fail(stderr, err)
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	pool, err := service.NewAppPool(connectCtx, databaseURL())
+	if err != nil {
+		return a.fail(stderr, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err))
+	}
+	defer pool.Close()
+	if err := fn(ctx, service.NewAccounts(pool)); err != nil {
+		return a.fail(stderr, err)
+	}
+	return 0
+}
+
+// checkSchema fails with errSchemaMissing unless every migration is
+// applied, so a command on a fresh database says what to do instead of
+// failing on a missing role or table.
+func checkSchema(ctx context.Context, where string) error {
+	db, err := sql.Open("pgx", databaseURL())
+	if err != nil {
+		return errors.New("DATABASE_URL is not a valid PostgreSQL URL")
+	}
+	defer db.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		return fmt.Errorf("cannot reach PostgreSQL at %s (set DATABASE_URL): %w", where, err)
+	}
+	pending, err := migrations.HasPending(ctx, db)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", errSchemaMissing, err)
+	}
+	if pending {
+		return errSchemaMissing
+	}
+	return nil
+}
+
+// dispatch runs the sub-command args[0] of group (tenants, keys, tokens)
+// from subs, or prints the group's usage.
+func dispatch(group, usage string, subs map[string]func([]string) int, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	sub, ok := subs[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "platform %s: unknown command %q\n\n%s", group, args[0], usage)
+		return 2
+	}
+	return sub(args[1:])
+}

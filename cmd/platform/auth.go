@@ -1,0 +1,75 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// accessConfig is what the serve flags chose about who may call and how
+// much.
+type accessConfig struct {
+	// maxBody bounds a request body in bytes.
+	maxBody int64
+	// rateLimit and rateBurst are the token bucket of one credential.
+	rateLimit float64
+	rateBurst int
+	// demo registers the demo agents without --dev.
+	demo bool
+	// devAnyAddr lets --dev listen on a non-loopback address.
+	devAnyAddr bool
+}
+
+// register adds the access flags to fs.
+func (a *accessConfig) register(fs *flag.FlagSet) {
+	fs.Int64Var(&a.maxBody, "max-body", httpapi.DefaultBodyLimit, "largest request body accepted, in bytes")
+	fs.Float64Var(&a.rateLimit, "rate-limit", httpapi.DefaultRateLimit, "requests per second one API key or user token may send (one remote address with --dev); 0 turns the limit off")
+	fs.IntVar(&a.rateBurst, "rate-burst", httpapi.DefaultRateBurst, "requests one credential may send at once above --rate-limit")
+	fs.BoolVar(&a.demo, "demo", false, "register the demo agents (bankingAgent) without --dev")
+	fs.BoolVar(&a.devAnyAddr, "dev-any-addr", false, "let --dev listen on a non-loopback address, e.g. inside a container whose port is published on the host's loopback only; whoever reaches it acts as the default tenant's admin")
+}
+
+// check validates the access flags for the address and mode chosen.
+func (a *accessConfig) check(addr string, dev bool) error {
+	if a.maxBody <= 0 {
+		return fmt.Errorf("--max-body must be positive")
+	}
+	if a.rateLimit < 0 || a.rateBurst < 0 {
+		return fmt.Errorf("--rate-limit and --rate-burst must not be negative")
+	}
+	if dev && !a.devAnyAddr && !isLoopback(addr) {
+		return fmt.Errorf("--dev turns authentication off, so it listens on a loopback address only (127.0.0.1, ::1 or localhost), not %q. "+
+			"Without --dev every request needs an API key: see platform tenants create and platform keys create", addr)
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen address names a loopback interface.
+// An empty host or 0.0.0.0 listens on every interface; a host name other
+// than localhost is refused rather than resolved.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticator is what authenticates requests: the accounts over pool,
+// or none (nil) in dev mode.
+func authenticator(dev bool, pool *pgxpool.Pool) httpapi.Authenticator {
+	if dev {
+		return nil
+	}
+	return service.NewAccounts(pool)
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+const keysUsage = `Usage:
+  platform keys create --tenant ID --role client|admin [--name N]   create a key and print it (once)
+  platform keys list --tenant ID                                   list a tenant's keys
+  platform keys revoke --tenant ID KEY_ID                          revoke a key at once
+
+client keys may use the agent protocol routes (/api/agents/...); admin keys
+every route, including /api/v1 (inbox, decisions, reports, events, tokens).
+The database comes from DATABASE_URL; run "platform migrate up" first.
+`
+
+// keysCommand runs `platform keys ...`.
+func keysCommand(args []string, stdout, stderr io.Writer) int {
+	return dispatch("keys", keysUsage, map[string]func([]string) int{
+		"create": func(args []string) int { return keysCreate(args, stdout, stderr) },
+		"list":   func(args []string) int { return keysList(args, stdout, stderr) },
+		"revoke": func(args []string) int { return keysRevoke(args, stdout, stderr) },
+	}, args, stdout, stderr)
+}
+
+// requireTenant reports a missing --tenant as a usage error.
+func requireTenant(cmd *adminCommand, tenant string, stderr io.Writer) int {
+	if tenant == "" {
+		fmt.Fprintf(stderr, "%s: --tenant is required\n", cmd.name)
+		cmd.fs.Usage()
+		return 2
+	}
+	return -1
+}
+
+// keysCreate runs `platform keys create`.
+func keysCreate(args []string, stdout, stderr io.Writer) int {
+	cmd := newAdminCommand("platform keys create", "platform keys create --tenant ID --role client|admin [--name N]", stderr)
+	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	role := cmd.fs.String("role", "", "client (protocol routes) or admin (every route) (required)")
+	name := cmd.fs.String("name", "", "a name to recognize the key by")
+	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
+		return code
+	}
+	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
+		return code
+	}
+	if *role != service.RoleClient && *role != service.RoleAdmin {
+		fmt.Fprintf(stderr, "%s: --role must be client or admin\n", cmd.name)
+		return 2
+	}
+	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+		plain, key, err := acc.CreateKey(ctx, *tenant, *role, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, plain)
+		fmt.Fprintf(stderr, "Created %s key %s for tenant %s. The key is shown only this once: store it now.\n", key.Role, key.ID, key.TenantID)
+		return nil
+	})
+}
+
+// keysList runs `platform keys list --tenant ID`.
+func keysList(args []string, stdout, stderr io.Writer) int {
+	cmd := newAdminCommand("platform keys list", "platform keys list --tenant ID", stderr)
+	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
+		return code
+	}
+	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
+		return code
+	}
+	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+		keys, err := acc.ListKeys(ctx, *tenant)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tROLE\tPREFIX\tNAME\tCREATED\tLAST USED\tREVOKED")
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Role, k.Prefix, orDash(k.Name),
+				k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt))
+		}
+		return w.Flush()
+	})
+}
+
+// keysRevoke runs `platform keys revoke --tenant ID KEY_ID`.
+func keysRevoke(args []string, stdout, stderr io.Writer) int {
+	cmd := newAdminCommand("platform keys revoke", "platform keys revoke --tenant ID KEY_ID", stderr)
+	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	pos, code := cmd.parse(args, 1, stderr)
+	if code >= 0 {
+		return code
+	}
+	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
+		return code
+	}
+	id, err := uuid.Parse(pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: KEY_ID %q is not a key id (see platform keys list)\n", cmd.name, pos[0])
+		return 2
+	}
+	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+		if err := acc.RevokeKey(ctx, *tenant, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s\n", id)
+		return nil
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

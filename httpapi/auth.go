@@ -1,0 +1,229 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// Authenticator resolves the credentials of a request and mints user
+// tokens; *service.Accounts is the implementation.
+type Authenticator interface {
+	// Authenticate resolves an API key to its tenant and role.
+	Authenticate(ctx context.Context, key string) (*service.Principal, error)
+	// VerifyUserToken resolves a user token to the caller it acts for.
+	VerifyUserToken(ctx context.Context, token string) (service.Caller, error)
+	// MintUserToken signs a user token for an end user of a tenant.
+	MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*service.UserToken, error)
+}
+
+// HeaderEndUser names the end user a key acts for.
+const HeaderEndUser = "X-End-User"
+
+// contextAccess is the echo context key of the request's access.
+const contextAccess = "holdpoint.access"
+
+// Access levels of a request.
+const (
+	// levelProtocol may use the agent protocol routes only: client keys
+	// and user tokens.
+	levelProtocol = iota + 1
+	// levelAdmin may use every route: admin keys, and dev mode.
+	levelAdmin
+)
+
+// access is what the authentication middleware found out about a request.
+type access struct {
+	caller service.Caller
+	level  int
+	// rateKey names the rate limiter bucket of the credential.
+	rateKey string
+	// userToken marks a caller authenticated by a user token, which fixes
+	// its end user.
+	userToken bool
+}
+
+// Fixed public answers of authentication: a caller learns nothing about
+// why a credential failed.
+var (
+	errNoCredential = service.Errorf(service.CodeUnauthenticated, "missing credential: send Authorization: Bearer <API key or user token>")
+	errForbidden    = service.Errorf(service.CodePermissionDenied, "this credential may not use this route")
+)
+
+// authenticate resolves every request's credential to its access before
+// the handler runs, and refuses routes the credential may not use. Health
+// checks stay open. Without an Authenticator (dev mode) every request acts
+// as DevCaller with admin rights, rate limited per remote address.
+func (a *api) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		route := c.Path()
+		if route == "/healthz" || route == "/readyz" {
+			return next(c)
+		}
+		acc, err := a.resolveAccess(c)
+		if err != nil {
+			if service.AsError(err).Status == service.CodeUnauthenticated {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="holdpoint"`)
+			}
+			return err
+		}
+		if acc.level < levelAdmin && !a.isProtocolRoute(route) {
+			return errForbidden
+		}
+		// X-End-User narrows what a key (or dev mode) sees to one end
+		// user's sessions; a user token is that user already.
+		if user := c.Request().Header.Values(HeaderEndUser); len(user) > 0 {
+			if len(user) > 1 {
+				return invalid("%s must be sent once", HeaderEndUser)
+			}
+			if err := service.ValidateEndUser(user[0]); err != nil {
+				return invalid("%s must be 1-%d bytes of printable characters", HeaderEndUser, service.MaxEndUserBytes)
+			}
+			if acc.userToken && user[0] != acc.caller.EndUser {
+				return service.Errorf(service.CodePermissionDenied, "a user token acts for its own user only; %s names another", HeaderEndUser)
+			}
+			acc.caller.EndUser = user[0]
+		}
+		c.Set(contextAccess, acc)
+		return next(c)
+	}
+}
+
+// resolveAccess authenticates the request's bearer credential: an API key
+// (prefix hp_) or else a user token.
+func (a *api) resolveAccess(c echo.Context) (*access, error) {
+	if a.opts.Auth == nil {
+		return &access{caller: DevCaller, level: levelAdmin, rateKey: "ip:" + remoteHost(c)}, nil
+	}
+	cred, ok := bearer(c.Request().Header.Values(echo.HeaderAuthorization))
+	if !ok {
+		return nil, errNoCredential
+	}
+	ctx := c.Request().Context()
+	if strings.HasPrefix(cred, service.KeyPrefix) {
+		p, err := a.opts.Auth.Authenticate(ctx, cred)
+		if err != nil {
+			return nil, err
+		}
+		level := levelProtocol
+		if p.Role == service.RoleAdmin {
+			level = levelAdmin
+		}
+		keyID := p.KeyID.String()
+		return &access{
+			caller:  service.Caller{TenantID: p.TenantID, Actor: "key:" + keyID},
+			level:   level,
+			rateKey: "key:" + keyID,
+		}, nil
+	}
+	caller, err := a.opts.Auth.VerifyUserToken(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &access{
+		caller:    caller,
+		level:     levelProtocol,
+		rateKey:   "user:" + caller.TenantID + "\x00" + caller.EndUser,
+		userToken: true,
+	}, nil
+}
+
+// bearer extracts the credential of a single "Authorization: Bearer X"
+// header.
+func bearer(values []string) (string, bool) {
+	if len(values) != 1 {
+		return "", false
+	}
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(values[0]), " ")
+	cred = strings.TrimSpace(cred)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
+		return "", false
+	}
+	return cred, true
+}
+
+// isProtocolRoute reports whether route (the matched route pattern) is one
+// of the agent protocol routes, which client keys and user tokens may use.
+func (a *api) isProtocolRoute(route string) bool {
+	base := a.opts.BasePath
+	return route == base || strings.HasPrefix(route, base+"/")
+}
+
+// accessOf returns the access the middleware stored on the request.
+func accessOf(c echo.Context) (*access, bool) {
+	acc, ok := c.Get(contextAccess).(*access)
+	return acc, ok
+}
+
+// callerFromAccess is the Options.Caller of a server with authentication:
+// the caller the middleware resolved.
+func callerFromAccess(c echo.Context) (service.Caller, error) {
+	acc, ok := accessOf(c)
+	if !ok {
+		// A route the middleware left open has no caller; reaching here
+		// means a route was added without thinking about access.
+		return service.Caller{}, fmt.Errorf("no caller resolved for route %s", c.Path())
+	}
+	return acc.caller, nil
+}
+
+// remoteHost is the address the connection came from (never a forwarding
+// header, which the client controls).
+func remoteHost(c echo.Context) string {
+	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+	if err != nil {
+		return c.Request().RemoteAddr
+	}
+	return host
+}
+
+// mintTokenRequest is the body of POST /api/v1/tokens.
+type mintTokenRequest struct {
+	UserID     string `json:"userId"`
+	TTLSeconds int64  `json:"ttlSeconds"`
+}
+
+// mintToken signs a user token for an end user of the caller's tenant:
+// POST /api/v1/tokens (admin keys).
+func (a *api) mintToken(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	if a.opts.Auth == nil {
+		return service.Errorf(service.CodeFailedPrecondition, "user tokens need authentication, which dev mode turns off")
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return fmt.Errorf("read request body: %w", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || !json.Valid(body) {
+		return invalid(`expected a JSON object {"userId": ..., "ttlSeconds": ...}`)
+	}
+	var req mintTokenRequest
+	if err := decodeMember(body, "body", &req); err != nil {
+		return err
+	}
+	if req.UserID == "" {
+		return invalid("userId is required")
+	}
+	maxTTL := int64(service.MaxTokenTTL / time.Second)
+	if req.TTLSeconds < 0 || req.TTLSeconds > maxTTL {
+		return invalid("ttlSeconds must be between 1 and %d (0 or absent: %d)", maxTTL, int64(service.DefaultTokenTTL/time.Second))
+	}
+	tok, err := a.opts.Auth.MintUserToken(c.Request().Context(), caller.TenantID, req.UserID, time.Duration(req.TTLSeconds)*time.Second)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, tok)
+}

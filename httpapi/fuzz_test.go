@@ -1,0 +1,112 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// fuzzRoutes are the protocol routes the decoder fuzzer posts to, on
+// client-managed agents, whose requests never reach the database.
+var fuzzRoutes = []struct {
+	path   string
+	stream bool
+}{
+	{"/api/agents/fuzzAgent", false},
+	{"/api/agents/fuzzAgent", true},
+	{"/api/agents/fuzzAgent/getSnapshot", false},
+	{"/api/agents/fuzzAgent/abort", false},
+	{"/api/agents/notesAgent", false},
+}
+
+// fuzzTool is the banking demo's transfer: it interrupts until restarted.
+func fuzzTool(_ context.Context, call service.ToolCall) (json.RawMessage, error) {
+	if len(call.Resumed) == 0 {
+		return nil, service.InterruptWith(map[string]any{"reason": "needs confirmation"})
+	}
+	return json.RawMessage(`{"success":true}`), nil
+}
+
+// FuzzDecodeAgentRequest posts arbitrary bodies to the protocol routes of
+// an in-process server. Decoding and validation must never panic nor answer
+// 5xx: every bad body is the client's fault and gets a 4xx with the
+// protocol's error shape; a turn that runs may fail, but not internally.
+func FuzzDecodeAgentRequest(f *testing.F) {
+	seeds := []string{
+		`{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}`,
+		`{"data":{"message":{"role":"user","content":[{"text":"Send $50 to 12345"}]}},"init":{"state":{"messages":[{"role":"user","content":[{"text":"earlier"}]}],"custom":{"k":1},"artifacts":[{"name":"a","parts":[{"text":"x"}]}]}}}`,
+		`{"data":{"resume":{"respond":[{"toolResponse":{"name":"userApproval","ref":"r1","output":{"approved":true}}}]}},"init":{"state":{"messages":[{"role":"user","content":[{"text":"pay"}]},{"role":"model","content":[{"toolRequest":{"name":"userApproval","ref":"r1","input":{"action":"transferMoney"}},"metadata":{"interrupt":true}}]}]}}}`,
+		`{"data":{"resume":{"restart":[{"toolRequest":{"name":"transferMoney","ref":"t1","input":{"amount":5}},"metadata":{"resumed":true}}]}},"init":{"state":{"messages":[{"role":"model","content":[{"toolRequest":{"name":"transferMoney","ref":"t1","input":{"amount":5}},"metadata":{"interrupt":true}}]}]}}}`,
+		`{"data":{"message":{"role":"user","content":[{"media":{"url":"data:image/png;base64,AAAA","contentType":"image/png"}},{"data":{"x":[1,2]}},{"custom":{}},{"reasoning":"r"},{"resource":{"uri":"u"}},{"text":"t","metadata":{"m":1},"unknown":true}]},"detach":false}}`,
+		`{"data":{"snapshotId":"s1"}}`,
+		`{"data":{"sessionId":"sess"}}`,
+		`{"data":{},"init":{"snapshotId":"x","sessionId":"y"}}`,
+		`{"data":{"message":{"role":"robot","content":[]}}}`,
+		`{"data":"x"}`, `[]`, `{}`, ``, `{"data":{"detach":true,"message":{"role":"user","content":[{"text":"bg"}]}}}`,
+		`{"data":{"message":{"role":"user","content":[{"text":"\u0000\ud800"}]}},"init":{"state":{"sessionId":"\u0007"}}}`,
+		strings.Repeat("[", 70) + strings.Repeat("]", 70),
+	}
+	for i, s := range seeds {
+		f.Add(uint8(i), []byte(s))
+	}
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt := service.NewRuntime(nil, service.Options{Logger: log})
+	tools := []*service.Tool{
+		{Name: "userApproval", Interrupt: true},
+		{Name: "transferMoney", Run: fuzzTool},
+	}
+	for _, a := range []*service.Agent{
+		{Name: "fuzzAgent", Model: scriptedModel{}, Tools: tools},
+		{Name: "notesAgent", Model: scriptedModel{}},
+	} {
+		if err := rt.Register(a); err != nil {
+			f.Fatal(err)
+		}
+	}
+	h := httpapi.New(rt, httpapi.Options{Logger: log})
+
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
+		req := httptest.NewRequest(http.MethodPost, r.path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if r.stream {
+			req.Header.Set("Accept", "text/event-stream")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		res := rec.Result()
+		answer := rec.Body.Bytes()
+		if res.StatusCode >= 500 {
+			t.Fatalf("POST %s %q: status %d %s", r.path, body, res.StatusCode, answer)
+		}
+		if res.StatusCode != http.StatusOK {
+			var e struct {
+				Status    string `json:"status"`
+				Message   string `json:"message"`
+				RequestID string `json:"requestId"`
+			}
+			if err := json.Unmarshal(answer, &e); err != nil || e.Status == "" || e.Message == "" || e.RequestID == "" {
+				t.Fatalf("POST %s %q: error answer %d %s lacks the protocol's shape", r.path, body, res.StatusCode, answer)
+			}
+			return
+		}
+		// A 200 is a result (JSON or the frames of a stream); a failed turn
+		// inside it must be the client's fault, not ours.
+		if bytes.Contains(answer, []byte(`"status":"INTERNAL"`)) {
+			t.Fatalf("POST %s %q: internal failure in %s", r.path, body, answer)
+		}
+		if !r.stream && !json.Valid(answer) {
+			t.Fatalf("POST %s %q: invalid JSON answer %s", r.path, body, answer)
+		}
+	})
+}

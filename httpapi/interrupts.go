@@ -1,0 +1,369 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// Bounds of the inbox's query parameters and decision bodies.
+const (
+	// defaultInboxPage is the page size when limit is absent.
+	defaultInboxPage = 50
+	// maxFilterLength bounds the agent, tool and sessionId filters.
+	maxFilterLength = 256
+	// maxNoteLength bounds an operator's note, in characters.
+	maxNoteLength = 2000
+	// contextMessages is how many of the session's last messages an
+	// interrupt's detail shows.
+	contextMessages = 10
+	// defaultReportDays is the report's window when from is absent.
+	defaultReportDays = 7
+	// maxReportDays bounds a report's window.
+	maxReportDays = 366
+)
+
+// registerV1 adds the REST routes of the approvals inbox, reports and live
+// events under g (/api/v1).
+func (a *api) registerV1(g *echo.Group) {
+	g.GET("/interrupts", a.listInterrupts)
+	g.GET("/interrupts/:id", a.getInterrupt)
+	g.GET("/interrupts/:id/events", a.interruptEvents)
+	g.POST("/interrupts/:id/respond", a.respondInterrupt)
+	g.POST("/interrupts/:id/restart", a.restartInterrupt)
+	g.GET("/reports/interrupts", a.reportInterrupts)
+	g.GET("/events", a.streamEvents)
+}
+
+// interruptPage is one page of the inbox.
+type interruptPage struct {
+	Items      []service.Interrupt `json:"items"`
+	NextCursor string              `json:"nextCursor,omitempty"`
+}
+
+// listInterrupts answers a page of the inbox, newest first:
+// GET /api/v1/interrupts.
+func (a *api) listInterrupts(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	f, err := inboxFilter(c)
+	if err != nil {
+		return err
+	}
+	items, err := a.rt.ListInterrupts(c.Request().Context(), caller, f)
+	if err != nil {
+		return err
+	}
+	page := interruptPage{Items: items}
+	if page.Items == nil {
+		page.Items = []service.Interrupt{}
+	}
+	if len(items) == f.Limit {
+		// A full page may have a successor; an empty next page is the
+		// price of not counting.
+		last := items[len(items)-1]
+		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return writeJSON(c, page)
+}
+
+// inboxFilter reads the inbox's query parameters. Status values are checked
+// by the service, which owns the list of statuses.
+func inboxFilter(c echo.Context) (service.InterruptFilter, error) {
+	q := c.QueryParams()
+	f := service.InterruptFilter{Status: q.Get("status"), Limit: defaultInboxPage}
+	for name, dst := range map[string]*string{"agent": &f.Agent, "tool": &f.Tool, "sessionId": &f.SessionID} {
+		v := q.Get(name)
+		if len(v) > maxFilterLength || !utf8.ValidString(v) {
+			return f, invalid("%s must be valid UTF-8 of at most %d bytes", name, maxFilterLength)
+		}
+		*dst = v
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > service.MaxInboxPage {
+			return f, invalid("limit must be an integer from 1 to %d", service.MaxInboxPage)
+		}
+		f.Limit = n
+	}
+	var err error
+	if f.CreatedBefore, err = timeParam(c, "createdBefore", false); err != nil {
+		return f, err
+	}
+	if f.CreatedAfter, err = timeParam(c, "createdAfter", false); err != nil {
+		return f, err
+	}
+	if v := q.Get("cursor"); v != "" {
+		at, id, err := decodeCursor(v)
+		if err != nil {
+			return f, err
+		}
+		f.AfterCreatedAt, f.AfterID = &at, id
+	}
+	return f, nil
+}
+
+// encodeCursor makes the opaque keyset cursor of an inbox page: the
+// (createdAt, id) of its last item.
+func encodeCursor(at time.Time, id uuid.UUID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id.String()))
+}
+
+// decodeCursor reads a cursor made by encodeCursor.
+func decodeCursor(s string) (time.Time, uuid.UUID, error) {
+	bad := invalid("cursor is malformed: pass the nextCursor of a previous page unchanged")
+	if len(s) > 256 {
+		return time.Time{}, uuid.Nil, bad
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, uuid.Nil, bad
+	}
+	at, idText, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return time.Time{}, uuid.Nil, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return time.Time{}, uuid.Nil, bad
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return time.Time{}, uuid.Nil, bad
+	}
+	return t, id, nil
+}
+
+// timeParam reads an optional time query parameter given as RFC 3339 or as
+// a date (YYYY-MM-DD, midnight UTC). With endOfDay a bare date means the end
+// of that day, so that `to=2026-03-31` includes March 31.
+func timeParam(c echo.Context, name string, endOfDay bool) (*time.Time, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return nil, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return &t, nil
+	}
+	if d, err := time.Parse(time.DateOnly, v); err == nil {
+		if endOfDay {
+			d = d.AddDate(0, 0, 1)
+		}
+		return &d, nil
+	}
+	return nil, invalid("%s must be an RFC 3339 time (2006-01-02T15:04:05Z) or a date (2006-01-02)", name)
+}
+
+// interruptID reads the :id path parameter. An id that is not a UUID names
+// no interrupt, so it is answered like an unknown one: 404.
+func interruptID(c echo.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil || len(c.Param("id")) != 36 {
+		return uuid.Nil, service.Errorf(service.CodeNotFound, "interrupt not found")
+	}
+	return id, nil
+}
+
+// getInterrupt answers one interrupt with the end of its session's history:
+// GET /api/v1/interrupts/:id.
+func (a *api) getInterrupt(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	id, err := interruptID(c)
+	if err != nil {
+		return err
+	}
+	it, err := a.rt.GetInterrupt(c.Request().Context(), caller, id, contextMessages)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, it)
+}
+
+// interruptEvents answers an interrupt's audit trail, oldest first:
+// GET /api/v1/interrupts/:id/events.
+func (a *api) interruptEvents(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	id, err := interruptID(c)
+	if err != nil {
+		return err
+	}
+	events, err := a.rt.InterruptEvents(c.Request().Context(), caller, id)
+	if err != nil {
+		return err
+	}
+	if events == nil {
+		events = []service.InterruptEvent{}
+	}
+	return writeJSON(c, map[string]any{"items": events})
+}
+
+// decisionRequest is the body of respond and restart.
+type decisionRequest struct {
+	Output json.RawMessage `json:"output"`
+	Note   *string         `json:"note"`
+}
+
+// respondInterrupt decides an interrupt with an output on the user's
+// behalf: POST /api/v1/interrupts/:id/respond.
+func (a *api) respondInterrupt(c echo.Context) error {
+	caller, id, req, err := a.beginDecision(c, true)
+	if err != nil {
+		return err
+	}
+	res, err := a.rt.RespondInterrupt(c.Request().Context(), caller, id, req.Output, noteOf(req))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, res)
+}
+
+// restartInterrupt decides an interrupt by running its tool again:
+// POST /api/v1/interrupts/:id/restart.
+func (a *api) restartInterrupt(c echo.Context) error {
+	caller, id, req, err := a.beginDecision(c, false)
+	if err != nil {
+		return err
+	}
+	res, err := a.rt.RestartInterrupt(c.Request().Context(), caller, id, noteOf(req))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, res)
+}
+
+func noteOf(req decisionRequest) string {
+	if req.Note == nil {
+		return ""
+	}
+	return *req.Note
+}
+
+// beginDecision resolves the caller and the interrupt id and decodes the
+// decision body. Only respond takes an output; restart's body may be empty.
+func (a *api) beginDecision(c echo.Context, withOutput bool) (service.Caller, uuid.UUID, decisionRequest, error) {
+	var req decisionRequest
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return caller, uuid.Nil, req, err
+	}
+	id, err := interruptID(c)
+	if err != nil {
+		return caller, uuid.Nil, req, err
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return caller, uuid.Nil, req, fmt.Errorf("read request body: %w", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		if withOutput {
+			return caller, uuid.Nil, req, invalid(`request body is empty: expected a JSON object {"output": ..., "note": ...}`)
+		}
+		return caller, id, req, nil
+	}
+	if !json.Valid(body) {
+		var v any
+		var se *json.SyntaxError
+		if err := json.Unmarshal(body, &v); errors.As(err, &se) {
+			return caller, uuid.Nil, req, invalid("invalid JSON body: %s (at byte %d)", se.Error(), se.Offset)
+		}
+		return caller, uuid.Nil, req, invalid("invalid JSON body")
+	}
+	if body[0] != '{' {
+		return caller, uuid.Nil, req, invalid("invalid JSON body: expected an object, got %s", jsonKind(string(body)))
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	// A misspelt member (notes, outputs) would otherwise be dropped silently
+	// from a decision that cannot be taken back.
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field != "" && te.Type != nil:
+			return caller, uuid.Nil, req, invalid("invalid %s: expected %s, got %s", te.Field, kindName(te.Type.Kind().String()), te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return caller, uuid.Nil, req, invalid("unknown member %s: expected output and note", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		default:
+			return caller, uuid.Nil, req, invalid("invalid JSON body")
+		}
+	}
+	if !withOutput && req.Output != nil {
+		return caller, uuid.Nil, req, invalid("restart takes no output: it runs the tool again with its original input")
+	}
+	if req.Note != nil && utf8.RuneCountInString(*req.Note) > maxNoteLength {
+		return caller, uuid.Nil, req, invalid("note must be at most %d characters", maxNoteLength)
+	}
+	return caller, id, req, nil
+}
+
+// reportBody is the interrupt report.
+type reportBody struct {
+	From    time.Time           `json:"from"`
+	To      time.Time           `json:"to"`
+	GroupBy string              `json:"groupBy"`
+	Rows    []service.ReportRow `json:"rows"`
+}
+
+// reportInterrupts answers the tenant's interrupt figures over [from, to):
+// GET /api/v1/reports/interrupts?from&to&groupBy=agent|tool|day. The
+// window defaults to the last 7 days.
+func (a *api) reportInterrupts(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	from, err := timeParam(c, "from", false)
+	if err != nil {
+		return err
+	}
+	to, err := timeParam(c, "to", true)
+	if err != nil {
+		return err
+	}
+	if to == nil {
+		now := time.Now().UTC()
+		to = &now
+	}
+	if from == nil {
+		f := to.AddDate(0, 0, -defaultReportDays)
+		from = &f
+	}
+	if !to.After(*from) {
+		return invalid("to must be after from")
+	}
+	if to.Sub(*from) > maxReportDays*24*time.Hour {
+		return invalid("the report spans at most %d days; narrow from and to", maxReportDays)
+	}
+	groupBy := c.QueryParam("groupBy")
+	if groupBy == "" {
+		groupBy = "day"
+	}
+	rows, err := a.rt.ReportInterrupts(c.Request().Context(), caller, *from, *to, groupBy)
+	if err != nil {
+		return err
+	}
+	if rows == nil {
+		rows = []service.ReportRow{}
+	}
+	return writeJSON(c, reportBody{From: *from, To: *to, GroupBy: groupBy, Rows: rows})
+}

@@ -1,0 +1,133 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// User token parameters. A user token is a JWT signed with HS256 and the
+// tenant's own secret (Accounts.TokenSecret), so a browser can act for one
+// end user of one tenant without holding an API key.
+const (
+	// TokenIssuer is the iss and aud claim of every user token.
+	TokenIssuer = "holdpoint"
+	// DefaultTokenTTL is a user token's lifetime when none is asked for.
+	DefaultTokenTTL = 15 * time.Minute
+	// MaxTokenTTL is the longest lifetime a user token may have.
+	MaxTokenTTL = 24 * time.Hour
+	// maxTokenBytes bounds what is parsed at all.
+	maxTokenBytes = 4096
+	// tokenLeeway absorbs clock skew between the instances that mint and
+	// verify.
+	tokenLeeway = 5 * time.Second
+)
+
+// userClaims are the claims of a user token: the registered ones plus the
+// tenant id.
+type userClaims struct {
+	TenantID string `json:"tid"`
+	jwt.RegisteredClaims
+}
+
+// UserToken is a freshly minted user token.
+type UserToken struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// errBadToken is the one answer to every token that does not verify, so a
+// caller learns nothing about why.
+var errBadToken = Errorf(CodeUnauthenticated, "invalid or expired user token")
+
+// tokenParser accepts HS256 only (never "none", never an asymmetric
+// algorithm whose public key could be confused for the secret) and requires
+// issuer, audience, expiry and a plausible issue time.
+var tokenParser = jwt.NewParser(
+	jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+	jwt.WithIssuer(TokenIssuer),
+	jwt.WithAudience(TokenIssuer),
+	jwt.WithExpirationRequired(),
+	jwt.WithIssuedAt(),
+	jwt.WithLeeway(tokenLeeway),
+)
+
+// MintUserToken signs a token that lets its holder act as end user userID
+// of the tenant for ttl (0 means DefaultTokenTTL, at most MaxTokenTTL).
+func (a *Accounts) MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*UserToken, error) {
+	if err := ValidateEndUser(userID); err != nil {
+		return nil, err
+	}
+	if ttl == 0 {
+		ttl = DefaultTokenTTL
+	}
+	if ttl < time.Second || ttl > MaxTokenTTL {
+		return nil, Errorf(CodeInvalidArgument, "token lifetime must be between 1s and %s", MaxTokenTTL)
+	}
+	if !tenantIDRE.MatchString(tenantID) {
+		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
+	}
+	secret, err := a.TokenSecret(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	claims := userClaims{
+		TenantID: tenantID,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    TokenIssuer,
+			Audience:  jwt.ClaimStrings{TokenIssuer},
+			Subject:   userID,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			ID:        rand.Text(),
+		},
+	}
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+	if err != nil {
+		return nil, internalError(err)
+	}
+	return &UserToken{Token: signed, ExpiresAt: claims.ExpiresAt.Time}, nil
+}
+
+// VerifyUserToken checks a user token and returns the caller it acts for:
+// its tenant and end user, with actor "user:<id>". Every token that does
+// not verify (bad signature, other algorithm, expired, missing claims,
+// unknown tenant) gets the same UNAUTHENTICATED error; only a failure to
+// reach the database is reported as such.
+func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, error) {
+	if token == "" || len(token) > maxTokenBytes {
+		return Caller{}, errBadToken
+	}
+	var lookupErr error
+	claims := &userClaims{}
+	_, err := tokenParser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		// The claims are not verified yet: tid only chooses which secret
+		// the signature must match.
+		c, ok := t.Claims.(*userClaims)
+		if !ok || !tenantIDRE.MatchString(c.TenantID) {
+			return nil, errBadToken
+		}
+		secret, err := a.TokenSecret(ctx, c.TenantID)
+		if err != nil {
+			lookupErr = err
+			return nil, err
+		}
+		return secret, nil
+	})
+	if err != nil {
+		if lookupErr != nil && !errors.Is(lookupErr, ErrNotFound) && AsError(lookupErr).Status != CodeNotFound {
+			return Caller{}, lookupErr
+		}
+		return Caller{}, errBadToken
+	}
+	if claims.ID == "" || claims.IssuedAt == nil || claims.ExpiresAt == nil ||
+		claims.ExpiresAt.Sub(claims.IssuedAt.Time) > MaxTokenTTL+tokenLeeway ||
+		ValidateEndUser(claims.Subject) != nil {
+		return Caller{}, errBadToken
+	}
+	return Caller{TenantID: claims.TenantID, EndUser: claims.Subject, Actor: "user:" + claims.Subject}, nil
+}

@@ -1,0 +1,169 @@
+package service_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// newAccounts returns accounts on a fresh database with tenants a and b.
+func newAccounts(t *testing.T) *service.Accounts {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := service.NewAppPool(ctx, testdb.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	acc := service.NewAccounts(pool)
+	for _, id := range []string{"a", "b"} {
+		if _, err := acc.CreateTenant(ctx, id, "Tenant "+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc
+}
+
+// sign makes a token with arbitrary claims, algorithm and key, as a forger
+// would.
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// validClaims are the claims MintUserToken would write for user u1 of
+// tenant a.
+func validClaims() jwt.MapClaims {
+	now := time.Now()
+	return jwt.MapClaims{
+		"iss": "holdpoint", "aud": "holdpoint", "sub": "u1", "tid": "a",
+		"iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix(), "jti": "j1",
+	}
+}
+
+func TestUserTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	acc := newAccounts(t)
+
+	tok, err := acc.MintUserToken(ctx, "a", "user-1@example.com", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(tok.ExpiresAt); d < 14*time.Minute || d > 15*time.Minute {
+		t.Errorf("expires in %s, want the default 15m", d)
+	}
+	c, err := acc.VerifyUserToken(ctx, tok.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := service.Caller{TenantID: "a", EndUser: "user-1@example.com", Actor: "user:user-1@example.com"}
+	if c != want {
+		t.Errorf("caller %+v, want %+v", c, want)
+	}
+	// The claims are the documented ones.
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(tok.Token, claims); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"iss", "aud", "sub", "tid", "iat", "exp", "jti"} {
+		if _, ok := claims[k]; !ok {
+			t.Errorf("claim %s missing from %v", k, claims)
+		}
+	}
+
+	secretA, err := acc.TokenSecret(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretB, err := acc.TokenSecret(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(change func(jwt.MapClaims)) jwt.MapClaims {
+		c := validClaims()
+		change(c)
+		return c
+	}
+	noneToken, err := jwt.NewWithClaims(jwt.SigningMethodNone, validClaims()).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A control: the forger's tooling makes tokens that verify when nothing
+	// is wrong with them.
+	if _, err := acc.VerifyUserToken(ctx, sign(t, jwt.SigningMethodHS256, secretA, validClaims())); err != nil {
+		t.Fatalf("hand-made valid token rejected: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		token string
+	}{
+		{"alg none", noneToken},
+		{"alg none without signature", strings.TrimSuffix(noneToken, ".") + "."},
+		{"HS512 with the right secret", sign(t, jwt.SigningMethodHS512, secretA, validClaims())},
+		{"HS384 with the right secret", sign(t, jwt.SigningMethodHS384, secretA, validClaims())},
+		{"another tenant's secret", sign(t, jwt.SigningMethodHS256, secretB, validClaims())},
+		{"tid of another tenant, signed by the first", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["tid"] = "b" }))},
+		{"guessed secret", sign(t, jwt.SigningMethodHS256, []byte("secret"), validClaims())},
+		{"expired", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() }))},
+		{"no exp", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { delete(c, "exp") }))},
+		{"no iat", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { delete(c, "iat") }))},
+		{"iat in the future", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Hour).Unix() }))},
+		{"lifetime over 24h", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(48 * time.Hour).Unix() }))},
+		{"no sub", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { delete(c, "sub") }))},
+		{"unprintable sub", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["sub"] = "a\x00b" }))},
+		{"no tid", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { delete(c, "tid") }))},
+		{"unknown tenant", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["tid"] = "zzz" }))},
+		{"malformed tid", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["tid"] = "a' OR '1'='1" }))},
+		{"no jti", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { delete(c, "jti") }))},
+		{"wrong issuer", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["iss"] = "someone-else" }))},
+		{"wrong audience", sign(t, jwt.SigningMethodHS256, secretA, with(func(c jwt.MapClaims) { c["aud"] = "another-service" }))},
+		{"signature of another token", tok.Token[:strings.LastIndex(tok.Token, ".")] + noneToken[strings.LastIndex(noneToken, "."):] + "AAAA"},
+		{"garbage", "not-a-token"},
+		{"empty", ""},
+		{"huge", strings.Repeat("a", 10000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := acc.VerifyUserToken(ctx, tc.token)
+			if !isStatus(err, service.CodeUnauthenticated) {
+				t.Fatalf("verify = %+v, %v; want UNAUTHENTICATED", c, err)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name, tenant, user string
+		ttl                time.Duration
+		status             string
+	}{
+		{"ttl over 24h", "a", "u", 25 * time.Hour, service.CodeInvalidArgument},
+		{"negative ttl", "a", "u", -time.Minute, service.CodeInvalidArgument},
+		{"unknown tenant", "nope", "u", 0, service.CodeNotFound},
+		{"empty user", "a", "", 0, service.CodeInvalidArgument},
+		{"user with a newline", "a", "u\nx", 0, service.CodeInvalidArgument},
+		{"user over 256 bytes", "a", strings.Repeat("u", 257), 0, service.CodeInvalidArgument},
+	} {
+		if _, err := acc.MintUserToken(ctx, tc.tenant, tc.user, tc.ttl); !isStatus(err, tc.status) {
+			t.Errorf("mint %s: %v, want %s", tc.name, err, tc.status)
+		}
+	}
+	long, err := acc.MintUserToken(ctx, "b", "u", service.MaxTokenTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := acc.VerifyUserToken(ctx, long.Token); err != nil || c.TenantID != "b" {
+		t.Fatalf("24h token: %+v %v", c, err)
+	}
+}

@@ -1,0 +1,13 @@
+// Package cluster holds process-level tests of durable detached turns: real
+// `platform serve --dev` processes sharing one PostgreSQL database, killed,
+// stopped and cut off from their database while they work.
+//
+// The tests need DATABASE_URL (an admin URL, as for internal/testdb) and the
+// Go toolchain (TestMain builds cmd/platform). The Postgres restart test also
+// needs the PostgreSQL server binaries (initdb, pg_ctl) to start a private
+// cluster; it never restarts the shared server. Run them with
+//
+//	go test ./tests/cluster -count=1 -v
+//
+// -v shows the measured figures (abort latency, takeover time, turn counts).
+package cluster

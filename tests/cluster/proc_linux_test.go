@@ -1,0 +1,9 @@
+package cluster
+
+import "syscall"
+
+// childAttr makes the kernel kill a server process if the test binary dies
+// first (a timeout panic, a ^C), so no server outlives its test.
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
