@@ -470,6 +470,43 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 	return items, nil
 }
 
+const listRecentInterruptEvents = `-- name: ListRecentInterruptEvents :many
+SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM interrupt_events
+WHERE created_at >= $1
+ORDER BY created_at, id
+LIMIT 10000
+`
+
+// Events of every tenant since a time, for the live-event reader (a system
+// query).
+func (q *Queries) ListRecentInterruptEvents(ctx context.Context, since time.Time) ([]InterruptEvent, error) {
+	rows, err := q.db.Query(ctx, listRecentInterruptEvents, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InterruptEvent{}
+	for rows.Next() {
+		var i InterruptEvent
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.InterruptID,
+			&i.Type,
+			&i.Actor,
+			&i.Payload,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listenInterruptEvents = `-- name: ListenInterruptEvents :exec
 LISTEN holdpoint_events
 `
@@ -478,6 +515,17 @@ LISTEN holdpoint_events
 // notifies.
 func (q *Queries) ListenInterruptEvents(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, listenInterruptEvents)
+	return err
+}
+
+const notifyInterruptEvents = `-- name: NotifyInterruptEvents :exec
+SELECT pg_notify('holdpoint_events', '')
+`
+
+// Wakes the live-event readers of every instance; sent after (not inside)
+// the transactions that wrote events.
+func (q *Queries) NotifyInterruptEvents(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, notifyInterruptEvents)
 	return err
 }
 

@@ -119,3 +119,16 @@ FROM interrupts i
 LEFT JOIN claimed c ON c.id = i.id
 WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @snapshot_id
 ORDER BY i.id;
+
+-- name: NotifyInterruptEvents :exec
+-- Wakes the live-event readers of every instance; sent after (not inside)
+-- the transactions that wrote events.
+SELECT pg_notify('holdpoint_events', '');
+
+-- name: ListRecentInterruptEvents :many
+-- Events of every tenant since a time, for the live-event reader (a system
+-- query).
+SELECT * FROM interrupt_events
+WHERE created_at >= @since
+ORDER BY created_at, id
+LIMIT 10000;

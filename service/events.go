@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -22,9 +21,10 @@ type Notification struct {
 	At          time.Time `json:"at"`
 }
 
-// EventHub fans the database's interrupt notifications (LISTEN on the
-// channel the interrupt_events trigger notifies) out to subscribers of the
-// same tenant, so a dashboard on any instance sees every instance's events.
+// EventHub delivers interrupt events to subscribers of the same tenant, so a
+// dashboard on any instance sees every instance's events within a second:
+// it reads new rows of interrupt_events when another instance's NOTIFY wakes
+// it, and every second in any case.
 type EventHub struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -86,22 +86,71 @@ func (h *EventHub) publish(n Notification) {
 	}
 }
 
-// Run listens until ctx ends, reconnecting with backoff when the listening
-// connection drops. When it returns it closes every subscription, so the
+// eventLookback is how far back the reader looks each time: events are
+// found by creation time, and a transaction may commit a little after its
+// events were stamped, so recent ones are read again (and deduplicated).
+const eventLookback = 3 * time.Second
+
+// eventPoll is the fallback: events are read at least this often even when
+// no wake-up notification arrives.
+const eventPoll = time.Second
+
+// Run delivers events until ctx ends: it reads the events table whenever a
+// wake-up notification arrives (LISTEN, reconnecting with backoff) and at
+// least every second. When it returns it closes every subscription, so the
 // streams fed by the hub end (and do not hold up a graceful shutdown).
 func (h *EventHub) Run(ctx context.Context) {
 	defer h.closeAll()
+	wake := make(chan struct{}, 1)
+	go h.listenLoop(ctx, wake)
+	store := NewPostgresStore(h.pool)
+	seen := map[int64]time.Time{}
+	since := time.Now().Add(-eventLookback)
+	t := time.NewTicker(eventPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+		now := time.Now()
+		events, err := store.recentEvents(ctx, since)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("reading interrupt events failed", "err", err)
+			}
+			continue
+		}
+		for _, ev := range events {
+			if _, ok := seen[ev.EventID]; ok {
+				continue
+			}
+			seen[ev.EventID] = ev.At
+			h.publish(ev)
+		}
+		since = now.Add(-eventLookback)
+		for id, at := range seen {
+			if at.Before(since.Add(-eventLookback)) {
+				delete(seen, id)
+			}
+		}
+	}
+}
+
+func (h *EventHub) listenLoop(ctx context.Context, wake chan<- struct{}) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := h.listen(ctx)
+		err := h.listen(ctx, wake)
 		if ctx.Err() != nil {
 			return
 		}
 		if time.Since(start) > 10*time.Second {
 			backoff = 100 * time.Millisecond
 		}
-		h.log.Warn("event listener lost its connection; reconnecting", "err", err, "in", backoff)
+		h.log.Warn("event listener lost its connection; polling until it is back", "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -121,7 +170,7 @@ func (h *EventHub) closeAll() {
 	}
 }
 
-func (h *EventHub) listen(ctx context.Context) error {
+func (h *EventHub) listen(ctx context.Context, wake chan<- struct{}) error {
 	pooled, err := h.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -133,15 +182,53 @@ func (h *EventHub) listen(ctx context.Context) error {
 		return err
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		var note Notification
-		if err := json.Unmarshal([]byte(n.Payload), &note); err != nil {
-			h.log.Warn("bad event notification", "payload", n.Payload, "err", err)
-			continue
+		select {
+		case wake <- struct{}{}:
+		default:
 		}
-		h.publish(note)
+	}
+}
+
+// recentEvents reads the events of every tenant created since a time.
+func (s *PgStore) recentEvents(ctx context.Context, since time.Time) ([]Notification, error) {
+	var rows []db.InterruptEvent
+	// The reader feeds every tenant's subscribers: a system query.
+	err := s.pipedAs(ctx, "", true, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListRecentInterruptEvents(ctx, since)
+		return err
+	})
+	out := make([]Notification, len(rows))
+	for i, r := range rows {
+		out[i] = Notification{TenantID: r.TenantID, EventID: r.ID, InterruptID: r.InterruptID, Type: r.Type, At: r.CreatedAt}
+	}
+	return out, err
+}
+
+// eventsWritten wakes the live-event readers of every instance. Calls are
+// coalesced: at most one NOTIFY is in flight, sent outside the writing
+// transaction (inside it, NOTIFY would serialize every writer's commit).
+func (s *PgStore) eventsWritten() {
+	s.notifyOnce.Do(func() {
+		s.notifyCh = make(chan struct{}, 1)
+		go s.notifyLoop()
+	})
+	select {
+	case s.notifyCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *PgStore) notifyLoop() {
+	for range s.notifyCh {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A lost wake-up only delays delivery to the next poll.
+		_ = db.New(s.pool).NotifyInterruptEvents(ctx)
+		cancel()
+		// Coalesce bursts: writers within this pause share one NOTIFY.
+		time.Sleep(20 * time.Millisecond)
 	}
 }

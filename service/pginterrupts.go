@@ -102,6 +102,9 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID stri
 		}
 		return nil, refusal
 	}
+	if len(ids) > 0 {
+		s.eventsWritten()
+	}
 	return ids, nil
 }
 
@@ -123,14 +126,18 @@ func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		for _, id := range ids {
 			if err := q.ReleaseInterrupt(ctx, db.ReleaseInterruptParams{TenantID: tenantID, ID: id}); err != nil {
-				return translate(err)
+				return err
 			}
 		}
 		return insertEvents(ctx, q, tenantID, ids, "released", actor, nil)
 	})
+	if err == nil {
+		s.eventsWritten()
+	}
+	return err
 }
 
 func interruptFromRow(r db.Interrupt) Interrupt {
@@ -282,6 +289,9 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 		}
 		return nil
 	})
+	if err == nil {
+		s.eventsWritten()
+	}
 	return out, err
 }
 
@@ -351,6 +361,9 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []Dec
 		}
 		return nil
 	})
+	if err == nil && swept > 0 {
+		s.eventsWritten()
+	}
 	return swept, decided, err
 }
 

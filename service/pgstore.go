@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +19,9 @@ import (
 type PgStore struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
+
+	notifyOnce sync.Once
+	notifyCh   chan struct{}
 }
 
 // NewPostgresStore returns a store over pool.
@@ -338,6 +342,9 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 	})
 	if errors.Is(err, errNotPending) {
 		return false, nil
+	}
+	if err == nil && (len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0)) {
+		s.eventsWritten()
 	}
 	return err == nil, err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,11 +25,13 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfg := bench.Config{Out: stdout}
 	var keep bool
+	var cpuProfile string
 	fs.StringVar(&cfg.Mode, "mode", "inprocess", "inprocess (runtime calls) or http (the protocol over loopback HTTP)")
 	fs.IntVar(&cfg.Sessions, "sessions", 32, "concurrent sessions (HTTP clients)")
 	fs.IntVar(&cfg.Cycles, "cycles", 20, "approval cycles per session")
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
 	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -43,6 +47,19 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "platform bench: keeping", dbURL)
 	}
 	cfg.DatabaseURL = dbURL
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if _, err := bench.Run(ctx, cfg); err != nil {
 		fmt.Fprintln(stderr, "platform bench:", err)
 		return 1
