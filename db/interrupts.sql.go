@@ -47,7 +47,8 @@ WITH keys AS (
            unnest($5::jsonb[]) AS resolution
 ), claimed AS (
     UPDATE interrupts i
-    SET status = 'resolved', resolution = k.resolution, resolved_by = $6::text, resolved_at = now()
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $6::text, resolved_at = now(),
+        resumed_snapshot_id = $7::text
     FROM keys k
     WHERE i.tenant_id = $1 AND i.snapshot_id = $2
       AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
@@ -62,7 +63,7 @@ WITH keys AS (
     SELECT $1, id, 'claimed', $6::text FROM claimed
 ), job AS (
     UPDATE turn_jobs SET preclaimed = preclaimed || (SELECT coalesce(array_agg(id), '{}') FROM claimed)
-    WHERE tenant_id = $1 AND snapshot_id = $7::text
+    WHERE tenant_id = $1 AND snapshot_id = $8::text
 )
 SELECT i.id, i.tool, i.ref, i.status, (c.id IS NOT NULL)::boolean AS claimed_now
 FROM interrupts i
@@ -72,13 +73,14 @@ ORDER BY i.id
 `
 
 type ClaimInterruptsByKeyParams struct {
-	TenantID      string
-	SnapshotID    string
-	Tools         []string
-	Refs          []string
-	Resolutions   [][]byte
-	Actor         string
-	JobSnapshotID string
+	TenantID          string
+	SnapshotID        string
+	Tools             []string
+	Refs              []string
+	Resolutions       [][]byte
+	Actor             string
+	ResumedSnapshotID string
+	JobSnapshotID     string
 }
 
 type ClaimInterruptsByKeyRow struct {
@@ -104,6 +106,7 @@ func (q *Queries) ClaimInterruptsByKey(ctx context.Context, arg ClaimInterruptsB
 		arg.Refs,
 		arg.Resolutions,
 		arg.Actor,
+		arg.ResumedSnapshotID,
 		arg.JobSnapshotID,
 	)
 	if err != nil {
@@ -531,8 +534,8 @@ func (q *Queries) NotifyInterruptEvents(ctx context.Context) error {
 
 const releaseInterrupt = `-- name: ReleaseInterrupt :exec
 UPDATE interrupts
-SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL
-WHERE tenant_id = $1 AND id = $2 AND status = 'resolved' AND resumed_snapshot_id IS NULL
+SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL, resumed_snapshot_id = NULL
+WHERE tenant_id = $1 AND id = $2 AND status = 'resolved'
 `
 
 type ReleaseInterruptParams struct {
@@ -549,7 +552,7 @@ func (q *Queries) ReleaseInterrupt(ctx context.Context, arg ReleaseInterruptPara
 const setInterruptResumedSnapshot = `-- name: SetInterruptResumedSnapshot :exec
 UPDATE interrupts
 SET resumed_snapshot_id = $1
-WHERE tenant_id = $2 AND id = $3
+WHERE tenant_id = $2 AND id = $3 AND resumed_snapshot_id IS DISTINCT FROM $1
 `
 
 type SetInterruptResumedSnapshotParams struct {
@@ -558,6 +561,8 @@ type SetInterruptResumedSnapshotParams struct {
 	ID                uuid.UUID
 }
 
+// A resume records the snapshot it produced; a protocol resume already set
+// it with its claim, and then this writes nothing.
 func (q *Queries) SetInterruptResumedSnapshot(ctx context.Context, arg SetInterruptResumedSnapshotParams) error {
 	_, err := q.db.Exec(ctx, setInterruptResumedSnapshot, arg.ResumedSnapshotID, arg.TenantID, arg.ID)
 	return err

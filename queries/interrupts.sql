@@ -38,13 +38,15 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
 -- name: ReleaseInterrupt :exec
 -- A resume turn that failed before it changed anything gives its claim back.
 UPDATE interrupts
-SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL
-WHERE tenant_id = @tenant_id AND id = @id AND status = 'resolved' AND resumed_snapshot_id IS NULL;
+SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL, resumed_snapshot_id = NULL
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'resolved';
 
 -- name: SetInterruptResumedSnapshot :exec
+-- A resume records the snapshot it produced; a protocol resume already set
+-- it with its claim, and then this writes nothing.
 UPDATE interrupts
 SET resumed_snapshot_id = @resumed_snapshot_id
-WHERE tenant_id = @tenant_id AND id = @id;
+WHERE tenant_id = @tenant_id AND id = @id AND resumed_snapshot_id IS DISTINCT FROM @resumed_snapshot_id;
 
 -- name: GetInterrupt :one
 SELECT * FROM interrupts WHERE tenant_id = @tenant_id AND id = @id;
@@ -97,7 +99,8 @@ WITH keys AS (
            unnest(@resolutions::jsonb[]) AS resolution
 ), claimed AS (
     UPDATE interrupts i
-    SET status = 'resolved', resolution = k.resolution, resolved_by = @actor::text, resolved_at = now()
+    SET status = 'resolved', resolution = k.resolution, resolved_by = @actor::text, resolved_at = now(),
+        resumed_snapshot_id = @resumed_snapshot_id::text
     FROM keys k
     WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @snapshot_id
       AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'

@@ -41,7 +41,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 			if inv.isDetached() {
 				jobID = inv.detachedID
 			}
-			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor, jobID)
+			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor, jobID, t.snapshotID)
 			if err != nil {
 				var e *Error
 				if errors.As(err, &e) {

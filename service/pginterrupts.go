@@ -55,11 +55,11 @@ func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uui
 // ClaimInterrupts implements Store. The claim is one statement (one round
 // trip); when only some of the keys could be claimed (another resume or a
 // decision got there first), the ones this call took are given back.
-func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID string) ([]uuid.UUID, error) {
+func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID, resumedSnapshotID string) ([]uuid.UUID, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	p := db.ClaimInterruptsByKeyParams{TenantID: tenantID, SnapshotID: snapshotID, Actor: orSystem(actor), JobSnapshotID: jobSnapshotID}
+	p := db.ClaimInterruptsByKeyParams{TenantID: tenantID, SnapshotID: snapshotID, Actor: orSystem(actor), JobSnapshotID: jobSnapshotID, ResumedSnapshotID: resumedSnapshotID}
 	for _, c := range claims {
 		p.Tools = append(p.Tools, c.Tool)
 		p.Refs = append(p.Refs, c.Ref)

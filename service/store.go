@@ -55,7 +55,8 @@ type Store interface {
 	// fails the whole claim with ABORTED.
 	// When jobSnapshotID is set, the claims are also recorded on that
 	// detached turn's job, so a takeover knows they are its own.
-	ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID string) ([]uuid.UUID, error)
+	// resumedSnapshotID is the snapshot the resume turn will write.
+	ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID, resumedSnapshotID string) ([]uuid.UUID, error)
 	// ReleaseInterrupts gives claims back (the resume turn failed before any
 	// side effect).
 	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error
