@@ -32,6 +32,12 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
 	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	var inbox bool
+	inboxCfg := bench.InboxConfig{Out: stdout, Queries: 500}
+	fs.BoolVar(&inbox, "inbox", false, "instead of the approval cycle: seed many tenants' interrupts and time the inbox and the daily report")
+	fs.IntVar(&inboxCfg.Tenants, "inbox-tenants", 1000, "tenants to seed (--inbox)")
+	fs.IntVar(&inboxCfg.PerTenant, "inbox-interrupts", 1000, "interrupts per tenant (--inbox)")
+	fs.IntVar(&inboxCfg.Pending, "inbox-pending", 100, "pending interrupts per tenant (--inbox)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -59,6 +65,14 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if inbox {
+		inboxCfg.DatabaseURL = dbURL
+		if err := bench.RunInbox(ctx, inboxCfg); err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		return 0
 	}
 	if _, err := bench.Run(ctx, cfg); err != nil {
 		fmt.Fprintln(stderr, "platform bench:", err)
