@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 )
 
@@ -142,35 +143,5 @@ func jsonEqual(a, b json.RawMessage) bool {
 	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
 		return false
 	}
-	return deepEqualJSON(va, vb)
-}
-
-func deepEqualJSON(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !deepEqualJSON(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !deepEqualJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return a == b
-	}
+	return reflect.DeepEqual(va, vb)
 }
