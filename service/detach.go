@@ -1,0 +1,233 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// pump forwards inputs to the turn queue and handles detach as soon as it
+// arrives, even while a turn is running.
+func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue chan<- AgentInput) {
+	defer close(queue)
+	for {
+		var in AgentInput
+		var ok bool
+		select {
+		case in, ok = <-inputs:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			// Keep draining so a sender never blocks forever.
+			go func() {
+				for range inputs {
+				}
+			}()
+			return
+		}
+		if err := checkInput(in); err != nil {
+			inv.reject(err)
+			go func() {
+				for range inputs {
+				}
+			}()
+			return
+		}
+		if in.Detach && !inv.isDetached() {
+			if err := inv.detach(ctx, in); err != nil {
+				select {
+				case inv.rejectCh <- err:
+				default:
+				}
+				go func() {
+					for range inputs {
+					}
+				}()
+				return
+			}
+		}
+		if in.hasPayload() {
+			if !in.Detach {
+				inv.track(ctx, in)
+			}
+			select {
+			case queue <- in:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// track remembers an input until its turn is persisted, so a detach can
+// hand the work still to do to its job; once detached, the input is added
+// to the job directly.
+func (inv *invocation) track(ctx context.Context, in AgentInput) {
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	in.Detach = false
+	inv.unpersisted = append(inv.unpersisted, in)
+	if inv.isDetached() {
+		if err := inv.rt.store.AppendJobInputs(ctx, inv.caller.TenantID, inv.detachedID, []AgentInput{in}); err != nil {
+			inv.rt.log.Error("recording a detached input failed", "snapshot", inv.detachedID, "err", err)
+		}
+	}
+}
+
+// detach writes the pending snapshot the client will poll and switches the
+// invocation to background mode.
+func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
+	if !inv.agent.ServerManaged {
+		return Errorf(CodeFailedPrecondition, "Detach is only supported when a session store is provided.")
+	}
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	if in.hasPayload() {
+		in.Detach = false
+		inv.unpersisted = append(inv.unpersisted, in)
+	}
+	now := time.Now()
+	w := &SnapshotWrite{
+		TenantID:     inv.caller.TenantID,
+		Agent:        inv.agent.Name,
+		SessionID:    inv.sess.id,
+		EndUser:      inv.caller.EndUser,
+		NewSession:   inv.newSession,
+		SnapshotID:   uuid.NewString(),
+		ParentID:     inv.baseID,
+		Status:       StatusPending,
+		Custom:       inv.lastGood.Custom,
+		Artifacts:    inv.lastGood.Artifacts,
+		MessageCount: len(inv.baseBodies),
+		HeartbeatAt:  &now,
+	}
+	// The job records the work still to do (the turn in progress, if any,
+	// and this input) before the client learns the snapshot id, so another
+	// instance can finish it if this one dies.
+	job := &TurnJob{
+		TenantID: w.TenantID, SnapshotID: w.SnapshotID, Agent: w.Agent, SessionID: w.SessionID,
+		ParentID: w.ParentID, EndUser: w.EndUser, Actor: inv.caller.Actor,
+		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
+	}
+	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
+		return err
+	}
+	inv.newSession = false
+	inv.detachedID = w.SnapshotID
+	inv.startBackground()
+	inv.mu.Lock()
+	inv.detached = true
+	inv.mu.Unlock()
+	close(inv.detachCh)
+	return nil
+}
+
+// startBackground registers the detached turn for abort and starts its
+// heartbeat.
+func (inv *invocation) startBackground() {
+	inv.journal = true
+	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.detachedID), inv.cancelWork)
+	hbCtx, stop := context.WithCancel(inv.rt.bg)
+	inv.stopHeartbeat = stop
+	inv.heartbeatFinished = make(chan struct{})
+	go inv.heartbeat(hbCtx, inv.detachedID)
+}
+
+// heartbeat refreshes the pending snapshot and, as the fallback for an
+// abort made elsewhere, cancels the work when the snapshot left pending.
+func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
+	defer close(inv.heartbeatFinished)
+	last := time.Now()
+	t := time.NewTicker(abortPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Heartbeat every interval; poll more often while the abort
+		// notifications are not reaching this instance.
+		if time.Since(last) < inv.rt.opts.HeartbeatInterval && inv.rt.abortsHeard.Load() {
+			continue
+		}
+		last = time.Now()
+		status, owned, err := inv.rt.store.TouchHeartbeat(ctx, inv.caller.TenantID, snapshotID, inv.rt.instanceID)
+		if err != nil {
+			if ctx.Err() == nil {
+				inv.rt.log.Warn("heartbeat failed", "snapshot", snapshotID, "err", err)
+			}
+			continue
+		}
+		if !owned {
+			// Another instance took the job over (this one was too slow to
+			// heartbeat): stop, and write nothing.
+			inv.lostJob.Store(true)
+			inv.cancelWork()
+			return
+		}
+		if status != StatusPending {
+			inv.cancelWork()
+			return
+		}
+	}
+}
+
+// finishDetached finalizes the pending snapshot of a detached invocation:
+// completed or failed, unless it was aborted meanwhile.
+func (inv *invocation) finishDetached(out *AgentOutput) {
+	if !inv.isDetached() {
+		return
+	}
+	inv.stopHeartbeat()
+	<-inv.heartbeatFinished
+	defer inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.detachedID))
+	status, finish := StatusCompleted, out.FinishReason
+	var errd *ErrorDetails
+	switch {
+	case inv.lostJob.Load():
+		return // another instance runs the job now
+	case out.FinishReason == FinishAborted:
+		// Aborted by a user (the snapshot says so; the job goes) or by this
+		// instance's shutdown (the job stays for another instance).
+		if !inv.rt.stopping.Load() {
+			inv.dropJob()
+		}
+		return
+	case out.FinishReason == FinishFailed:
+		status, errd = StatusFailed, out.Error
+	}
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	w, _, err := inv.snapshotWrite(inv.detachedID, status, finish, errd)
+	if err != nil {
+		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+		return
+	}
+	w.FinalizePending = true
+	w.NewSession = false
+	w.Interrupts = inv.detachedInterrupts
+	w.Resolved = inv.detachedClaims
+	w.ResolvedEvents = inv.detachedResolvedEvents
+	ctx, cancel := context.WithTimeout(inv.rt.bg, 30*time.Second)
+	defer cancel()
+	committed, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w)
+	if err != nil {
+		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+		return
+	}
+	if !committed {
+		inv.dropJob() // aborted meanwhile: nothing is written, the job goes
+	}
+}
+
+// dropJob deletes the job of a detached turn that ended without finalizing
+// its snapshot.
+func (inv *invocation) dropJob() {
+	ctx, cancel := context.WithTimeout(inv.rt.bg, 10*time.Second)
+	defer cancel()
+	if err := inv.rt.store.DeleteJob(context.WithoutCancel(ctx), inv.caller.TenantID, inv.detachedID); err != nil {
+		inv.rt.log.Warn("dropping a detached job failed", "snapshot", inv.detachedID, "err", err)
+	}
+}
