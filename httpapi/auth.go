@@ -153,9 +153,15 @@ func bearer(values []string) (string, bool) {
 
 // isProtocolRoute reports whether route (the matched route pattern) is one
 // of the agent protocol routes, which client keys and user tokens may use.
+// The patterns are matched exactly, not by prefix, so that a base path such
+// as /api cannot open /api/v1 to them.
 func (a *api) isProtocolRoute(route string) bool {
 	base := a.opts.BasePath
-	return route == base || strings.HasPrefix(route, base+"/")
+	switch route {
+	case base, base + "/:agent", base + "/:agent/getSnapshot", base + "/:agent/abort":
+		return true
+	}
+	return false
 }
 
 // accessOf returns the access the middleware stored on the request.

@@ -439,3 +439,15 @@ func TestBodyLimitOption(t *testing.T) {
 		t.Errorf("message %q", e.Message)
 	}
 }
+
+func TestBasePathDoesNotOpenAdminRoutes(t *testing.T) {
+	t.Parallel()
+	s := newAuthServer(t, func(o *httpapi.Options) { o.BasePath = "/api" })
+	s.tenant(t, "acme")
+	client, _ := s.key(t, "acme", service.RoleClient)
+	if r := s.call(t, http.MethodPost, "/api/echoAgent", client, map[string]any{"data": userMessage("hi")}); r.status != http.StatusOK {
+		t.Fatalf("protocol route under /api: %d %s", r.status, r.body)
+	}
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/interrupts", client, nil), http.StatusForbidden, service.CodePermissionDenied)
+	errorOf(t, s.call(t, http.MethodPost, "/api/v1/tokens", client, map[string]any{"userId": "u"}), http.StatusForbidden, service.CodePermissionDenied)
+}

@@ -777,11 +777,13 @@ func (s *inboxServer) waitListening(t *testing.T, n int) {
 	}
 }
 
-// awaitEvent waits up to a second for the stream's event name about the
-// interrupt id, skipping others.
+// awaitEvent waits for the stream's event name about the interrupt id,
+// skipping others. Delivery takes well under a second (it is logged when it
+// does not); the bound is looser so a loaded test machine does not fail it.
 func awaitEvent(t *testing.T, events <-chan liveEvent, name string, id uuid.UUID) service.Notification {
 	t.Helper()
-	timeout := time.After(time.Second)
+	start := time.Now()
+	timeout := time.After(3 * time.Second)
 	for {
 		select {
 		case ev, ok := <-events:
@@ -792,10 +794,13 @@ func awaitEvent(t *testing.T, events <-chan liveEvent, name string, id uuid.UUID
 				t.Fatal(ev.err)
 			}
 			if ev.name == name && ev.note.InterruptID == id {
+				if d := time.Since(start); d > time.Second {
+					t.Logf("%s event of %s took %s", name, id, d)
+				}
 				return ev.note
 			}
 		case <-timeout:
-			t.Fatalf("no %s event of %s within a second", name, id)
+			t.Fatalf("no %s event of %s within 3 s", name, id)
 		}
 	}
 }
@@ -828,8 +833,8 @@ func TestLiveEvents(t *testing.T) {
 		if ev.note.InterruptID != own.ID || ev.note.TenantID != "other" || ev.name != "interrupt.created" {
 			t.Fatalf("other tenant's first event %+v, want interrupt.created of %s", ev, own.ID)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("other tenant saw no event of its own interrupt within a second")
+	case <-time.After(3 * time.Second):
+		t.Fatal("other tenant saw no event of its own interrupt within 3 s")
 	}
 }
 

@@ -118,6 +118,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
+// orDash shows an empty column as a dash, so the table stays aligned.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -125,6 +126,7 @@ func orDash(s string) string {
 	return s
 }
 
+// timeOrDash shows an optional time in UTC, or a dash when unset.
 func timeOrDash(t *time.Time) string {
 	if t == nil {
 		return "-"

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+)
+
+// runCLI runs a command line and returns its exit code and output.
+func runCLI(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestAdminCommands(t *testing.T) {
+	t.Setenv("DATABASE_URL", testdb.URL(t))
+
+	code, out, errOut := runCLI("tenants", "create", "Acme Corp", "--id", "acme")
+	if code != 0 || out != "acme\n" {
+		t.Fatalf("tenants create = %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := runCLI("tenants", "create", "--id", "acme", "Again"); code != 1 {
+		t.Errorf("duplicate tenant = %d %q", code, out)
+	}
+	if code, out, _ := runCLI("tenants", "list"); code != 0 || !strings.Contains(out, "Acme Corp") {
+		t.Errorf("tenants list = %d %q", code, out)
+	}
+
+	code, key, errOut := runCLI("keys", "create", "--tenant", "acme", "--role", "client", "--name", "backend")
+	if code != 0 || !strings.HasPrefix(key, "hp_") || !strings.Contains(errOut, "shown only this once") {
+		t.Fatalf("keys create = %d %q %q", code, key, errOut)
+	}
+	code, list, _ := runCLI("keys", "list", "--tenant", "acme")
+	if code != 0 || !strings.Contains(list, "backend") || strings.Contains(list, strings.TrimSpace(key)) {
+		t.Fatalf("keys list = %d %q (must not show the key)", code, list)
+	}
+	keyID := strings.Fields(strings.Split(list, "\n")[1])[0]
+	// Flags after the positional argument work too.
+	if code, out, errOut := runCLI("keys", "revoke", keyID, "--tenant", "acme"); code != 0 || !strings.Contains(out, keyID) {
+		t.Errorf("keys revoke = %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("keys", "revoke", "--tenant", "acme", keyID); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("second revoke = %d %q", code, errOut)
+	}
+
+	code, tok, errOut := runCLI("tokens", "mint", "--tenant", "acme", "--user", "alice", "--ttl", "5m")
+	if code != 0 || strings.Count(tok, ".") != 2 || !strings.Contains(errOut, "valid until") {
+		t.Errorf("tokens mint = %d %q %q", code, tok, errOut)
+	}
+
+	for _, args := range [][]string{
+		{"keys", "create", "--tenant", "acme", "--role", "root"},
+		{"keys", "create", "--role", "client"},
+		{"keys", "revoke", "--tenant", "acme", "not-a-uuid"},
+		{"tokens", "mint", "--tenant", "acme", "--user", "u", "--ttl", "48h"},
+		{"tokens", "mint", "--tenant", "acme"},
+		{"tenants", "create"},
+		{"tenants", "frobnicate"},
+	} {
+		if code, _, _ := runCLI(args...); code != 2 {
+			t.Errorf("%v = %d, want the usage error 2", args, code)
+		}
+	}
+	if code, _, errOut := runCLI("keys", "create", "--tenant", "nope", "--role", "admin"); code != 1 || !strings.Contains(errOut, "tenant nope not found") {
+		t.Errorf("key of an unknown tenant = %d %q", code, errOut)
+	}
+}
+
+func TestAdminCommandsNeedTheSchema(t *testing.T) {
+	// An empty database on the test server, without migrations.
+	base := testdb.URL(t)
+	conn, err := pgx.Connect(context.Background(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	name := "hpt_cli_empty_" + strings.ToLower(rand.Text()[:10])
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	t.Setenv("DATABASE_URL", u.String())
+	for _, args := range [][]string{{"tenants", "list"}, {"keys", "list", "--tenant", "acme"}, {"tokens", "mint", "--tenant", "a", "--user", "u"}} {
+		code, _, errOut := runCLI(args...)
+		if code != 1 || !strings.Contains(errOut, "run `platform migrate up` first") {
+			t.Errorf("%v on an empty database = %d %q", args, code, errOut)
+		}
+	}
+}
+
+func TestDevNeedsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:8080": true, "localhost:8080": true, "127.0.0.2:80": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.5:8080": false, "example.com:80": false, "nonsense": false,
+	} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := serveCommand([]string{"--dev", "--addr", "0.0.0.0:0"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "loopback") {
+		t.Errorf("serve --dev on 0.0.0.0 = %d %q", code, stderr.String())
+	}
+}
