@@ -13,8 +13,12 @@ import (
 type snapshotCache struct {
 	mu  sync.Mutex
 	max int
-	ll  *list.List // front: most recently used
-	m   map[string]*list.Element
+	// maxMessages bounds the messages held by all entries together, so
+	// long conversations cannot grow the cache's memory without bound.
+	maxMessages int
+	messages    int
+	ll          *list.List // front: most recently used
+	m           map[string]*list.Element
 }
 
 type cacheEntry struct {
@@ -23,7 +27,7 @@ type cacheEntry struct {
 }
 
 func newSnapshotCache(max int) *snapshotCache {
-	return &snapshotCache{max: max, ll: list.New(), m: map[string]*list.Element{}}
+	return &snapshotCache{max: max, maxMessages: 64 * max, ll: list.New(), m: map[string]*list.Element{}}
 }
 
 func cacheKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
@@ -56,9 +60,12 @@ func (c *snapshotCache) put(tenantID string, snap *StoredSnapshot) {
 		return
 	}
 	c.m[key] = c.ll.PushFront(&cacheEntry{key: key, snap: snap})
-	for c.ll.Len() > c.max {
+	c.messages += snap.MessageCount
+	for c.ll.Len() > 1 && (c.ll.Len() > c.max || c.messages > c.maxMessages) {
 		last := c.ll.Back()
 		c.ll.Remove(last)
-		delete(c.m, last.Value.(*cacheEntry).key)
+		e := last.Value.(*cacheEntry)
+		delete(c.m, e.key)
+		c.messages -= e.snap.MessageCount
 	}
 }

@@ -68,10 +68,14 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 	}
 	for round := 0; ; round++ {
 		req := &ModelRequest{Tools: a.toolDefinitions(), Config: a.Config}
+		// The history is shared with the model, not copied deeply: models
+		// must not modify requests, and copying every message of a long
+		// conversation on each call would make a turn cost grow with it.
+		req.Messages = make([]Message, 0, len(inv.sess.messages)+1)
 		if a.System != "" {
 			req.Messages = append(req.Messages, Message{Role: RoleSystem, Content: []Part{TextPart(a.System)}})
 		}
-		req.Messages = append(req.Messages, cloneMessages(inv.sess.messages)...)
+		req.Messages = append(req.Messages, inv.sess.messages...)
 		chunkIndex := index
 		var resp *ModelResponse
 		err := inv.protect("model", func() error {

@@ -585,6 +585,8 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 	w.Interrupts = tr.interrupts
 	w.Resolved = tr.claimed
 	w.ResolvedEvents = tr.resolvedEvents
+	// A claim made by this turn's own resume already named this snapshot.
+	w.ResumedSet = tr.resolvedEvents
 	if _, err := inv.rt.store.CommitTurn(ctx, w); err != nil {
 		return err
 	}

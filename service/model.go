@@ -12,7 +12,8 @@ import (
 type Model interface {
 	// Name identifies the model in logs and configuration.
 	Name() string
-	// Generate answers req. It may call onChunk for streamed pieces of the
+	// Generate answers req, which it must not modify (its messages are the
+	// session's own). It may call onChunk for streamed pieces of the
 	// answer before returning the whole message; onChunk is never nil.
 	Generate(ctx context.Context, req *ModelRequest, onChunk func(ModelChunk)) (*ModelResponse, error)
 }

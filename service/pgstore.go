@@ -324,6 +324,9 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 			return err
 		}
 		for _, id := range w.Resolved {
+			if w.ResumedSet {
+				break
+			}
 			if err := q.SetInterruptResumedSnapshot(ctx, db.SetInterruptResumedSnapshotParams{
 				TenantID: w.TenantID, ID: id, ResumedSnapshotID: &w.SnapshotID,
 			}); err != nil {

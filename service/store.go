@@ -125,6 +125,10 @@ type SnapshotWrite struct {
 	// ResolvedEvents says whether to record a resolved event for them (not
 	// when an operator's decision already did).
 	ResolvedEvents bool
+	// ResumedSet says the claims already recorded this snapshot as the one
+	// their resume produced (a synchronous protocol resume), so the write
+	// need not.
+	ResumedSet bool
 	// Actor is recorded on the audit events the write adds.
 	Actor string
 }
