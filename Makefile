@@ -12,7 +12,7 @@ SQLC := $(GO) tool -modfile=tools/go.mod sqlc
 # installed; the tests then run without it rather than not at all.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 
-.PHONY: help run test check generate build fuzz
+.PHONY: help run test check generate build fuzz bench
 
 # How long each fuzzer runs under `make fuzz`; `make check` runs each for
 # FUZZTIME_CHECK.
@@ -26,6 +26,7 @@ help:
 	@echo "make generate  regenerate db/ from queries/ with sqlc"
 	@echo "make build     build bin/platform"
 	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
+	@echo "make bench     measure the approval cycle (in-process and over HTTP) and the inbox at scale"
 
 # The server migrates its database at start-up but does not create it, so
 # the database holdpoint is created here (on DATABASE_URL's server if set).
@@ -63,6 +64,15 @@ check:
 fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeAgentRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./service -run '^$$' -fuzz '^FuzzValidateResume$$' -fuzztime $(FUZZTIME)
+
+# Each run creates a database of its own on the server and drops it after.
+# BENCH_FLAGS adds flags to the approval-cycle runs (e.g. --cycles 100).
+bench:
+	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
+	$(GO) build -o bin/platform ./cmd/platform; \
+	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --flat-cycles 200 $(BENCH_FLAGS); \
+	bin/platform bench --mode http --sessions 32 --cycles 20 $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform bench --inbox
 
 generate:
 	$(SQLC) generate
