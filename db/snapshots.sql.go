@@ -8,6 +8,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const abortPendingSnapshot = `-- name: AbortPendingSnapshot :execrows
@@ -214,4 +216,111 @@ func (q *Queries) TouchSnapshotHeartbeat(ctx context.Context, arg TouchSnapshotH
 	var status string
 	err := row.Scan(&status)
 	return status, err
+}
+
+const writeTurn = `-- name: WriteTurn :exec
+WITH snap AS (
+    INSERT INTO snapshots (
+        tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
+        custom, artifacts, message_count, heartbeat_at
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10, $11, $12
+    )
+), msgs AS (
+    INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
+    SELECT $1, $2,
+           unnest($13::integer[]), unnest($14::text[]), unnest($15::jsonb[])
+), sess AS (
+    INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
+    VALUES ($1, $3, $4, $16, $2)
+    ON CONFLICT (tenant_id, id) DO UPDATE
+    SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
+), irq AS (
+    INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
+    SELECT $1, i.id, $3, $2, $4, i.tool, i.ref, i.input, i.metadata,
+           CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
+           i.on_expire
+    FROM (
+        SELECT unnest($17::uuid[]) AS id, unnest($18::text[]) AS tool, unnest($19::text[]) AS ref,
+               unnest($20::jsonb[]) AS input, unnest($21::jsonb[]) AS metadata,
+               unnest($22::bigint[]) AS expires_in_ms, unnest($23::jsonb[]) AS on_expire
+    ) AS i
+), ev AS (
+    INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
+    SELECT $1, e.interrupt_id, e.type, $24::text, e.payload
+    FROM (
+        SELECT unnest($25::uuid[]) AS interrupt_id, unnest($26::text[]) AS type,
+               unnest($27::jsonb[]) AS payload
+    ) AS e
+)
+SELECT 1
+`
+
+type WriteTurnParams struct {
+	TenantID          string
+	SnapshotID        string
+	SessionID         string
+	Agent             string
+	ParentID          *string
+	Status            string
+	FinishReason      *string
+	Error             []byte
+	Custom            []byte
+	Artifacts         []byte
+	MessageCount      int32
+	HeartbeatAt       *time.Time
+	Positions         []int32
+	Roles             []string
+	Bodies            [][]byte
+	EndUser           *string
+	InterruptIds      []uuid.UUID
+	Tools             []string
+	Refs              []string
+	Inputs            [][]byte
+	Metadatas         [][]byte
+	ExpiresInMs       []int64
+	OnExpires         [][]byte
+	Actor             string
+	EventInterruptIds []uuid.UUID
+	EventTypes        []string
+	EventPayloads     [][]byte
+}
+
+// The end of a turn in one statement: its snapshot, the messages it added
+// or rewrote, the session's new latest snapshot (creating the session on
+// its first turn), the interrupts it paused on and the audit events. The
+// foreign keys are checked at the end of the statement, when every part is
+// written.
+func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
+	_, err := q.db.Exec(ctx, writeTurn,
+		arg.TenantID,
+		arg.SnapshotID,
+		arg.SessionID,
+		arg.Agent,
+		arg.ParentID,
+		arg.Status,
+		arg.FinishReason,
+		arg.Error,
+		arg.Custom,
+		arg.Artifacts,
+		arg.MessageCount,
+		arg.HeartbeatAt,
+		arg.Positions,
+		arg.Roles,
+		arg.Bodies,
+		arg.EndUser,
+		arg.InterruptIds,
+		arg.Tools,
+		arg.Refs,
+		arg.Inputs,
+		arg.Metadatas,
+		arg.ExpiresInMs,
+		arg.OnExpires,
+		arg.Actor,
+		arg.EventInterruptIds,
+		arg.EventTypes,
+		arg.EventPayloads,
+	)
+	return err
 }

@@ -45,3 +45,46 @@ UPDATE snapshots
 SET heartbeat_at = CASE WHEN status = 'pending' THEN now() ELSE heartbeat_at END
 WHERE tenant_id = @tenant_id AND id = @id
 RETURNING status;
+
+-- name: WriteTurn :exec
+-- The end of a turn in one statement: its snapshot, the messages it added
+-- or rewrote, the session's new latest snapshot (creating the session on
+-- its first turn), the interrupts it paused on and the audit events. The
+-- foreign keys are checked at the end of the statement, when every part is
+-- written.
+WITH snap AS (
+    INSERT INTO snapshots (
+        tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
+        custom, artifacts, message_count, heartbeat_at
+    ) VALUES (
+        @tenant_id, @snapshot_id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
+        @custom, @artifacts, @message_count, @heartbeat_at
+    )
+), msgs AS (
+    INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
+    SELECT @tenant_id, @snapshot_id,
+           unnest(@positions::integer[]), unnest(@roles::text[]), unnest(@bodies::jsonb[])
+), sess AS (
+    INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
+    VALUES (@tenant_id, @session_id, @agent, @end_user, @snapshot_id)
+    ON CONFLICT (tenant_id, id) DO UPDATE
+    SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
+), irq AS (
+    INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
+    SELECT @tenant_id, i.id, @session_id, @snapshot_id, @agent, i.tool, i.ref, i.input, i.metadata,
+           CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
+           i.on_expire
+    FROM (
+        SELECT unnest(@interrupt_ids::uuid[]) AS id, unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
+               unnest(@inputs::jsonb[]) AS input, unnest(@metadatas::jsonb[]) AS metadata,
+               unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire
+    ) AS i
+), ev AS (
+    INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
+    SELECT @tenant_id, e.interrupt_id, e.type, @actor::text, e.payload
+    FROM (
+        SELECT unnest(@event_interrupt_ids::uuid[]) AS interrupt_id, unnest(@event_types::text[]) AS type,
+               unnest(@event_payloads::jsonb[]) AS payload
+    ) AS e
+)
+SELECT 1;

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -270,43 +271,112 @@ var errNotPending = errors.New("snapshot is no longer pending")
 
 // CommitTurn implements Store.
 func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error) {
-	// A new snapshot is written in one batch (one round trip, one
-	// transaction); finalizing a pending one reads the rows it changed to
-	// stay abort-aware, so it takes a transaction of its own.
-	run := s.piped
+	var err error
 	if w.FinalizePending {
-		run = s.inTx
+		err = s.finalizePending(ctx, w)
+	} else {
+		err = s.writeTurn(ctx, w)
 	}
-	err := run(ctx, w.TenantID, func(q *db.Queries) error {
-		if err := ensureSession(ctx, q, w); err != nil {
+	if errors.Is(err, errNotPending) {
+		return false, nil
+	}
+	if err == nil && (len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0)) {
+		s.eventsWritten()
+	}
+	return err == nil, err
+}
+
+// writeTurn writes a new snapshot: one statement (WriteTurn) in one batch,
+// so one round trip and one transaction.
+func (s *PgStore) writeTurn(ctx context.Context, w *SnapshotWrite) error {
+	errJSON, artifacts, err := encodeSnapshotDocs(w)
+	if err != nil {
+		return err
+	}
+	p := db.WriteTurnParams{
+		TenantID: w.TenantID, SnapshotID: w.SnapshotID, SessionID: w.SessionID, Agent: w.Agent,
+		ParentID: strPtr(w.ParentID), Status: w.Status, FinishReason: strPtr(w.FinishReason),
+		Error: errJSON, Custom: nullableJSON(w.Custom), Artifacts: artifacts,
+		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser),
+		Actor: orSystem(w.Actor),
+	}
+	for _, m := range w.Messages {
+		p.Positions = append(p.Positions, int32(m.Position))
+		p.Roles = append(p.Roles, m.Role)
+		p.Bodies = append(p.Bodies, m.Body)
+	}
+	created, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
+	for _, in := range w.Interrupts {
+		id := uuid.New()
+		p.InterruptIds = append(p.InterruptIds, id)
+		p.Tools = append(p.Tools, in.Tool)
+		p.Refs = append(p.Refs, in.Ref)
+		p.Inputs = append(p.Inputs, nullableJSON(in.Input))
+		p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
+		p.ExpiresInMs = append(p.ExpiresInMs, in.ExpiresIn.Milliseconds())
+		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
+		p.EventInterruptIds = append(p.EventInterruptIds, id)
+		p.EventTypes = append(p.EventTypes, "created")
+		p.EventPayloads = append(p.EventPayloads, created)
+	}
+	if w.ResolvedEvents {
+		resolved, _ := json.Marshal(map[string]string{"resumedSnapshotId": w.SnapshotID})
+		for _, id := range w.Resolved {
+			p.EventInterruptIds = append(p.EventInterruptIds, id)
+			p.EventTypes = append(p.EventTypes, "resolved")
+			p.EventPayloads = append(p.EventPayloads, resolved)
+		}
+	}
+	return s.piped(ctx, w.TenantID, func(q *db.Queries) error {
+		if err := q.WriteTurn(ctx, p); err != nil {
 			return err
 		}
-		if w.FinalizePending {
-			errJSON, artifacts, err := encodeSnapshotDocs(w)
-			if err != nil {
-				return err
-			}
-			n, err := q.FinalizePendingSnapshot(ctx, db.FinalizePendingSnapshotParams{
-				TenantID:     w.TenantID,
-				ID:           w.SnapshotID,
-				Status:       w.Status,
-				FinishReason: strPtr(w.FinishReason),
-				Error:        errJSON,
-				Custom:       nullableJSON(w.Custom),
-				Artifacts:    artifacts,
-				MessageCount: int32(w.MessageCount),
-			})
-			if err != nil {
-				return translate(err)
-			}
-			if n == 0 {
-				return errNotPending
-			}
-			// The detached turn is done: its job and tool journal go.
-			if err := deleteJob(ctx, q, w.TenantID, w.SnapshotID); err != nil {
-				return err
-			}
-		} else if err := insertSnapshot(ctx, q, w); err != nil {
+		return setResumed(ctx, q, w)
+	})
+}
+
+// setResumed records the snapshot a resume produced on the interrupts it
+// answered, unless their claim already did.
+func setResumed(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
+	if w.ResumedSet {
+		return nil
+	}
+	for _, id := range w.Resolved {
+		if err := q.SetInterruptResumedSnapshot(ctx, db.SetInterruptResumedSnapshotParams{
+			TenantID: w.TenantID, ID: id, ResumedSnapshotID: &w.SnapshotID,
+		}); err != nil {
+			return translate(err)
+		}
+	}
+	return nil
+}
+
+// finalizePending rewrites a detached turn's pending snapshot, only if it
+// is still pending (it reads the rows it changed to stay abort-aware, so it
+// takes a transaction of its own), and drops the turn's job.
+func (s *PgStore) finalizePending(ctx context.Context, w *SnapshotWrite) error {
+	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
+		errJSON, artifacts, err := encodeSnapshotDocs(w)
+		if err != nil {
+			return err
+		}
+		n, err := q.FinalizePendingSnapshot(ctx, db.FinalizePendingSnapshotParams{
+			TenantID:     w.TenantID,
+			ID:           w.SnapshotID,
+			Status:       w.Status,
+			FinishReason: strPtr(w.FinishReason),
+			Error:        errJSON,
+			Custom:       nullableJSON(w.Custom),
+			Artifacts:    artifacts,
+			MessageCount: int32(w.MessageCount),
+		})
+		if err != nil {
+			return translate(err)
+		}
+		if n == 0 {
+			return errNotPending
+		}
+		if err := deleteJob(ctx, q, w.TenantID, w.SnapshotID); err != nil {
 			return err
 		}
 		if len(w.Messages) > 0 {
@@ -323,15 +393,8 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 		if err := insertInterrupts(ctx, q, w); err != nil {
 			return err
 		}
-		for _, id := range w.Resolved {
-			if w.ResumedSet {
-				break
-			}
-			if err := q.SetInterruptResumedSnapshot(ctx, db.SetInterruptResumedSnapshotParams{
-				TenantID: w.TenantID, ID: id, ResumedSnapshotID: &w.SnapshotID,
-			}); err != nil {
-				return translate(err)
-			}
+		if err := setResumed(ctx, q, w); err != nil {
+			return err
 		}
 		if w.ResolvedEvents && len(w.Resolved) > 0 {
 			payload, _ := json.Marshal(map[string]string{"resumedSnapshotId": w.SnapshotID})
@@ -343,13 +406,6 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 			TenantID: w.TenantID, ID: w.SessionID, SnapshotID: &w.SnapshotID,
 		}))
 	})
-	if errors.Is(err, errNotPending) {
-		return false, nil
-	}
-	if err == nil && (len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0)) {
-		s.eventsWritten()
-	}
-	return err == nil, err
 }
 
 // AbortSnapshot implements Store.
