@@ -370,8 +370,7 @@ func (inv *invocation) applyResume(ctx context.Context, plan *resumePlan, res *R
 		resumedMeta = jsonTrue
 	}
 	toolMsg := Message{Role: RoleTool, Content: responses, Metadata: Metadata{metaResumed: resumedMeta}}
-	inv.sess.messages[lastIdx] = last
-	inv.sess.touch(lastIdx)
+	inv.sess.replaceMessage(lastIdx, last)
 	inv.sess.messages = append(inv.sess.messages, toolMsg)
 	return toolMsg, nil
 }

@@ -251,6 +251,9 @@ type sessionState struct {
 	// the history was set wholesale, so every position must be compared.
 	touched  map[int]bool
 	replaced bool
+	// shared says a view (state) or the snapshot cache may be looking at
+	// the messages' backing array: it must be copied before a rewrite.
+	shared bool
 }
 
 // touch marks a position rewritten in place.
@@ -261,16 +264,30 @@ func (s *sessionState) touch(i int) {
 	s.touched[i] = true
 }
 
-// state is a view of the session that later turns cannot change: messages
-// are never modified in place (a rewrite replaces the element with a
-// clone), so copying the slices is enough.
+// state is a view of the session that later turns cannot change. It
+// shares the session's slices rather than copying them (a turn's cost must
+// not grow with the conversation): appends past the view's length are not
+// part of it, artifacts are replaced rather than changed, and the one
+// in-place change, rewriting a message, copies the slice first while a view
+// may be looking at it (replaceMessage).
 func (s *sessionState) state() SessionState {
+	s.shared = true
 	return SessionState{
 		SessionID: s.id,
-		Messages:  slices.Clone(s.messages),
+		Messages:  s.messages[:len(s.messages):len(s.messages)],
 		Custom:    s.custom,
-		Artifacts: slices.Clone(s.artifacts),
+		Artifacts: s.artifacts[:len(s.artifacts):len(s.artifacts)],
 	}
+}
+
+// replaceMessage rewrites the message at position i, copy-on-write.
+func (s *sessionState) replaceMessage(i int, m Message) {
+	if s.shared {
+		s.messages = slices.Clone(s.messages)
+		s.shared = false
+	}
+	s.messages[i] = m
+	s.touch(i)
 }
 
 // emit sends a chunk to the client unless the invocation detached.
@@ -384,15 +401,18 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 }
 
 // useSnapshot continues from snap, which may be a shared cache entry: the
-// session gets its own slices and never writes into the snapshot's.
+// session never writes into the snapshot's slices.
 func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	st := snap.State
+	// Capacity is cut to length, so an append reallocates instead of
+	// writing into the snapshot's array (another branch may append too).
 	inv.sess = &sessionState{
 		id:        snap.SessionID,
 		owner:     snap.EndUser,
-		messages:  slices.Clone(st.Messages),
+		messages:  st.Messages[:len(st.Messages):len(st.Messages)],
 		custom:    st.Custom,
-		artifacts: slices.Clone(st.Artifacts),
+		artifacts: st.Artifacts[:len(st.Artifacts):len(st.Artifacts)],
+		shared:    true,
 	}
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
