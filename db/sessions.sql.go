@@ -33,31 +33,6 @@ func (q *Queries) GetSession(ctx context.Context, arg GetSessionParams) (Session
 	return i, err
 }
 
-const insertSession = `-- name: InsertSession :exec
-INSERT INTO sessions (tenant_id, id, agent, end_user)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (tenant_id, id) DO NOTHING
-`
-
-type InsertSessionParams struct {
-	TenantID string
-	ID       string
-	Agent    string
-	EndUser  *string
-}
-
-// The first turn of a session creates it; a concurrent first turn under the
-// same id is harmless (ON CONFLICT keeps the first row).
-func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) error {
-	_, err := q.db.Exec(ctx, insertSession,
-		arg.TenantID,
-		arg.ID,
-		arg.Agent,
-		arg.EndUser,
-	)
-	return err
-}
-
 const updateSessionLatestSnapshot = `-- name: UpdateSessionLatestSnapshot :exec
 UPDATE sessions
 SET latest_snapshot_id = $1, updated_at = now()

@@ -154,49 +154,6 @@ func (q *Queries) GetSnapshotForUpdate(ctx context.Context, arg GetSnapshotForUp
 	return i, err
 }
 
-const insertSnapshot = `-- name: InsertSnapshot :exec
-INSERT INTO snapshots (
-    tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-    custom, artifacts, message_count, heartbeat_at
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11, $12
-)
-`
-
-type InsertSnapshotParams struct {
-	TenantID     string
-	ID           string
-	SessionID    string
-	Agent        string
-	ParentID     *string
-	Status       string
-	FinishReason *string
-	Error        []byte
-	Custom       []byte
-	Artifacts    []byte
-	MessageCount int32
-	HeartbeatAt  *time.Time
-}
-
-func (q *Queries) InsertSnapshot(ctx context.Context, arg InsertSnapshotParams) error {
-	_, err := q.db.Exec(ctx, insertSnapshot,
-		arg.TenantID,
-		arg.ID,
-		arg.SessionID,
-		arg.Agent,
-		arg.ParentID,
-		arg.Status,
-		arg.FinishReason,
-		arg.Error,
-		arg.Custom,
-		arg.Artifacts,
-		arg.MessageCount,
-		arg.HeartbeatAt,
-	)
-	return err
-}
-
 const touchSnapshotHeartbeat = `-- name: TouchSnapshotHeartbeat :one
 UPDATE snapshots
 SET heartbeat_at = CASE WHEN status = 'pending' THEN now() ELSE heartbeat_at END

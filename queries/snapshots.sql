@@ -15,15 +15,6 @@ JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snap
 WHERE snapshots.tenant_id = @tenant_id AND snapshots.id = @id
 FOR UPDATE OF snapshots;
 
--- name: InsertSnapshot :exec
-INSERT INTO snapshots (
-    tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-    custom, artifacts, message_count, heartbeat_at
-) VALUES (
-    @tenant_id, @id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
-    @custom, @artifacts, @message_count, @heartbeat_at
-);
-
 -- name: FinalizePendingSnapshot :execrows
 -- Only a pending snapshot is finalized: an abort that got there first wins
 -- and the finished work is dropped.

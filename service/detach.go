@@ -93,7 +93,6 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		Agent:        inv.agent.Name,
 		SessionID:    inv.sess.id,
 		EndUser:      inv.caller.EndUser,
-		NewSession:   inv.newSession,
 		SnapshotID:   uuid.NewString(),
 		ParentID:     inv.baseID,
 		Status:       StatusPending,
@@ -113,7 +112,6 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
 		return err
 	}
-	inv.newSession = false
 	inv.detachedID = w.SnapshotID
 	inv.startBackground()
 	inv.mu.Lock()
@@ -206,7 +204,6 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 		return
 	}
 	w.FinalizePending = true
-	w.NewSession = false
 	w.Interrupts = inv.detachedInterrupts
 	w.Resolved = inv.detachedClaims
 	w.ResolvedEvents = inv.detachedResolvedEvents

@@ -205,7 +205,6 @@ type invocation struct {
 	// baseCount its message count.
 	baseID     string
 	baseBodies [][]byte
-	newSession bool
 
 	lastGood         SessionState
 	lastGoodID       string
@@ -346,7 +345,6 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 		sess, err := store.LoadSession(ctx, tenant, init.SessionID)
 		if errors.Is(err, ErrNotFound) {
 			inv.sess = &sessionState{id: init.SessionID, owner: inv.caller.EndUser}
-			inv.newSession = true
 			break
 		}
 		if err != nil {
@@ -393,7 +391,6 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 		inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
 	default:
 		inv.sess = &sessionState{id: uuid.NewString(), owner: inv.caller.EndUser}
-		inv.newSession = a.ServerManaged
 	}
 	inv.lastGood = inv.sess.state()
 	inv.lastGoodID = inv.baseID
@@ -610,7 +607,6 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 	if _, err := inv.rt.store.CommitTurn(ctx, w); err != nil {
 		return err
 	}
-	inv.newSession = false
 	if status == StatusCompleted {
 		inv.baseID = snapshotID
 		inv.baseBodies = bodies
@@ -641,7 +637,6 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		SessionID:    inv.sess.id,
 		EndUser:      inv.caller.EndUser,
 		Actor:        inv.caller.Actor,
-		NewSession:   inv.newSession,
 		SnapshotID:   snapshotID,
 		ParentID:     inv.baseID,
 		Status:       status,

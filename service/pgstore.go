@@ -202,54 +202,19 @@ func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*Stored
 	return out, nil
 }
 
-// CreatePendingSnapshot implements Store.
+// CreatePendingSnapshot implements Store: the snapshot (through the same
+// statement a turn end uses) and the job, in one batch.
 func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string) error {
-	// Every statement only executes: one batch, one round trip, one
-	// transaction.
-	return s.piped(ctx, w.TenantID, func(q *db.Queries) error {
-		if err := ensureSession(ctx, q, w); err != nil {
-			return err
-		}
-		if err := insertSnapshot(ctx, q, w); err != nil {
-			return err
-		}
-		if err := insertJob(ctx, q, job, owner); err != nil {
-			return err
-		}
-		return translate(q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
-			TenantID: w.TenantID, ID: w.SessionID, SnapshotID: &w.SnapshotID,
-		}))
-	})
-}
-
-func ensureSession(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
-	if !w.NewSession {
-		return nil
-	}
-	return translate(q.InsertSession(ctx, db.InsertSessionParams{
-		TenantID: w.TenantID, ID: w.SessionID, Agent: w.Agent, EndUser: strPtr(w.EndUser),
-	}))
-}
-
-func insertSnapshot(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
-	errJSON, artifacts, err := encodeSnapshotDocs(w)
+	params, err := writeTurnParams(w)
 	if err != nil {
 		return err
 	}
-	return translate(q.InsertSnapshot(ctx, db.InsertSnapshotParams{
-		TenantID:     w.TenantID,
-		ID:           w.SnapshotID,
-		SessionID:    w.SessionID,
-		Agent:        w.Agent,
-		ParentID:     strPtr(w.ParentID),
-		Status:       w.Status,
-		FinishReason: strPtr(w.FinishReason),
-		Error:        errJSON,
-		Custom:       nullableJSON(w.Custom),
-		Artifacts:    artifacts,
-		MessageCount: int32(w.MessageCount),
-		HeartbeatAt:  w.HeartbeatAt,
-	}))
+	return s.piped(ctx, w.TenantID, func(q *db.Queries) error {
+		if err := q.WriteTurn(ctx, params); err != nil {
+			return err
+		}
+		return insertJob(ctx, q, job, owner)
+	})
 }
 
 func encodeSnapshotDocs(w *SnapshotWrite) (errJSON, artifacts []byte, err error) {
@@ -289,9 +254,24 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 // writeTurn writes a new snapshot: one statement (WriteTurn) in one batch,
 // so one round trip and one transaction.
 func (s *PgStore) writeTurn(ctx context.Context, w *SnapshotWrite) error {
-	errJSON, artifacts, err := encodeSnapshotDocs(w)
+	p, err := writeTurnParams(w)
 	if err != nil {
 		return err
+	}
+	return s.piped(ctx, w.TenantID, func(q *db.Queries) error {
+		if err := q.WriteTurn(ctx, p); err != nil {
+			return err
+		}
+		return setResumed(ctx, q, w)
+	})
+}
+
+// writeTurnParams encodes a snapshot write for the WriteTurn statement, with
+// created events for its interrupts and resolved events for its claims.
+func writeTurnParams(w *SnapshotWrite) (db.WriteTurnParams, error) {
+	errJSON, artifacts, err := encodeSnapshotDocs(w)
+	if err != nil {
+		return db.WriteTurnParams{}, err
 	}
 	p := db.WriteTurnParams{
 		TenantID: w.TenantID, SnapshotID: w.SnapshotID, SessionID: w.SessionID, Agent: w.Agent,
@@ -327,12 +307,7 @@ func (s *PgStore) writeTurn(ctx context.Context, w *SnapshotWrite) error {
 			p.EventPayloads = append(p.EventPayloads, resolved)
 		}
 	}
-	return s.piped(ctx, w.TenantID, func(q *db.Queries) error {
-		if err := q.WriteTurn(ctx, p); err != nil {
-			return err
-		}
-		return setResumed(ctx, q, w)
-	})
+	return p, nil
 }
 
 // setResumed records the snapshot a resume produced on the interrupts it

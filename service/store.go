@@ -99,11 +99,10 @@ type StoredSnapshot struct {
 
 // SnapshotWrite is everything one turn end persists.
 type SnapshotWrite struct {
-	TenantID   string
-	Agent      string
-	SessionID  string
-	EndUser    string
-	NewSession bool
+	TenantID  string
+	Agent     string
+	SessionID string
+	EndUser   string
 
 	SnapshotID      string
 	ParentID        string
