@@ -11,22 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const addTurnJobClaims = `-- name: AddTurnJobClaims :exec
-UPDATE turn_jobs SET preclaimed = preclaimed || $1::uuid[]
-WHERE tenant_id = $2 AND snapshot_id = $3
-`
-
-type AddTurnJobClaimsParams struct {
-	Ids        []uuid.UUID
-	TenantID   string
-	SnapshotID string
-}
-
-func (q *Queries) AddTurnJobClaims(ctx context.Context, arg AddTurnJobClaimsParams) error {
-	_, err := q.db.Exec(ctx, addTurnJobClaims, arg.Ids, arg.TenantID, arg.SnapshotID)
-	return err
-}
-
 const appendTurnJobInputs = `-- name: AppendTurnJobInputs :exec
 UPDATE turn_jobs SET inputs = inputs || $1::jsonb
 WHERE tenant_id = $2 AND snapshot_id = $3

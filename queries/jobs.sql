@@ -27,10 +27,6 @@ WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id AND owner = @owner;
 UPDATE turn_jobs SET inputs = inputs || @inputs::jsonb
 WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id;
 
--- name: AddTurnJobClaims :exec
-UPDATE turn_jobs SET preclaimed = preclaimed || @ids::uuid[]
-WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id;
-
 -- name: DeleteTurnJob :exec
 DELETE FROM turn_jobs WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id;
 
