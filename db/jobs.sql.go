@@ -99,8 +99,30 @@ func (q *Queries) DeleteTurnJob(ctx context.Context, arg DeleteTurnJobParams) er
 	return err
 }
 
+const finishToolCall = `-- name: FinishToolCall :exec
+UPDATE tool_results SET result = $1, done = true
+WHERE tenant_id = $2 AND snapshot_id = $3 AND call_key = $4
+`
+
+type FinishToolCallParams struct {
+	Result     []byte
+	TenantID   string
+	SnapshotID string
+	CallKey    string
+}
+
+func (q *Queries) FinishToolCall(ctx context.Context, arg FinishToolCallParams) error {
+	_, err := q.db.Exec(ctx, finishToolCall,
+		arg.Result,
+		arg.TenantID,
+		arg.SnapshotID,
+		arg.CallKey,
+	)
+	return err
+}
+
 const getToolResult = `-- name: GetToolResult :one
-SELECT result FROM tool_results
+SELECT result, done FROM tool_results
 WHERE tenant_id = $1 AND snapshot_id = $2 AND call_key = $3
 `
 
@@ -110,34 +132,16 @@ type GetToolResultParams struct {
 	CallKey    string
 }
 
-func (q *Queries) GetToolResult(ctx context.Context, arg GetToolResultParams) ([]byte, error) {
+type GetToolResultRow struct {
+	Result []byte
+	Done   bool
+}
+
+func (q *Queries) GetToolResult(ctx context.Context, arg GetToolResultParams) (GetToolResultRow, error) {
 	row := q.db.QueryRow(ctx, getToolResult, arg.TenantID, arg.SnapshotID, arg.CallKey)
-	var result []byte
-	err := row.Scan(&result)
-	return result, err
-}
-
-const insertToolResult = `-- name: InsertToolResult :exec
-INSERT INTO tool_results (tenant_id, snapshot_id, call_key, result)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING
-`
-
-type InsertToolResultParams struct {
-	TenantID   string
-	SnapshotID string
-	CallKey    string
-	Result     []byte
-}
-
-func (q *Queries) InsertToolResult(ctx context.Context, arg InsertToolResultParams) error {
-	_, err := q.db.Exec(ctx, insertToolResult,
-		arg.TenantID,
-		arg.SnapshotID,
-		arg.CallKey,
-		arg.Result,
-	)
-	return err
+	var i GetToolResultRow
+	err := row.Scan(&i.Result, &i.Done)
+	return i, err
 }
 
 const insertTurnJob = `-- name: InsertTurnJob :exec
@@ -191,6 +195,39 @@ UPDATE turn_jobs SET owner = NULL WHERE owner = $1
 // Shutdown: hand this instance's jobs back so another takes them at once.
 func (q *Queries) ReleaseTurnJobs(ctx context.Context, owner *string) (int64, error) {
 	result, err := q.db.Exec(ctx, releaseTurnJobs, owner)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const startToolCall = `-- name: StartToolCall :execrows
+INSERT INTO tool_results (tenant_id, snapshot_id, call_key, result, done)
+SELECT $1, $2, $3, 'null', false
+WHERE EXISTS (
+    SELECT 1 FROM turn_jobs
+    WHERE tenant_id = $1 AND snapshot_id = $2 AND owner = $4::text
+)
+ON CONFLICT DO NOTHING
+`
+
+type StartToolCallParams struct {
+	TenantID   string
+	SnapshotID string
+	CallKey    string
+	Owner      string
+}
+
+// Journals that a call is about to run, only while this instance still
+// owns the turn's job: a stalled instance whose job was taken over is
+// fenced off here, before it can run the tool.
+func (q *Queries) StartToolCall(ctx context.Context, arg StartToolCallParams) (int64, error) {
+	result, err := q.db.Exec(ctx, startToolCall,
+		arg.TenantID,
+		arg.SnapshotID,
+		arg.CallKey,
+		arg.Owner,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -134,6 +134,7 @@ type ToolResult struct {
 	CallKey    string
 	Result     []byte
 	CreatedAt  time.Time
+	Done       bool
 }
 
 type TurnJob struct {

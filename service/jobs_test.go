@@ -148,7 +148,7 @@ func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
 	slowPayAgent(rtA, &paidA, never, nil)
 	snap := detachPay(t, rtA)
 	waitFor(t, "A to journal the tool result", 5*time.Second, func() bool {
-		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1`, snap) == 1
+		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1 AND done`, snap) == 1
 	})
 	// "kill -9": A's process is gone. Here: take its ownership away so its
 	// goroutines stop writing, exactly what a dead owner looks like to B.
@@ -237,4 +237,56 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 	if err != nil || snapAfter.Status != service.StatusAborted || len(snapAfter.State.Messages) != 0 {
 		t.Fatalf("after abort: %v %+v", err, snapAfter)
 	}
+}
+
+// TestTakeoverDoesNotRepeatAnUnfinishedToolCall: A dies inside a tool call
+// (journaled as started, never finished). B takes the job over and fails
+// the turn rather than run the tool a second time.
+func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
+	var paidA, paidB atomic.Int32
+	never := make(chan struct{})
+	poolA, err := service.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poolA.Close()
+	rtA := service.NewRuntime(service.NewPostgresStore(poolA), opts)
+	slowPayAgent(rtA, &paidA, never, nil)
+	snap := detachPay(t, rtA)
+	waitFor(t, "A to finish the tool call", 5*time.Second, func() bool {
+		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1 AND done`, snap) == 1
+	})
+	// A died after journaling the call as started and before its result:
+	// what a crash inside the tool leaves behind.
+	if _, err := admin.Exec(context.Background(), `UPDATE tool_results SET done = false, result = 'null' WHERE snapshot_id = $1`, snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour' WHERE snapshot_id = $1`, snap); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	close(release)
+	b := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
+	waitFor(t, "B to end the snapshot", 10*time.Second, func() bool {
+		return snapshotStatus(t, b.rt, snap) != service.StatusPending
+	})
+	got, err := b.rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != service.StatusFailed || got.Error == nil || got.Error.Status != service.CodeAborted {
+		t.Fatalf("snapshot after takeover: %+v", got)
+	}
+	if paidB.Load() != 0 {
+		t.Fatalf("B ran the tool %d times", paidB.Load())
+	}
+	_ = rtA.Shutdown(context.Background())
 }

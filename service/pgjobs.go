@@ -139,23 +139,39 @@ func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 }
 
 // GetToolResult implements Store.
-func (s *PgStore) GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, error) {
-	var out []byte
+func (s *PgStore) GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, bool, error) {
+	var row db.GetToolResultRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		out, err = q.GetToolResult(ctx, db.GetToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key})
-		return translate(err)
+		row, err = q.GetToolResult(ctx, db.GetToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key})
+		return err
 	})
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return nil, false, nil
 	}
-	return out, err
+	if err != nil {
+		return nil, false, err
+	}
+	return row.Result, row.Done, nil
 }
 
-// PutToolResult implements Store.
-func (s *PgStore) PutToolResult(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error {
+// StartToolCall implements Store.
+func (s *PgStore) StartToolCall(ctx context.Context, tenantID, snapshotID, key, owner string) (bool, error) {
+	var started bool
+	// Read the count inside a transaction: the statement's own result says
+	// whether this instance may run the call.
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		n, err := q.StartToolCall(ctx, db.StartToolCallParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Owner: owner})
+		started = n == 1
+		return translate(err)
+	})
+	return started, err
+}
+
+// FinishToolCall implements Store.
+func (s *PgStore) FinishToolCall(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
-		return translate(q.InsertToolResult(ctx, db.InsertToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Result: result}))
+		return q.FinishToolCall(ctx, db.FinishToolCallParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Result: result})
 	})
 }
 

@@ -43,10 +43,15 @@ type Store interface {
 	DeleteJob(ctx context.Context, tenantID, snapshotID string) error
 	// ReleaseJobs hands owner's jobs back at shutdown.
 	ReleaseJobs(ctx context.Context, owner string) (int, error)
-	// GetToolResult returns a journaled tool result (nil when none).
-	GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, error)
-	// PutToolResult journals a tool result before the turn moves on.
-	PutToolResult(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error
+	// GetToolResult returns a journaled tool call: its result (nil when
+	// the call was never journaled) and whether it finished.
+	GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, bool, error)
+	// StartToolCall journals that a call is about to run, only while owner
+	// still owns the turn's job; false means the call was already journaled
+	// or the job is no longer owner's.
+	StartToolCall(ctx context.Context, tenantID, snapshotID, key, owner string) (bool, error)
+	// FinishToolCall journals a call's result before the turn moves on.
+	FinishToolCall(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error
 	// ListenAborts calls fn for every abort announced by any instance until
 	// ctx ends or the connection fails; ready is called once listening.
 	ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error

@@ -615,7 +615,7 @@ func TestKilledWorkerIsTakenOverWithoutRepeatingTheTransfer(t *testing.T) {
 
 	waitUntil(t, "the transfer to run on A and be journaled", 20*time.Second, func() bool {
 		return len(ledgerLines(t, ledger)) > 0 &&
-			count(t, pool, "SELECT count(*) FROM tool_results WHERE snapshot_id = $1", id) > 0
+			count(t, pool, "SELECT count(*) FROM tool_results WHERE snapshot_id = $1 AND done", id) > 0
 	})
 	if l := ledgerLines(t, ledger); len(l) != 1 || l[0].PID != a.cmd.Process.Pid {
 		t.Fatalf("ledger before the kill: %+v, want one transfer by A (pid %d)", l, a.cmd.Process.Pid)
