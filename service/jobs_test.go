@@ -123,47 +123,55 @@ func count(t *testing.T, admin *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
-// TestTakeoverAfterCrashRunsToolsOnce: instance A runs a detached turn past
-// its tool call and stops heartbeating (as if killed); instance B takes the
-// job over, reuses the journaled tool result, and completes the snapshot.
-func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
-	t.Parallel()
-	url := testdb.URL(t)
+// crashedAfterTool runs a detached pay turn on an instance A past its tool
+// call, then makes A look dead to other instances (its job owned by nobody
+// alive, its heartbeat stale): what `kill -9` leaves behind. A's runtime
+// never runs its background loop, and its own heartbeat finds the job gone
+// and stops its goroutines. It returns an owner pool, the snapshot id and
+// A's runtime and tool counter.
+func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.Pool, string, *service.Runtime, *atomic.Int32) {
+	t.Helper()
 	admin, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
-	var paidA, paidB atomic.Int32
-	never := make(chan struct{})
-	// A's runtime is never shut down gracefully: its background loop is
-	// not even started, and its heartbeat is stopped by freezing the job.
+	t.Cleanup(admin.Close)
 	poolA, err := service.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer poolA.Close()
+	t.Cleanup(poolA.Close)
 	rtA := service.NewRuntime(service.NewPostgresStore(poolA), opts)
-	slowPayAgent(rtA, &paidA, never, nil)
+	t.Cleanup(func() { _ = rtA.Shutdown(context.Background()) })
+	var paidA atomic.Int32
+	slowPayAgent(rtA, &paidA, make(chan struct{}), nil)
 	snap := detachPay(t, rtA)
 	waitFor(t, "A to journal the tool result", 5*time.Second, func() bool {
 		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1 AND done`, snap) == 1
 	})
-	// "kill -9": A's process is gone. Here: take its ownership away so its
-	// goroutines stop writing, exactly what a dead owner looks like to B.
 	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour' WHERE snapshot_id = $1`, snap); err != nil {
 		t.Fatal(err)
 	}
+	return admin, snap, rtA, &paidA
+}
+
+// TestTakeoverAfterCrashRunsToolsOnce: instance A runs a detached turn past
+// its tool call and dies; instance B takes the job over, reuses the
+// journaled tool result, and completes the snapshot.
+func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
+	admin, snap, rtA, paidA := crashedAfterTool(t, url, opts)
 	crashed := time.Now()
+	var paidB atomic.Int32
 	release := make(chan struct{})
 	close(release)
 	startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
-	took := waitFor(t, "B to complete the snapshot", 10*time.Second, func() bool {
+	waitFor(t, "B to complete the snapshot", 10*time.Second, func() bool {
 		return snapshotStatus(t, rtA, snap) == service.StatusCompleted
 	})
 	t.Logf("takeover: snapshot completed by B %s after A stopped", time.Since(crashed).Round(time.Millisecond))
-	_ = took
 	if paidA.Load() != 1 || paidB.Load() != 0 {
 		t.Fatalf("pay ran %d times on A and %d on B; want 1 and 0", paidA.Load(), paidB.Load())
 	}
@@ -177,7 +185,6 @@ func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
 	if msgs := got.State.Messages; len(msgs) != 4 || msgs[3].Text() != "paid" {
 		t.Fatalf("history after takeover: %+v", msgs)
 	}
-	_ = rtA.Shutdown(context.Background())
 }
 
 // TestShutdownHandsJobsBack: a graceful stop of A hands its detached turn
@@ -245,33 +252,14 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	admin, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
 	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
-	var paidA, paidB atomic.Int32
-	never := make(chan struct{})
-	poolA, err := service.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer poolA.Close()
-	rtA := service.NewRuntime(service.NewPostgresStore(poolA), opts)
-	slowPayAgent(rtA, &paidA, never, nil)
-	snap := detachPay(t, rtA)
-	waitFor(t, "A to finish the tool call", 5*time.Second, func() bool {
-		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1 AND done`, snap) == 1
-	})
-	// A died after journaling the call as started and before its result:
+	admin, snap, _, _ := crashedAfterTool(t, url, opts)
+	// Turn the finished call back into one that started and never ended:
 	// what a crash inside the tool leaves behind.
 	if _, err := admin.Exec(context.Background(), `UPDATE tool_results SET done = false, result = 'null' WHERE snapshot_id = $1`, snap); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour' WHERE snapshot_id = $1`, snap); err != nil {
-		t.Fatal(err)
-	}
+	var paidB atomic.Int32
 	release := make(chan struct{})
 	close(release)
 	b := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
@@ -288,5 +276,4 @@ func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	if paidB.Load() != 0 {
 		t.Fatalf("B ran the tool %d times", paidB.Load())
 	}
-	_ = rtA.Shutdown(context.Background())
 }
