@@ -9,6 +9,48 @@ import (
 	"context"
 )
 
+const createSession = `-- name: CreateSession :one
+WITH created AS (
+    INSERT INTO sessions (tenant_id, id, agent, end_user)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (tenant_id, id) DO NOTHING
+    RETURNING agent, end_user, true AS created
+)
+SELECT agent, end_user, created FROM created
+UNION ALL
+SELECT agent, end_user, false FROM sessions
+WHERE tenant_id = $1 AND id = $2 AND NOT EXISTS (SELECT 1 FROM created)
+`
+
+type CreateSessionParams struct {
+	TenantID string
+	ID       string
+	Agent    string
+	EndUser  *string
+}
+
+type CreateSessionRow struct {
+	Agent   string
+	EndUser *string
+	Created bool
+}
+
+// Takes a client-chosen session id for its first caller, atomically: the
+// row names its owner before any turn runs in it. A caller that finds the
+// id taken gets the existing row back (or, when the row was committed after
+// this statement's snapshot, no row: the caller reads it again).
+func (q *Queries) CreateSession(ctx context.Context, arg CreateSessionParams) (CreateSessionRow, error) {
+	row := q.db.QueryRow(ctx, createSession,
+		arg.TenantID,
+		arg.ID,
+		arg.Agent,
+		arg.EndUser,
+	)
+	var i CreateSessionRow
+	err := row.Scan(&i.Agent, &i.EndUser, &i.Created)
+	return i, err
+}
+
 const getSession = `-- name: GetSession :one
 SELECT tenant_id, id, agent, end_user, latest_snapshot_id, created_at, updated_at FROM sessions WHERE tenant_id = $1 AND id = $2
 `

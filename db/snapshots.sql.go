@@ -189,10 +189,14 @@ WITH snap AS (
     SELECT $1, $2,
            unnest($13::integer[]), unnest($14::text[]), unnest($15::jsonb[])
 ), sess AS (
+    -- Only a session of the same owner and agent moves; otherwise the
+    -- final SELECT raises and nothing of this statement is written.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
     VALUES ($1, $3, $4, $16, $2)
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
+    WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
+    RETURNING 1
 ), irq AS (
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
     SELECT $1, i.id, $3, $2, $4, i.tool, i.ref, i.input, i.metadata,
@@ -211,7 +215,7 @@ WITH snap AS (
                unnest($27::jsonb[]) AS payload
     ) AS e
 )
-SELECT 1
+SELECT CASE WHEN EXISTS (SELECT 1 FROM sess) THEN true ELSE holdpoint_session_taken() END
 `
 
 type WriteTurnParams struct {

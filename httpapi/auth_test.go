@@ -292,7 +292,9 @@ func TestEndUsers(t *testing.T) {
 		t.Errorf("alice's token sees snapshot %s, want %s", snap.SnapshotID, out.SnapshotID)
 	}
 	resultOf(t, get(client, "X-End-User", "alice"), &snap)
-	resultOf(t, get(client), &snap) // the backend itself sees every user
+	// The backend acting as no user does not see a user's session: it acts
+	// for her by naming her.
+	errorOf(t, get(client), http.StatusNotFound, service.CodeNotFound)
 	errorOf(t, get(bob), http.StatusNotFound, service.CodeNotFound)
 	errorOf(t, get(client, "X-End-User", "bob"), http.StatusNotFound, service.CodeNotFound)
 

@@ -5,3 +5,19 @@ SELECT * FROM sessions WHERE tenant_id = @tenant_id AND id = @id;
 UPDATE sessions
 SET latest_snapshot_id = @snapshot_id, updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: CreateSession :one
+-- Takes a client-chosen session id for its first caller, atomically: the
+-- row names its owner before any turn runs in it. A caller that finds the
+-- id taken gets the existing row back (or, when the row was committed after
+-- this statement's snapshot, no row: the caller reads it again).
+WITH created AS (
+    INSERT INTO sessions (tenant_id, id, agent, end_user)
+    VALUES (@tenant_id, @id, @agent, @end_user)
+    ON CONFLICT (tenant_id, id) DO NOTHING
+    RETURNING agent, end_user, true AS created
+)
+SELECT agent, end_user, created FROM created
+UNION ALL
+SELECT agent, end_user, false FROM sessions
+WHERE tenant_id = @tenant_id AND id = @id AND NOT EXISTS (SELECT 1 FROM created);

@@ -56,10 +56,14 @@ WITH snap AS (
     SELECT @tenant_id, @snapshot_id,
            unnest(@positions::integer[]), unnest(@roles::text[]), unnest(@bodies::jsonb[])
 ), sess AS (
+    -- Only a session of the same owner and agent moves; otherwise the
+    -- final SELECT raises and nothing of this statement is written.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
     VALUES (@tenant_id, @session_id, @agent, @end_user, @snapshot_id)
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
+    WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
+    RETURNING 1
 ), irq AS (
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
     SELECT @tenant_id, i.id, @session_id, @snapshot_id, @agent, i.tool, i.ref, i.input, i.metadata,
@@ -78,4 +82,4 @@ WITH snap AS (
                unnest(@event_payloads::jsonb[]) AS payload
     ) AS e
 )
-SELECT 1;
+SELECT CASE WHEN EXISTS (SELECT 1 FROM sess) THEN true ELSE holdpoint_session_taken() END;

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -110,8 +111,12 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
 	}
 	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Errorf(CodeNotFound, "Session %s not found", w.SessionID)
+		}
 		return err
 	}
+	inv.sess.unclaimed = false
 	inv.detachedID = w.SnapshotID
 	inv.startBackground()
 	inv.mu.Lock()

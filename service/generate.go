@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Metadata keys the protocol gives meaning to.
@@ -31,6 +32,15 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		}
 		plan, err := planResume(res, inv.sess.messages, a)
 		if err != nil {
+			return "", tr, err
+		}
+		if err := checkRespondOutputs(plan, a); err != nil {
+			// A decision the interrupt cannot accept is the client's error,
+			// answered 400 before anything is claimed or run.
+			inv.reject(err)
+			return "", tr, err
+		}
+		if err := t.begin(ctx); err != nil {
 			return "", tr, err
 		}
 		if inv.preclaimed != nil {
@@ -62,6 +72,9 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		index++
 	}
 
+	if err := t.begin(ctx); err != nil {
+		return "", tr, err
+	}
 	maxRounds := a.MaxToolRounds
 	if maxRounds <= 0 {
 		maxRounds = 5
@@ -320,6 +333,28 @@ func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
 		return nil, Errorf(CodeInvalidArgument, "Unresolved tool request '%s%s' was not handled by the 'resume' argument. You must supply replies or restarts for all interrupted tool requests.", tr.Name, refSuffix(tr.Ref))
 	}
 	return plan, nil
+}
+
+// checkRespondOutputs validates every respond output against the output
+// schema of the tool it answers, as the inbox does for an operator's
+// decision: the agent's next step trusts that shape.
+func checkRespondOutputs(plan *resumePlan, a *Agent) error {
+	for _, step := range plan.steps {
+		if step.kind != "respond" {
+			continue
+		}
+		r := step.respond.ToolResponse
+		tool := a.tool(r.Name)
+		if tool == nil {
+			continue
+		}
+		if violations := validateAgainstSchema(tool.OutputSchema, rawOr(r.Output, "null")); len(violations) > 0 {
+			e := Errorf(CodeInvalidArgument, "resume.respond output for '%s%s' does not match its output schema: %s", r.Name, refSuffix(r.Ref), strings.Join(violations, "; "))
+			e.Details = map[string]any{"violations": violations}
+			return e
+		}
+	}
+	return nil
 }
 
 // applyResume rewrites the interrupted model message and appends the tool

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,7 +56,7 @@ func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, last
 		return nil, err
 	}
 	out := &InterruptDetail{Interrupt: *it, Messages: []Message{}}
-	snap, err := r.store.LoadSnapshot(ctx, c.TenantID, it.Agent, it.SnapshotID, true)
+	snap, err := r.store.LoadSnapshot(ctx, operatorScope(c.TenantID), it.Agent, it.SnapshotID, true)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +177,13 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 // resumeDecided runs the resume turn of a paused snapshot whose interrupts
 // were all decided (and so already claimed).
 func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID string, batch []Interrupt) (*AgentOutput, error) {
+	// The operator (or the deadline) decides; the turn continues the
+	// session of whoever owns it.
+	snap, err := r.store.LoadSnapshot(ctx, operatorScope(c.TenantID), agent, snapshotID, true)
+	if err != nil {
+		return nil, err
+	}
+	c.EndUser = snap.EndUser
 	res := &Resume{}
 	ids := make([]uuid.UUID, 0, len(batch))
 	for _, it := range batch {
@@ -273,6 +282,40 @@ func (r *Runtime) ReportInterrupts(ctx context.Context, c Caller, from, to time.
 	return r.store.ReportInterrupts(ctx, c.TenantID, from, to, groupBy)
 }
 
+// compiledSchemas caches compiled schemas by their text: tools are few and
+// their schemas fixed, and compiling one costs far more than validating.
+var compiledSchemas sync.Map // string -> *jsonschema.Schema
+
+// maxCompiledSchemas bounds the cache should schemas ever come from data.
+const maxCompiledSchemas = 4096
+
+var compiledCount atomic.Int64
+
+// compileSchema compiles a JSON Schema, from the cache when it is there.
+func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
+	if s, ok := compiledSchemas.Load(string(schema)); ok {
+		return s.(*jsonschema.Schema), nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		return nil, err
+	}
+	sch, err := c.Compile("schema.json")
+	if err != nil {
+		return nil, err
+	}
+	if compiledCount.Load() < maxCompiledSchemas {
+		if _, loaded := compiledSchemas.LoadOrStore(string(schema), sch); !loaded {
+			compiledCount.Add(1)
+		}
+	}
+	return sch, nil
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -288,15 +331,7 @@ func validateAgainstSchema(schema, doc json.RawMessage) []string {
 	if isNull(schema) {
 		return nil
 	}
-	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return []string{"the tool's output schema is invalid"}
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("output.json", schemaDoc); err != nil {
-		return []string{"the tool's output schema is invalid"}
-	}
-	sch, err := c.Compile("output.json")
+	sch, err := compileSchema(schema)
 	if err != nil {
 		return []string{"the tool's output schema is invalid"}
 	}

@@ -116,8 +116,8 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 		if lookup.SessionID == "" {
 			return nil, Errorf(CodeInvalidArgument, "getSnapshot needs a snapshotId or a sessionId")
 		}
-		sess, err := r.store.LoadSession(ctx, c.TenantID, lookup.SessionID)
-		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "" || !c.sees(sess.EndUser))) {
+		sess, err := r.store.LoadSession(ctx, c.scope(), lookup.SessionID)
+		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "")) {
 			return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", lookup.SessionID, agent)
 		}
 		if err != nil {
@@ -125,8 +125,8 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 		}
 		id = sess.LatestSnapshotID
 	}
-	snap, err := r.store.LoadSnapshot(ctx, c.TenantID, agent, id, true)
-	if errors.Is(err, ErrNotFound) || (err == nil && !c.sees(snap.EndUser)) {
+	snap, err := r.store.LoadSnapshot(ctx, c.scope(), agent, id, true)
+	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", id, agent)
 	}
 	if err != nil {
@@ -159,7 +159,7 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 	if snapshotID == "" {
 		return nil, Errorf(CodeInvalidArgument, "abort needs a snapshotId")
 	}
-	prev, err := r.store.AbortSnapshot(ctx, c.TenantID, c.EndUser, agent, snapshotID)
+	prev, err := r.store.AbortSnapshot(ctx, c.scope(), agent, snapshotID)
 	if errors.Is(err, ErrNotFound) {
 		return &AbortResult{SnapshotID: snapshotID}, nil
 	}
@@ -174,11 +174,9 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 	return &AbortResult{SnapshotID: snapshotID, Status: prev}, nil
 }
 
-// sees reports whether the caller may see a session owned by owner: a
-// caller acting for an end user sees only that user's sessions.
-func (c Caller) sees(owner string) bool {
-	return c.EndUser == "" || owner == c.EndUser
-}
+// scope is the sessions the caller may see: exactly its own end user's
+// (or the tenant's own, acting as no user).
+func (c Caller) scope() Scope { return Scope{TenantID: c.TenantID, EndUser: c.EndUser} }
 
 func runningKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
 
@@ -240,8 +238,11 @@ type invocation struct {
 
 // sessionState is the session an invocation works on.
 type sessionState struct {
-	id        string
-	owner     string // the end user who created the session ("" when none)
+	id    string
+	owner string // the end user who created the session ("" when none)
+	// unclaimed marks a client-chosen id no session has yet: the first
+	// turn takes it for the caller before any agent code runs.
+	unclaimed bool
 	messages  []Message
 	custom    json.RawMessage
 	artifacts []Artifact
@@ -322,11 +323,11 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 		return err
 	}
 	store := inv.rt.store
-	tenant := inv.caller.TenantID
+	scope := inv.caller.scope()
 	switch {
 	case init.SnapshotID != "":
-		snap, err := inv.rt.loadSnapshot(ctx, tenant, a.Name, init.SnapshotID)
-		if errors.Is(err, ErrNotFound) || (err == nil && !inv.caller.sees(snap.EndUser)) {
+		snap, err := store.LoadSnapshot(ctx, scope, a.Name, init.SnapshotID, true)
+		if errors.Is(err, ErrNotFound) {
 			return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
 		}
 		if err != nil {
@@ -342,18 +343,16 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 		}
 		inv.useSnapshot(snap)
 	case init.SessionID != "":
-		sess, err := store.LoadSession(ctx, tenant, init.SessionID)
+		sess, err := store.LoadSession(ctx, scope, init.SessionID)
 		if errors.Is(err, ErrNotFound) {
-			inv.sess = &sessionState{id: init.SessionID, owner: inv.caller.EndUser}
+			// A new session under the client's id, or another user's
+			// (which looks the same): the first turn takes the id, or
+			// finds it is not free.
+			inv.sess = &sessionState{id: init.SessionID, owner: inv.caller.EndUser, unclaimed: true}
 			break
 		}
 		if err != nil {
 			return err
-		}
-		if !inv.caller.sees(sess.EndUser) {
-			// Another user's session looks like a missing one, and its id
-			// is not free for this caller to take.
-			return Errorf(CodeNotFound, "Session %s not found", init.SessionID)
 		}
 		if sess.Agent != a.Name {
 			return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", init.SessionID)
@@ -367,7 +366,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 				return Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", init.SessionID)
 			}
 			visited[id] = true
-			s, err := inv.rt.loadSnapshot(ctx, tenant, a.Name, id)
+			s, err := store.LoadSnapshot(ctx, scope, a.Name, id, true)
 			if err != nil {
 				return err
 			}
@@ -413,23 +412,6 @@ func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	}
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
-}
-
-// loadSnapshot returns a snapshot with its state, from the cache of
-// completed snapshots when it is there. The result must not be modified.
-func (r *Runtime) loadSnapshot(ctx context.Context, tenantID, agent, id string) (*StoredSnapshot, error) {
-	if snap := r.cache.get(tenantID, id); snap != nil {
-		if snap.Agent != agent {
-			return nil, ErrNotFound
-		}
-		return snap, nil
-	}
-	snap, err := r.store.LoadSnapshot(ctx, tenantID, agent, id, true)
-	if err != nil {
-		return nil, err
-	}
-	r.cache.put(tenantID, snap)
-	return snap, nil
 }
 
 // checkID bounds a client-chosen id: any string, but not an unbounded or
@@ -503,6 +485,27 @@ func (inv *invocation) failedOutput(err error) *AgentOutput {
 	return out
 }
 
+// claimSession takes the client-chosen id of a new session for the caller
+// before the first turn runs any agent code: two callers racing on one new
+// id cannot both get it, and the loser sees a missing session (404), never
+// the winner's messages.
+func (inv *invocation) claimSession(ctx context.Context) error {
+	sess, err := inv.rt.store.CreateSession(ctx, inv.caller.scope(), inv.agent.Name, inv.sess.id)
+	if errors.Is(err, ErrNotFound) {
+		err = Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
+	} else if err == nil && sess.Agent != inv.agent.Name {
+		err = Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", inv.sess.id)
+	}
+	if err != nil {
+		if _, ok := err.(*Error); ok {
+			inv.reject(err)
+		}
+		return err
+	}
+	inv.sess.unclaimed = false
+	return nil
+}
+
 // runTurn runs one turn and persists its end.
 func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 	if in.Message != nil {
@@ -522,13 +525,16 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 		tr     turnRecord
 	)
 	if inv.agent.Turn != nil {
-		err = inv.protect("turn", func() error {
-			var err error
-			finish, err = inv.agent.Turn(ctx, t)
-			return err
-		})
-		if err != nil {
-			err = agentError(err)
+		err = t.begin(ctx)
+		if err == nil {
+			err = inv.protect("turn", func() error {
+				var err error
+				finish, err = inv.agent.Turn(ctx, t)
+				return err
+			})
+			if err != nil {
+				err = agentError(err)
+			}
 		}
 	} else {
 		finish, tr, err = inv.generate(ctx, t)
@@ -604,7 +610,14 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 	w.ResolvedEvents = tr.resolvedEvents
 	// A claim made by this turn's own resume already named this snapshot.
 	w.ResumedSet = tr.resolvedEvents
+	if status == StatusCompleted {
+		st := inv.sess.state()
+		w.State, w.Bodies = &st, bodies
+	}
 	if _, err := inv.rt.store.CommitTurn(ctx, w); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
+		}
 		return err
 	}
 	if status == StatusCompleted {
@@ -612,13 +625,6 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 		inv.baseBodies = bodies
 		inv.lastGoodID = snapshotID
 		inv.sess.touched, inv.sess.replaced = nil, false
-		now := time.Now()
-		st := inv.sess.state()
-		inv.rt.cache.put(inv.caller.TenantID, &StoredSnapshot{
-			Snapshot: Snapshot{SnapshotID: snapshotID, SessionID: inv.sess.id, ParentID: w.ParentID,
-				CreatedAt: now, UpdatedAt: &now, Status: StatusCompleted, FinishReason: finish, State: &st},
-			Agent: inv.agent.Name, EndUser: inv.sess.owner, MessageCount: len(bodies), Bodies: bodies,
-		})
 		if len(inv.unpersisted) > 0 {
 			inv.unpersisted = inv.unpersisted[1:]
 		}

@@ -65,6 +65,9 @@ func checkInit(init AgentInit) error {
 // checkInput bounds one input of an invocation: its message and its resume.
 func checkInput(in AgentInput) error {
 	if in.Message != nil {
+		if err := checkUserMessage(in.Message); err != nil {
+			return err
+		}
 		if err := checkParts(in.Message.Content, "message", -1); err != nil {
 			return err
 		}
@@ -78,6 +81,27 @@ func checkInput(in AgentInput) error {
 		}
 		if err := checkParts(res.Restart, "resume.restart", -1); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkUserMessage admits only what a user may say. Model, tool and system
+// messages, and tool requests or responses, are written by the server alone:
+// a client that could add them could make the history claim that the model
+// asked for a tool, then restart or answer that forged request.
+func checkUserMessage(m *Message) error {
+	if m.Role != RoleUser {
+		return Errorf(CodeInvalidArgument, "data.message.role must be 'user': model, tool and system messages are written by the server only")
+	}
+	for i, p := range m.Content {
+		switch {
+		case p.ToolRequest != nil:
+			return Errorf(CodeInvalidArgument, "data.message.content[%d] is a toolRequest: only the model asks for tools", i)
+		case p.ToolResponse != nil:
+			return Errorf(CodeInvalidArgument, "data.message.content[%d] is a toolResponse: answer an interrupt with data.resume.respond instead", i)
+		case p.Reasoning != nil:
+			return Errorf(CodeInvalidArgument, "data.message.content[%d] is a reasoning part, which only the model writes", i)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,15 +21,27 @@ import (
 type PgStore struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
+	// cache keeps completed snapshots this instance wrote or read, with
+	// their state, so the next turn of a conversation does not read back
+	// the history the previous turn just wrote.
+	cache *snapshotCache
 
 	notifyOnce sync.Once
 	notifyCh   chan struct{}
 }
 
+// DefaultSnapshotCacheSize bounds the completed snapshots a store keeps in
+// memory.
+const DefaultSnapshotCacheSize = 4096
+
 // NewPostgresStore returns a store over pool.
 func NewPostgresStore(pool *pgxpool.Pool) *PgStore {
-	return &PgStore{pool: pool, q: db.New(pool)}
+	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize)}
 }
+
+// errSessionTaken is SQLSTATE HP404, raised by WriteTurn when the session
+// belongs to another end user or agent (holdpoint_session_taken).
+const sqlstateSessionTaken = "HP404"
 
 // translate is the one error translator at the store boundary.
 func translate(err error) error {
@@ -40,6 +53,9 @@ func translate(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if pgErr.Code == sqlstateSessionTaken {
+			return ErrNotFound
+		}
 		switch pgErr.Code[:2] {
 		case "08", "57": // connection exception, operator intervention (shutdown)
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -93,8 +109,30 @@ func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
 	return translate(tx.Commit(ctx))
 }
 
-// LoadSnapshot implements Store.
-func (s *PgStore) LoadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error) {
+// LoadSnapshot implements Store. A completed snapshot with its state comes
+// from the cache when it is there: it never changes, whichever instance
+// wrote it.
+func (s *PgStore) LoadSnapshot(ctx context.Context, scope Scope, agent, id string, withState bool) (*StoredSnapshot, error) {
+	if snap := s.cache.get(scope.TenantID, id); snap != nil {
+		if snap.Agent != agent || !scope.Sees(snap.EndUser) {
+			return nil, ErrNotFound
+		}
+		return snap, nil
+	}
+	snap, err := s.loadSnapshot(ctx, scope.TenantID, agent, id, withState)
+	if err != nil {
+		return nil, err
+	}
+	if !scope.Sees(snap.EndUser) {
+		return nil, ErrNotFound
+	}
+	if withState {
+		s.cache.put(scope.TenantID, snap)
+	}
+	return snap, nil
+}
+
+func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error) {
 	var (
 		row     db.Snapshot
 		endUser *string
@@ -185,21 +223,54 @@ func snapshotFromRow(row db.Snapshot) Snapshot {
 }
 
 // LoadSession implements Store.
-func (s *PgStore) LoadSession(ctx context.Context, tenantID, id string) (*StoredSession, error) {
+func (s *PgStore) LoadSession(ctx context.Context, scope Scope, id string) (*StoredSession, error) {
 	var row db.Session
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
 		var err error
-		row, err = q.GetSession(ctx, db.GetSessionParams{TenantID: tenantID, ID: id})
+		row, err = q.GetSession(ctx, db.GetSessionParams{TenantID: scope.TenantID, ID: id})
 		return translate(err)
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := &StoredSession{ID: row.ID, Agent: row.Agent, EndUser: deref(row.EndUser)}
+	if !scope.Sees(out.EndUser) {
+		return nil, ErrNotFound
+	}
 	if row.LatestSnapshotID != nil {
 		out.LatestSnapshotID = *row.LatestSnapshotID
 	}
 	return out, nil
+}
+
+// CreateSession implements Store. A row committed by a concurrent creator
+// after the statement's snapshot is invisible to it, so an empty answer is
+// read again.
+func (s *PgStore) CreateSession(ctx context.Context, scope Scope, agent, id string) (*StoredSession, error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		var row db.CreateSessionRow
+		err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
+			var err error
+			row, err = q.CreateSession(ctx, db.CreateSessionParams{TenantID: scope.TenantID, ID: id, Agent: agent, EndUser: strPtr(scope.EndUser)})
+			return err
+		})
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := &StoredSession{ID: id, Agent: row.Agent, EndUser: deref(row.EndUser)}
+		if !scope.Sees(out.EndUser) {
+			return nil, ErrNotFound
+		}
+		if !row.Created {
+			// Taken by the same owner meanwhile: continue it as it is now.
+			return s.LoadSession(ctx, scope, id)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("session %s: created and deleted concurrently", id)
 }
 
 // CreatePendingSnapshot implements Store: the snapshot (through the same
@@ -245,10 +316,21 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 	if errors.Is(err, errNotPending) {
 		return false, nil
 	}
-	if err == nil && (len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0)) {
+	if err != nil {
+		return false, err
+	}
+	if len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) {
 		s.eventsWritten()
 	}
-	return err == nil, err
+	if w.Status == StatusCompleted && w.State != nil {
+		now := time.Now()
+		s.cache.put(w.TenantID, &StoredSnapshot{
+			Snapshot: Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
+				CreatedAt: now, UpdatedAt: &now, Status: StatusCompleted, FinishReason: w.FinishReason, State: w.State},
+			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies,
+		})
+	}
+	return true, nil
 }
 
 // writeTurn writes a new snapshot: one statement (WriteTurn) in one batch,
@@ -384,31 +466,25 @@ func (s *PgStore) finalizePending(ctx context.Context, w *SnapshotWrite) error {
 }
 
 // AbortSnapshot implements Store.
-func (s *PgStore) AbortSnapshot(ctx context.Context, tenantID, endUser, agent, id string) (string, error) {
+func (s *PgStore) AbortSnapshot(ctx context.Context, scope Scope, agent, id string) (string, error) {
 	var prev string
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		r, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: tenantID, ID: id})
+	err := s.inTx(ctx, scope.TenantID, func(q *db.Queries) error {
+		r, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: scope.TenantID, ID: id})
 		if err != nil {
 			return translate(err)
 		}
 		row := r.Snapshot
-		if row.Agent != agent || !ownedBy(endUser, r.SessionEndUser) {
+		if row.Agent != agent || !scope.Sees(deref(r.SessionEndUser)) {
 			return ErrNotFound
 		}
 		prev = row.Status
 		if row.Status != StatusPending {
 			return nil
 		}
-		_, err = q.AbortPendingSnapshot(ctx, db.AbortPendingSnapshotParams{TenantID: tenantID, ID: id})
+		_, err = q.AbortPendingSnapshot(ctx, db.AbortPendingSnapshotParams{TenantID: scope.TenantID, ID: id})
 		return translate(err)
 	})
 	return prev, err
-}
-
-// ownedBy reports whether a caller acting for endUser ("" = the tenant's
-// backend, which sees every session) may see a session owned by owner.
-func ownedBy(endUser string, owner *string) bool {
-	return endUser == "" || (owner != nil && *owner == endUser)
 }
 
 func deref(s *string) string {

@@ -28,10 +28,6 @@ type Options struct {
 	// HeartbeatTimeout is the age after which a pending snapshot's heartbeat
 	// is stale and the snapshot reads as expired (default 15s).
 	HeartbeatTimeout time.Duration
-	// SnapshotCacheSize bounds the completed snapshots kept in memory so a
-	// conversation's next turn does not read its history back (default
-	// 4096; negative turns the cache off).
-	SnapshotCacheSize int
 }
 
 // Runtime runs the registered agents' turns and persists their sessions.
@@ -51,7 +47,6 @@ type Runtime struct {
 
 	// instanceID names this process as the owner of the jobs it runs.
 	instanceID string
-	cache      *snapshotCache
 	// abortsHeard is true while the abort listener is connected.
 	abortsHeard atomic.Bool
 	// stopping is set at shutdown: no new jobs, and cancelled detached
@@ -70,9 +65,6 @@ func NewRuntime(store Store, opts Options) *Runtime {
 	if opts.HeartbeatTimeout <= 0 {
 		opts.HeartbeatTimeout = 15 * time.Second
 	}
-	if opts.SnapshotCacheSize == 0 {
-		opts.SnapshotCacheSize = 4096
-	}
 	bg, cancel := context.WithCancel(context.Background())
 	return &Runtime{
 		store:      store,
@@ -82,7 +74,6 @@ func NewRuntime(store Store, opts Options) *Runtime {
 		bg:         bg,
 		bgCancel:   cancel,
 		instanceID: uuid.NewString(),
-		cache:      newSnapshotCache(opts.SnapshotCacheSize),
 	}
 }
 

@@ -322,13 +322,15 @@ func TestEndUsersSeeOnlyTheirSessions(t *testing.T) {
 	if res, err := rt.Abort(ctx, bob, "payer", out.SnapshotID); err != nil || res.Status != "" {
 		t.Errorf("abort as another user: %v %+v, want not found", err, res)
 	}
-	// The owner and the tenant's backend (no end user) still see it.
+	// The owner sees it; the tenant acting as no user does not (it acts
+	// for alice by naming her).
 	if _, err := rt.GetSnapshot(ctx, alice, "payer", service.SnapshotLookup{SessionID: "alice-1"}); err != nil {
 		t.Errorf("owner: %v", err)
 	}
-	if _, err := rt.GetSnapshot(ctx, testCaller, "payer", service.SnapshotLookup{SessionID: "alice-1"}); err != nil {
-		t.Errorf("backend: %v", err)
-	}
+	_, err = rt.GetSnapshot(ctx, testCaller, "payer", service.SnapshotLookup{SessionID: "alice-1"})
+	notFound("backend acting as no user", err)
+	_, err = rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{SessionID: "alice-1"}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	notFound("backend continuing by session", err)
 }
 
 // TestPanickingAgentCodeFailsTheTurn checks that a panic in a tool ends the

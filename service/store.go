@@ -13,11 +13,17 @@ import (
 type Store interface {
 	// LoadSnapshot returns a snapshot of the agent, with its state (history
 	// rebuilt from the ancestor chain) when withState. ErrNotFound when it
-	// does not exist for this tenant and agent.
-	LoadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error)
-	// LoadSession returns a session of the agent. ErrNotFound when missing;
-	// a session of another agent is reported with its agent name set.
-	LoadSession(ctx context.Context, tenantID, id string) (*StoredSession, error)
+	// does not exist for this tenant and agent, or its session is not the
+	// scope's to see.
+	LoadSnapshot(ctx context.Context, scope Scope, agent, id string, withState bool) (*StoredSnapshot, error)
+	// LoadSession returns a session. ErrNotFound when missing or not the
+	// scope's to see; a session of another agent is reported with its agent
+	// name set.
+	LoadSession(ctx context.Context, scope Scope, id string) (*StoredSession, error)
+	// CreateSession takes a client-chosen session id for the scope's end
+	// user and the agent before a turn runs in it. When the id exists it is
+	// loaded instead; ErrNotFound when it is not the scope's to see.
+	CreateSession(ctx context.Context, scope Scope, agent, id string) (*StoredSession, error)
 	// CreatePendingSnapshot writes the pending snapshot of a detached turn
 	// (creating the session if new), makes it the session's latest, and
 	// records the turn's job, owned by owner, in the same transaction.
@@ -27,9 +33,9 @@ type Store interface {
 	// it is still pending, and reports false (writing nothing) otherwise.
 	CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error)
 	// AbortSnapshot flips a pending snapshot to aborted and returns the
-	// status it had ("" with ErrNotFound when missing, or when endUser is
-	// set and the session belongs to someone else).
-	AbortSnapshot(ctx context.Context, tenantID, endUser, agent, id string) (string, error)
+	// status it had ("" with ErrNotFound when missing, or when its session
+	// is not the scope's to see).
+	AbortSnapshot(ctx context.Context, scope Scope, agent, id string) (string, error)
 	// TouchHeartbeat refreshes a detached turn's job and pending snapshot
 	// heartbeats for owner and returns the snapshot's status; owned is false
 	// when another instance took the job over.
@@ -83,6 +89,29 @@ type Store interface {
 	ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error)
 }
 
+// Scope is whose sessions a store call may see. A session belongs to the
+// end user who created it, or to the tenant itself when it was created with
+// no end user; a caller sees exactly its own, so neither another user nor
+// the tenant acting as no user can read or write a user's session.
+// Operators (the inbox, reports) see every session of the tenant.
+type Scope struct {
+	TenantID string
+	// EndUser is the end user acting ("" for the tenant acting as no user).
+	EndUser string
+	// AnyEndUser lets an operator's call see every session of the tenant.
+	AnyEndUser bool
+}
+
+// Sees reports whether the scope may see a session owned by owner ("":
+// the tenant's own). It is the one place the end-user rule is decided;
+// the write path (WriteTurn) enforces the same rule in SQL.
+func (s Scope) Sees(owner string) bool {
+	return s.AnyEndUser || owner == s.EndUser
+}
+
+// operatorScope sees every session of a tenant.
+func operatorScope(tenantID string) Scope { return Scope{TenantID: tenantID, AnyEndUser: true} }
+
 // StoredSession is a session row.
 type StoredSession struct {
 	ID               string
@@ -119,6 +148,13 @@ type SnapshotWrite struct {
 	Artifacts       []Artifact
 	MessageCount    int
 	HeartbeatAt     *time.Time
+
+	// State and Bodies are the whole history the snapshot stands for (a
+	// view the writer no longer changes, and each message's JSON), so the
+	// store can keep a completed snapshot in memory for the next turn.
+	// Optional.
+	State  *SessionState
+	Bodies [][]byte
 
 	// Messages are the positions this snapshot wrote (appended or changed).
 	Messages []PositionedMessage

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -15,6 +16,27 @@ type Turn struct {
 	inv        *invocation
 	input      AgentInput
 	snapshotID string
+	// started is set once the input passed validation and agent code is
+	// about to run (see begin).
+	started bool
+}
+
+// begin marks the point where the turn's input has passed validation and
+// agent code (a model, a tool, a custom turn) is about to run. A new
+// session's client-chosen id is taken for the caller here, not earlier, so
+// that a request refused before this point writes nothing.
+func (t *Turn) begin(ctx context.Context) error {
+	if t.started {
+		return nil
+	}
+	inv := t.inv
+	if inv.sess.unclaimed && inv.agent.ServerManaged && !inv.isDetached() {
+		if err := inv.claimSession(ctx); err != nil {
+			return err
+		}
+	}
+	t.started = true
+	return nil
 }
 
 // Input is the turn's input (its message was already appended).
