@@ -58,11 +58,13 @@ check:
 	if [[ -n $$untracked ]]; then echo "generated but not committed:" >&2; echo "$$untracked" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CHECK)
 
-# The fuzzers need no database: they drive client-managed agents only. Each
-# uses every core, hence one after the other. A crasher is saved under
-# testdata/fuzz/ of its package; commit it as a regression test.
+# The service fuzzers run turns against a database of their own (the tools
+# a turn runs are recorded). Each uses every core, hence one after the
+# other. A crasher is saved under testdata/fuzz/ of its package; commit it
+# as a regression test.
 fuzz:
-	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeAgentRequest$$' -fuzztime $(FUZZTIME)
+	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
+	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeAgentRequest$$' -fuzztime $(FUZZTIME); \
 	$(GO) test ./service -run '^$$' -fuzz '^FuzzValidateResume$$' -fuzztime $(FUZZTIME)
 
 # Each run creates a database of its own on the server and drops it after.

@@ -71,20 +71,6 @@ func (q *Queries) ClaimNextTurnJob(ctx context.Context, arg ClaimNextTurnJobPara
 	return i, err
 }
 
-const deleteToolResults = `-- name: DeleteToolResults :exec
-DELETE FROM tool_results WHERE tenant_id = $1 AND snapshot_id = $2
-`
-
-type DeleteToolResultsParams struct {
-	TenantID   string
-	SnapshotID string
-}
-
-func (q *Queries) DeleteToolResults(ctx context.Context, arg DeleteToolResultsParams) error {
-	_, err := q.db.Exec(ctx, deleteToolResults, arg.TenantID, arg.SnapshotID)
-	return err
-}
-
 const deleteTurnJob = `-- name: DeleteTurnJob :exec
 DELETE FROM turn_jobs WHERE tenant_id = $1 AND snapshot_id = $2
 `
@@ -97,51 +83,6 @@ type DeleteTurnJobParams struct {
 func (q *Queries) DeleteTurnJob(ctx context.Context, arg DeleteTurnJobParams) error {
 	_, err := q.db.Exec(ctx, deleteTurnJob, arg.TenantID, arg.SnapshotID)
 	return err
-}
-
-const finishToolCall = `-- name: FinishToolCall :exec
-UPDATE tool_results SET result = $1, done = true
-WHERE tenant_id = $2 AND snapshot_id = $3 AND call_key = $4
-`
-
-type FinishToolCallParams struct {
-	Result     []byte
-	TenantID   string
-	SnapshotID string
-	CallKey    string
-}
-
-func (q *Queries) FinishToolCall(ctx context.Context, arg FinishToolCallParams) error {
-	_, err := q.db.Exec(ctx, finishToolCall,
-		arg.Result,
-		arg.TenantID,
-		arg.SnapshotID,
-		arg.CallKey,
-	)
-	return err
-}
-
-const getToolResult = `-- name: GetToolResult :one
-SELECT result, done FROM tool_results
-WHERE tenant_id = $1 AND snapshot_id = $2 AND call_key = $3
-`
-
-type GetToolResultParams struct {
-	TenantID   string
-	SnapshotID string
-	CallKey    string
-}
-
-type GetToolResultRow struct {
-	Result []byte
-	Done   bool
-}
-
-func (q *Queries) GetToolResult(ctx context.Context, arg GetToolResultParams) (GetToolResultRow, error) {
-	row := q.db.QueryRow(ctx, getToolResult, arg.TenantID, arg.SnapshotID, arg.CallKey)
-	var i GetToolResultRow
-	err := row.Scan(&i.Result, &i.Done)
-	return i, err
 }
 
 const insertTurnJob = `-- name: InsertTurnJob :exec
@@ -195,39 +136,6 @@ UPDATE turn_jobs SET owner = NULL WHERE owner = $1
 // Shutdown: hand this instance's jobs back so another takes them at once.
 func (q *Queries) ReleaseTurnJobs(ctx context.Context, owner *string) (int64, error) {
 	result, err := q.db.Exec(ctx, releaseTurnJobs, owner)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const startToolCall = `-- name: StartToolCall :execrows
-INSERT INTO tool_results (tenant_id, snapshot_id, call_key, result, done)
-SELECT $1, $2, $3, 'null', false
-WHERE EXISTS (
-    SELECT 1 FROM turn_jobs
-    WHERE tenant_id = $1 AND snapshot_id = $2 AND owner = $4::text
-)
-ON CONFLICT DO NOTHING
-`
-
-type StartToolCallParams struct {
-	TenantID   string
-	SnapshotID string
-	CallKey    string
-	Owner      string
-}
-
-// Journals that a call is about to run, only while this instance still
-// owns the turn's job: a stalled instance whose job was taken over is
-// fenced off here, before it can run the tool.
-func (q *Queries) StartToolCall(ctx context.Context, arg StartToolCallParams) (int64, error) {
-	result, err := q.db.Exec(ctx, startToolCall,
-		arg.TenantID,
-		arg.SnapshotID,
-		arg.CallKey,
-		arg.Owner,
-	)
 	if err != nil {
 		return 0, err
 	}

@@ -128,13 +128,23 @@ type Tenant struct {
 	TokenSecret []byte
 }
 
-type ToolResult struct {
+type ToolCall struct {
 	TenantID   string
-	SnapshotID string
+	TurnID     string
 	CallKey    string
-	Result     []byte
-	CreatedAt  time.Time
-	Done       bool
+	SessionID  string
+	Agent      string
+	Tool       string
+	Ref        string
+	Input      []byte
+	Status     string
+	Output     []byte
+	Error      []byte
+	Restart    bool
+	Actor      string
+	EndUser    *string
+	StartedAt  time.Time
+	FinishedAt *time.Time
 }
 
 type TurnJob struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -222,4 +223,66 @@ func TestSessionIDRace(t *testing.T) {
 	if sessions != len(pairs)*rounds {
 		t.Errorf("%d sessions, want %d", sessions, len(pairs)*rounds)
 	}
+}
+
+// TestToolCallsOverREST lists the tool calls an approval led to, by
+// interrupt and by session (paged), and refuses other tenants and roles.
+func TestToolCallsOverREST(t *testing.T) {
+	t.Parallel()
+	s := newAuthServer(t, nil)
+	s.tenant(t, "acme")
+	s.tenant(t, "rival")
+	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	client, _ := s.key(t, "acme", service.RoleClient)
+	rivalAdmin, _ := s.key(t, "rival", service.RoleAdmin)
+	session := "tools/ü 1" // any client string, escaped in the path
+	escaped := url.PathEscape(session)
+	var outs []service.AgentOutput
+	for i, amount := range []string{"$10", "$20"} {
+		init := map[string]any{"sessionId": session}
+		if i > 0 {
+			init = map[string]any{"snapshotId": outs[len(outs)-1].SnapshotID}
+		}
+		paused := s.send(t, client, demo.BankingAgentName, "Transfer "+amount+" to account "+markerAccount, init)
+		var done service.AgentOutput
+		resultOf(t, s.call(t, http.MethodPost, "/api/agents/"+demo.BankingAgentName, client, map[string]any{
+			"init": map[string]any{"snapshotId": paused.SnapshotID},
+			"data": map[string]any{"resume": map[string]any{"respond": []any{map[string]any{"toolResponse": map[string]any{
+				"name": toolRequest(t, paused).Name, "ref": toolRequest(t, paused).Ref, "output": map[string]any{"approved": true}}}}}},
+		}), &done)
+		outs = append(outs, paused, done)
+	}
+	irq := s.interruptOf(t, outs[0].SnapshotID)
+	var byIrq struct {
+		Items []service.ToolCallRecord `json:"items"`
+	}
+	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+irq+"/tool-calls", admin, nil), &byIrq)
+	if len(byIrq.Items) != 1 || byIrq.Items[0].Tool != demo.ToolTransferMoney || byIrq.Items[0].Status != service.ToolCallSucceeded ||
+		byIrq.Items[0].TurnID != outs[1].SnapshotID || byIrq.Items[0].FinishedAt == nil || byIrq.Items[0].SessionID != session {
+		t.Fatalf("tool calls of the interrupt: %s", mustJSON(byIrq))
+	}
+	var seen []service.ToolCallRecord
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		var p struct {
+			Items      []service.ToolCallRecord `json:"items"`
+			NextCursor string                   `json:"nextCursor"`
+		}
+		okJSON(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls?limit=1&cursor="+url.QueryEscape(cursor), admin, nil), &p)
+		seen = append(seen, p.Items...)
+		if p.NextCursor == "" {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	if len(seen) != 2 || seen[0].TurnID != outs[1].SnapshotID || seen[1].TurnID != outs[3].SnapshotID {
+		t.Fatalf("session's tool calls over pages: %s", mustJSON(seen))
+	}
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls", rivalAdmin, nil), http.StatusNotFound, service.CodeNotFound)
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+irq+"/tool-calls", rivalAdmin, nil), http.StatusNotFound, service.CodeNotFound)
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls", client, nil), http.StatusForbidden, service.CodePermissionDenied)
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/nope/tool-calls", admin, nil), http.StatusNotFound, service.CodeNotFound)
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls?cursor=garbage", admin, nil), http.StatusBadRequest, service.CodeInvalidArgument)
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls?limit=201", admin, nil), http.StatusBadRequest, service.CodeInvalidArgument)
+	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/a%00b/tool-calls", admin, nil), http.StatusBadRequest, service.CodeInvalidArgument)
 }

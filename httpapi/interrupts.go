@@ -41,6 +41,8 @@ func (a *api) registerV1(g *echo.Group) {
 	g.GET("/interrupts", a.listInterrupts)
 	g.GET("/interrupts/:id", a.getInterrupt)
 	g.GET("/interrupts/:id/events", a.interruptEvents)
+	g.GET("/interrupts/:id/tool-calls", a.interruptToolCalls)
+	g.GET("/sessions/:id/tool-calls", a.sessionToolCalls)
 	g.POST("/interrupts/:id/respond", a.respondInterrupt)
 	g.POST("/interrupts/:id/restart", a.restartInterrupt)
 	g.GET("/reports/interrupts", a.reportInterrupts)

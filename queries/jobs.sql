@@ -34,29 +34,7 @@ DELETE FROM turn_jobs WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_i
 -- Shutdown: hand this instance's jobs back so another takes them at once.
 UPDATE turn_jobs SET owner = NULL WHERE owner = @owner;
 
--- name: GetToolResult :one
-SELECT result, done FROM tool_results
-WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id AND call_key = @call_key;
-
--- name: StartToolCall :execrows
--- Journals that a call is about to run, only while this instance still
--- owns the turn's job: a stalled instance whose job was taken over is
--- fenced off here, before it can run the tool.
-INSERT INTO tool_results (tenant_id, snapshot_id, call_key, result, done)
-SELECT @tenant_id, @snapshot_id, @call_key, 'null', false
-WHERE EXISTS (
-    SELECT 1 FROM turn_jobs
-    WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id AND owner = @owner::text
-)
-ON CONFLICT DO NOTHING;
-
--- name: FinishToolCall :exec
-UPDATE tool_results SET result = @result, done = true
-WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id AND call_key = @call_key;
-
 -- name: ListenAborts :exec
 -- Subscribes the connection to the abort announcements.
 LISTEN holdpoint_abort;
 
--- name: DeleteToolResults :exec
-DELETE FROM tool_results WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id;

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
 )
 
 // fuzzModel answers every request with a short text, so a resumed turn
@@ -19,8 +21,7 @@ func (fuzzModel) Generate(context.Context, *ModelRequest, func(ModelChunk)) (*Mo
 }
 
 // fuzzAgent is a client-managed banking-like agent: an interrupt that asks
-// a human and a tool that runs, so resumes can respond and restart. Being
-// client-managed it never touches a store.
+// a human and a tool that runs, so resumes can respond and restart.
 func fuzzAgent() *Agent {
 	return &Agent{
 		Name:  "fuzzAgent",
@@ -67,9 +68,14 @@ func FuzzValidateResume(f *testing.F) {
 			f.Add([]byte(h), []byte(r))
 		}
 	}
-	// No store: a client-managed agent's turns never reach one (and
-	// nothing here detaches, so there is nothing to shut down).
-	rt := NewRuntime(nil, Options{})
+	// A real store: the tools a resumed turn runs are recorded, and the
+	// database is the test's own (internal/testdb).
+	pool, err := NewAppPool(context.Background(), testdb.URL(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(pool.Close)
+	rt := NewRuntime(NewPostgresStore(pool), Options{})
 	agent := fuzzAgent()
 	if err := rt.Register(agent); err != nil {
 		f.Fatal(err)

@@ -64,7 +64,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 			tr.claimed = ids
 			tr.resolvedEvents = true
 		}
-		toolMsg, err := inv.applyResume(ctx, plan, res, &tr)
+		toolMsg, err := inv.applyResume(ctx, t, plan, res, &tr)
 		if err != nil {
 			return "", tr, err
 		}
@@ -133,7 +133,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		interrupted := false
 		for _, i := range requests {
 			part := msg.Content[i]
-			out, irq, err := inv.runTool(ctx, callKey(round, i, part.ToolRequest), part, nil)
+			out, irq, err := inv.runTool(ctx, t, callKey(round, i, part.ToolRequest), part, nil)
 			if err != nil {
 				return "", tr, err
 			}
@@ -178,6 +178,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 // reject makes Invoke fail with err (an HTTP error) instead of a graceful
 // failed output.
 func (inv *invocation) reject(err error) {
+	inv.rejected.Store(true)
 	select {
 	case inv.rejectCh <- err:
 	default:
@@ -185,15 +186,16 @@ func (inv *invocation) reject(err error) {
 }
 
 // runTool runs the tool a request names. It returns the response part, or
-// the interrupted request part when the tool paused the turn.
-func (inv *invocation) runTool(ctx context.Context, key string, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+// the interrupted request part when the tool paused the turn. A tool that
+// runs is recorded (tool_calls); an interrupt does not run.
+func (inv *invocation) runTool(ctx context.Context, t *Turn, key string, part Part, resumed json.RawMessage) (*Part, *Part, error) {
 	req := part.ToolRequest
 	tool := inv.agent.tool(req.Name)
 	if tool == nil {
 		return nil, nil, Errorf(CodeNotFound, "Tool %s not found", req.Name)
 	}
 	if !tool.Interrupt {
-		return inv.journaledTool(ctx, key, func() (*Part, *Part, error) { return inv.execTool(ctx, tool, part, resumed) })
+		return inv.recordedTool(ctx, t, key, tool, part, resumed)
 	}
 	return inv.execTool(ctx, tool, part, resumed)
 }
@@ -207,20 +209,23 @@ func callKey(round, index int, req *ToolRequest) string {
 	return fmt.Sprintf("%s@%d.%d", req.Name, round, index)
 }
 
+// interruptedPart is the tool request part paused with the interrupt
+// metadata meta (nil for plain true).
+func interruptedPart(part Part, meta json.RawMessage) *Part {
+	p := part.Clone()
+	if p.Metadata == nil {
+		p.Metadata = Metadata{}
+	}
+	delete(p.Metadata, metaResumed)
+	p.Metadata[metaInterrupt] = rawOr(meta, "true")
+	return &p
+}
+
 // execTool runs (or, for an interrupt, pauses on) one tool request.
 func (inv *invocation) execTool(ctx context.Context, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
 	req := part.ToolRequest
-	interrupt := func(meta json.RawMessage) *Part {
-		p := part.Clone()
-		if p.Metadata == nil {
-			p.Metadata = Metadata{}
-		}
-		delete(p.Metadata, metaResumed)
-		p.Metadata[metaInterrupt] = rawOr(meta, "true")
-		return &p
-	}
 	if tool.Interrupt {
-		return nil, interrupt(nil), nil
+		return nil, interruptedPart(part, nil), nil
 	}
 	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata)}
 	var out json.RawMessage
@@ -231,7 +236,7 @@ func (inv *invocation) execTool(ctx context.Context, tool *Tool, part Part, resu
 	})
 	if err != nil {
 		if ie, ok := asInterrupt(err); ok {
-			return nil, interrupt(ie.Metadata), nil
+			return nil, interruptedPart(part, ie.Metadata), nil
 		}
 		return nil, nil, agentError(err)
 	}
@@ -359,7 +364,7 @@ func checkRespondOutputs(plan *resumePlan, a *Agent) error {
 
 // applyResume rewrites the interrupted model message and appends the tool
 // message carrying every response; restarted tools run here.
-func (inv *invocation) applyResume(ctx context.Context, plan *resumePlan, res *Resume, tr *turnRecord) (Message, error) {
+func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePlan, res *Resume, tr *turnRecord) (Message, error) {
 	lastIdx := len(inv.sess.messages) - 1
 	last := inv.sess.messages[lastIdx].Clone()
 	var responses []Part
@@ -385,8 +390,7 @@ func (inv *invocation) applyResume(ctx context.Context, plan *resumePlan, res *R
 			if isNull(resumed) {
 				resumed = jsonTrue
 			}
-			tr.sideEffects = true
-			out, irq, err := inv.runTool(ctx, "restart:"+callKey(-1, i, step.restart.ToolRequest), step.restart.Clone(), resumed)
+			out, irq, err := inv.runTool(ctx, t, "restart:"+callKey(-1, i, step.restart.ToolRequest), step.restart.Clone(), resumed)
 			if err != nil {
 				return Message{}, err
 			}

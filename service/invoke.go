@@ -213,7 +213,10 @@ type invocation struct {
 	cancelWork       context.CancelFunc
 	detachCh         chan struct{}
 	rejectCh         chan error
-	detachedID       string
+	// rejected is set when the invocation answers with an error rather
+	// than a failed output (see reject).
+	rejected   atomic.Bool
+	detachedID string
 	// detachedInterrupts and detachedClaims collect what the turns of a
 	// detached invocation did, written when its snapshot is finalized.
 	detachedInterrupts []NewInterrupt
@@ -543,22 +546,13 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 		finish = FinishStop
 	}
 	if err == nil && inv.agent.ServerManaged {
-		err = inv.persist(ctx, t.snapshotID, StatusCompleted, finish, nil, tr)
+		err = inv.persist(ctx, t, StatusCompleted, finish, nil, tr)
 	}
 	if err != nil {
-		// A failed synchronous turn writes nothing: the client gets the error
-		// and the session stays at its last good snapshot. A detached turn's
-		// failure is written when its pending snapshot is finalized. Claims
-		// go back unless a restarted tool already ran.
-		if len(tr.claimed) > 0 && !tr.sideEffects {
-			if rerr := inv.rt.store.ReleaseInterrupts(context.WithoutCancel(ctx), inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
-				inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
-			}
-		} else if len(tr.claimed) > 0 {
-			inv.rt.log.Warn("resume turn failed after a restarted tool ran; its interrupts stay resolved", "session", inv.sess.id)
-		}
+		inv.endFailedTurn(ctx, t, err, tr)
 		return err
 	}
+	inv.flushToolCalls(ctx, t)
 	inv.lastFinishReason = finish
 	inv.lastError = nil
 	inv.lastGood = inv.sess.state()
@@ -570,12 +564,42 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 	return nil
 }
 
+// endFailedTurn settles a turn that failed. The interrupts its resume
+// claimed go back to pending, unless a tool already ran: its effect cannot
+// be undone, so they stay resolved. A synchronous turn of a server-managed
+// agent that got as far as running agent code is kept as a failed snapshot
+// (not resumable; a sessionId resume walks back over it), with the tool
+// calls it made; one refused before that (a bad resume, a lost claim)
+// writes nothing. A detached turn's failure is written when its pending
+// snapshot is finalized, and an aborted turn writes no snapshot.
+func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr turnRecord) {
+	ctx = context.WithoutCancel(ctx)
+	kept := turnRecord{}
+	if len(tr.claimed) > 0 && !t.ranTool {
+		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
+			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
+		}
+	} else if len(tr.claimed) > 0 {
+		inv.rt.log.Warn("resume turn failed after a tool ran; its interrupts stay resolved", "session", inv.sess.id)
+		kept = turnRecord{claimed: tr.claimed, resolvedEvents: tr.resolvedEvents}
+	}
+	keep := t.started && !inv.rejected.Load() && inv.agent.ServerManaged && !inv.isDetached() &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrUnavailable)
+	if keep {
+		if perr := inv.persist(ctx, t, StatusFailed, FinishFailed, details(err), kept); perr != nil {
+			inv.rt.log.Error("keeping a failed turn's snapshot failed", "snapshot", t.snapshotID, "err", perr)
+		} else {
+			inv.emit(StreamChunk{TurnEnd: &TurnEnd{SnapshotID: t.snapshotID, FinishReason: FinishFailed}})
+		}
+	}
+	inv.flushToolCalls(ctx, t)
+}
+
 // turnRecord is what a turn did beyond changing the session.
 type turnRecord struct {
 	interrupts     []NewInterrupt
 	claimed        []uuid.UUID
 	resolvedEvents bool // the claims were made by this turn's resume
-	sideEffects    bool // a restarted tool ran: its claim is kept even on failure
 }
 
 // agentError keeps the message of an error from agent code (the agent's
@@ -591,8 +615,10 @@ func agentError(err error) error {
 	return &Error{Status: CodeInternal, Message: err.Error(), Cause: err}
 }
 
-// persist writes the turn's snapshot (server-managed, not detached).
-func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish string, errd *ErrorDetails, tr turnRecord) error {
+// persist writes the turn's snapshot (server-managed, not detached), with
+// the outcomes of its tool calls.
+func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish string, errd *ErrorDetails, tr turnRecord) error {
+	snapshotID := t.snapshotID
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
 	if inv.isDetached() {
@@ -606,6 +632,7 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 		return err
 	}
 	w.Interrupts = tr.interrupts
+	w.ToolCalls = t.outcomes
 	w.Resolved = tr.claimed
 	w.ResolvedEvents = tr.resolvedEvents
 	// A claim made by this turn's own resume already named this snapshot.
@@ -620,6 +647,7 @@ func (inv *invocation) persist(ctx context.Context, snapshotID, status, finish s
 		}
 		return err
 	}
+	t.outcomes = nil
 	if status == StatusCompleted {
 		inv.baseID = snapshotID
 		inv.baseBodies = bodies

@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -157,68 +155,4 @@ func (r *Runtime) runJob(job *TurnJob) {
 	out := inv.runTurns(workCtx, queue)
 	inv.finishDetached(out)
 	log.Info("detached turn finished", "finishReason", out.FinishReason)
-}
-
-// journaledTool runs a tool of a detached turn at most once per turn. The
-// call is journaled as started before it runs (only while this instance
-// owns the job, which fences off an instance that stalled and was taken
-// over) and with its outcome after. A turn taken over reuses a finished
-// call's outcome, and refuses to repeat a call that started but never
-// finished: it may have had its effect, and a tool call is never run twice.
-func (inv *invocation) journaledTool(ctx context.Context, key string, run func() (*Part, *Part, error)) (*Part, *Part, error) {
-	if !inv.journal {
-		return run()
-	}
-	tenant, snap := inv.caller.TenantID, inv.detachedID
-	reuse := func() (*Part, *Part, bool, error) {
-		raw, done, err := inv.rt.store.GetToolResult(ctx, tenant, snap, key)
-		if err != nil || raw == nil {
-			return nil, nil, false, err
-		}
-		if !done {
-			return nil, nil, true, Errorf(CodeAborted, "tool call %s started before this turn was taken over and did not finish; it is not run again", key)
-		}
-		var rec journalRecord
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			return nil, nil, true, fmt.Errorf("tool journal %s: %w", key, err)
-		}
-		return rec.Response, rec.Interrupt, true, nil
-	}
-	if resp, irq, found, err := reuse(); found || err != nil {
-		return resp, irq, err
-	}
-	started, err := inv.rt.store.StartToolCall(ctx, tenant, snap, key, inv.rt.instanceID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !started {
-		if resp, irq, found, err := reuse(); found || err != nil {
-			return resp, irq, err
-		}
-		// Not journaled and not ours to start: another instance owns the
-		// job now. Stop without running the tool.
-		inv.lostJob.Store(true)
-		inv.cancelWork()
-		return nil, nil, context.Canceled
-	}
-	resp, irq, err := run()
-	if err != nil {
-		return nil, nil, err
-	}
-	rec, err := json.Marshal(journalRecord{Response: resp, Interrupt: irq})
-	if err != nil {
-		return nil, nil, err
-	}
-	// Written before the turn moves on: if this instance dies from here on,
-	// the instance that takes over reuses the result.
-	if err := inv.rt.store.FinishToolCall(context.WithoutCancel(ctx), tenant, snap, key, rec); err != nil {
-		return nil, nil, err
-	}
-	return resp, irq, nil
-}
-
-// journalRecord is a journaled tool outcome: a response or an interrupt.
-type journalRecord struct {
-	Response  *Part `json:"response,omitempty"`
-	Interrupt *Part `json:"interrupt,omitempty"`
 }

@@ -147,7 +147,7 @@ func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.
 	slowPayAgent(rtA, &paidA, make(chan struct{}), nil)
 	snap := detachPay(t, rtA)
 	waitFor(t, "A to journal the tool result", 5*time.Second, func() bool {
-		return count(t, admin, `SELECT count(*) FROM tool_results WHERE snapshot_id = $1 AND done`, snap) == 1
+		return count(t, admin, `SELECT count(*) FROM tool_calls WHERE turn_id = $1 AND status = 'succeeded'`, snap) == 1
 	})
 	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour' WHERE snapshot_id = $1`, snap); err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	admin, snap, _, _ := crashedAfterTool(t, url, opts)
 	// Turn the finished call back into one that started and never ended:
 	// what a crash inside the tool leaves behind.
-	if _, err := admin.Exec(context.Background(), `UPDATE tool_results SET done = false, result = 'null' WHERE snapshot_id = $1`, snap); err != nil {
+	if _, err := admin.Exec(context.Background(), `UPDATE tool_calls SET status = 'running', output = NULL, finished_at = NULL WHERE turn_id = $1`, snap); err != nil {
 		t.Fatal(err)
 	}
 	var paidB atomic.Int32

@@ -121,9 +121,6 @@ func (s *PgStore) DeleteJob(ctx context.Context, tenantID, snapshotID string) er
 }
 
 func deleteJob(ctx context.Context, q *db.Queries, tenantID, snapshotID string) error {
-	if err := q.DeleteToolResults(ctx, db.DeleteToolResultsParams{TenantID: tenantID, SnapshotID: snapshotID}); err != nil {
-		return translate(err)
-	}
 	return translate(q.DeleteTurnJob(ctx, db.DeleteTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID}))
 }
 
@@ -136,43 +133,6 @@ func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 		return translate(err)
 	})
 	return int(n), err
-}
-
-// GetToolResult implements Store.
-func (s *PgStore) GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, bool, error) {
-	var row db.GetToolResultRow
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		row, err = q.GetToolResult(ctx, db.GetToolResultParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key})
-		return err
-	})
-	if errors.Is(err, ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return row.Result, row.Done, nil
-}
-
-// StartToolCall implements Store.
-func (s *PgStore) StartToolCall(ctx context.Context, tenantID, snapshotID, key, owner string) (bool, error) {
-	var started bool
-	// Read the count inside a transaction: the statement's own result says
-	// whether this instance may run the call.
-	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		n, err := q.StartToolCall(ctx, db.StartToolCallParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Owner: owner})
-		started = n == 1
-		return translate(err)
-	})
-	return started, err
-}
-
-// FinishToolCall implements Store.
-func (s *PgStore) FinishToolCall(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error {
-	return s.piped(ctx, tenantID, func(q *db.Queries) error {
-		return q.FinishToolCall(ctx, db.FinishToolCallParams{TenantID: tenantID, SnapshotID: snapshotID, CallKey: key, Result: result})
-	})
 }
 
 // ListenAborts implements Store: it blocks, calling fn for every abort

@@ -367,6 +367,9 @@ func writeTurnParams(w *SnapshotWrite) (db.WriteTurnParams, error) {
 		p.Roles = append(p.Roles, m.Role)
 		p.Bodies = append(p.Bodies, m.Body)
 	}
+	if err := finishToolCallParams(&p, w.ToolCalls); err != nil {
+		return db.WriteTurnParams{}, err
+	}
 	created, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
 	for _, in := range w.Interrupts {
 		id := uuid.New()
@@ -449,6 +452,13 @@ func (s *PgStore) finalizePending(ctx context.Context, w *SnapshotWrite) error {
 		}
 		if err := insertInterrupts(ctx, q, w); err != nil {
 			return err
+		}
+		if len(w.ToolCalls) > 0 {
+			// Detached turns record outcomes as they go; this only catches
+			// what a turn left unrecorded.
+			if err := finishToolCalls(ctx, q, w.TenantID, w.SnapshotID, w.ToolCalls); err != nil {
+				return err
+			}
 		}
 		if err := setResumed(ctx, q, w); err != nil {
 			return err

@@ -49,15 +49,20 @@ type Store interface {
 	DeleteJob(ctx context.Context, tenantID, snapshotID string) error
 	// ReleaseJobs hands owner's jobs back at shutdown.
 	ReleaseJobs(ctx context.Context, owner string) (int, error)
-	// GetToolResult returns a journaled tool call: its result (nil when
-	// the call was never journaled) and whether it finished.
-	GetToolResult(ctx context.Context, tenantID, snapshotID, key string) (json.RawMessage, bool, error)
-	// StartToolCall journals that a call is about to run, only while owner
-	// still owns the turn's job; false means the call was already journaled
-	// or the job is no longer owner's.
-	StartToolCall(ctx context.Context, tenantID, snapshotID, key, owner string) (bool, error)
-	// FinishToolCall journals a call's result before the turn moves on.
-	FinishToolCall(ctx context.Context, tenantID, snapshotID, key string, result json.RawMessage) error
+	// StartToolCall records that a tool is about to run (status running).
+	// With jobOwner set (a detached turn) it records only while that
+	// instance still owns the turn's job. False means it was not recorded:
+	// recorded before, or the job is no longer jobOwner's.
+	StartToolCall(ctx context.Context, tenantID string, call *ToolCallRecord, jobOwner string) (bool, error)
+	// FinishToolCalls records the outcomes of calls of one turn.
+	FinishToolCalls(ctx context.Context, tenantID, turnID string, outcomes []ToolCallOutcome) error
+	// GetToolCall returns one recorded call (ErrNotFound when none).
+	GetToolCall(ctx context.Context, tenantID, turnID, key string) (*ToolCallRecord, error)
+	// ListSessionToolCalls returns a page of a session's tool calls, oldest
+	// first, after the cursor when one is given.
+	ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error)
+	// ListTurnToolCalls returns the tool calls of the given turns.
+	ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]ToolCallRecord, error)
 	// ListenAborts calls fn for every abort announced by any instance until
 	// ctx ends or the connection fails; ready is called once listening.
 	ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error
@@ -158,6 +163,9 @@ type SnapshotWrite struct {
 
 	// Messages are the positions this snapshot wrote (appended or changed).
 	Messages []PositionedMessage
+	// ToolCalls are the outcomes of the tool calls the turn made, recorded
+	// as running before each ran.
+	ToolCalls []ToolCallOutcome
 	// Interrupts are the interrupted tool requests the turn paused on.
 	Interrupts []NewInterrupt
 	// Resolved are the claimed interrupts this turn answered.
@@ -188,6 +196,60 @@ type NewInterrupt struct {
 	Metadata  json.RawMessage
 	ExpiresIn time.Duration // zero: no deadline
 	OnExpire  json.RawMessage
+}
+
+// Tool call statuses.
+const (
+	ToolCallRunning     = "running"
+	ToolCallSucceeded   = "succeeded"
+	ToolCallInterrupted = "interrupted"
+	ToolCallFailed      = "failed"
+)
+
+// ToolCallRecord is one execution of a tool (never an interrupt, which
+// does not run), as operators and analysts see it.
+type ToolCallRecord struct {
+	// TurnID is the turn that ran the tool: for a server-managed agent the
+	// snapshot the turn wrote.
+	TurnID    string          `json:"turnId"`
+	CallKey   string          `json:"callKey"`
+	SessionID string          `json:"sessionId"`
+	Agent     string          `json:"agent"`
+	Tool      string          `json:"tool"`
+	Ref       string          `json:"ref,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	// Status is running, succeeded, interrupted or failed. A call still
+	// running after its turn ended did not record its outcome (its
+	// process died): its effect is unknown.
+	Status string `json:"status"`
+	// Output is the tool's output, or the interrupt's metadata when the
+	// tool paused the turn.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error is what the client was told when the tool failed.
+	Error *ErrorDetails `json:"error,omitempty"`
+	// Restart says the call restarted an interrupted request.
+	Restart    bool       `json:"restart,omitempty"`
+	Actor      string     `json:"actor"`
+	EndUser    string     `json:"endUser,omitempty"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// ToolCallOutcome is how a recorded call ended.
+type ToolCallOutcome struct {
+	Key        string
+	Status     string
+	Output     json.RawMessage
+	Error      *ErrorDetails
+	FinishedAt time.Time
+}
+
+// ToolCallCursor is the keyset position after which a page of a session's
+// tool calls starts.
+type ToolCallCursor struct {
+	StartedAt time.Time
+	TurnID    string
+	CallKey   string
 }
 
 // InterruptClaim names an interrupt a resume answers, and how.

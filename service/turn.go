@@ -19,6 +19,15 @@ type Turn struct {
 	// started is set once the input passed validation and agent code is
 	// about to run (see begin).
 	started bool
+	// ranTool says a tool ran in this turn: its effects cannot be undone,
+	// so the interrupts the turn's resume claimed stay resolved.
+	ranTool bool
+	// ownID names a client-managed turn in tool_calls (see turnID).
+	ownID string
+	// callKeys counts the call keys used, to keep them unique.
+	callKeys map[string]int
+	// outcomes are the tool call outcomes not written yet.
+	outcomes []ToolCallOutcome
 }
 
 // begin marks the point where the turn's input has passed validation and

@@ -1,0 +1,154 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/holdpoint/holdpoint/db"
+)
+
+// StartToolCall implements Store, in one round trip: the statement returns
+// the row it recorded.
+func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *ToolCallRecord, jobOwner string) (bool, error) {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		_, err := q.StartToolCall(ctx, db.StartToolCallParams{
+			TenantID: tenantID, TurnID: c.TurnID, CallKey: c.CallKey, SessionID: c.SessionID,
+			Agent: c.Agent, Tool: c.Tool, Ref: c.Ref, Input: nullableJSON(c.Input), Restart: c.Restart,
+			Actor: orSystem(c.Actor), EndUser: strPtr(c.EndUser), JobOwner: strPtr(jobOwner),
+		})
+		return translate(err)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// FinishToolCalls implements Store.
+func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, outcomes []ToolCallOutcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+		return finishToolCalls(ctx, q, tenantID, turnID, outcomes)
+	})
+}
+
+// finishToolCalls records outcomes through q (a pipeline or a transaction).
+func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string, outcomes []ToolCallOutcome) error {
+	a, err := outcomeArrays(outcomes)
+	if err != nil {
+		return err
+	}
+	return translate(q.FinishToolCalls(ctx, db.FinishToolCallsParams{
+		TenantID: tenantID, TurnID: turnID,
+		CallKeys: a.keys, Statuses: a.statuses, Outputs: a.outputs, Errors: a.errors, FinishedAts: a.finishedAts,
+	}))
+}
+
+// callOutcomes are outcomes as the column arrays the statements unnest.
+type callOutcomes struct {
+	keys, statuses  []string
+	outputs, errors [][]byte
+	finishedAts     []time.Time
+}
+
+func outcomeArrays(outcomes []ToolCallOutcome) (callOutcomes, error) {
+	var a callOutcomes
+	for _, o := range outcomes {
+		errJSON, err := encodeErrorDetails(o.Error)
+		if err != nil {
+			return a, err
+		}
+		a.keys = append(a.keys, o.Key)
+		a.statuses = append(a.statuses, o.Status)
+		a.outputs = append(a.outputs, nullableJSON(o.Output))
+		a.errors = append(a.errors, errJSON)
+		a.finishedAts = append(a.finishedAts, o.FinishedAt)
+	}
+	return a, nil
+}
+
+// GetToolCall implements Store.
+func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string) (*ToolCallRecord, error) {
+	var row db.ToolCall
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetToolCall(ctx, db.GetToolCallParams{TenantID: tenantID, TurnID: turnID, CallKey: key})
+		return translate(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := toolCallFromRow(row)
+	return &out, nil
+}
+
+// ListSessionToolCalls implements Store.
+func (s *PgStore) ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error) {
+	p := db.ListSessionToolCallsParams{TenantID: tenantID, SessionID: sessionID, PageSize: int32(limit)}
+	if after != nil {
+		p.AfterStartedAt, p.AfterTurnID, p.AfterCallKey = &after.StartedAt, &after.TurnID, &after.CallKey
+	}
+	var rows []db.ToolCall
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListSessionToolCalls(ctx, p)
+		return translate(err)
+	})
+	return toolCallsFromRows(rows), err
+}
+
+// ListTurnToolCalls implements Store.
+func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]ToolCallRecord, error) {
+	var rows []db.ToolCall
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListTurnToolCalls(ctx, db.ListTurnToolCallsParams{TenantID: tenantID, TurnIds: turnIDs})
+		return translate(err)
+	})
+	return toolCallsFromRows(rows), err
+}
+
+func toolCallsFromRows(rows []db.ToolCall) []ToolCallRecord {
+	out := make([]ToolCallRecord, len(rows))
+	for i, r := range rows {
+		out[i] = toolCallFromRow(r)
+	}
+	return out
+}
+
+func toolCallFromRow(r db.ToolCall) ToolCallRecord {
+	out := ToolCallRecord{
+		TurnID: r.TurnID, CallKey: r.CallKey, SessionID: r.SessionID, Agent: r.Agent,
+		Tool: r.Tool, Ref: r.Ref, Input: rawOrNilBytes(r.Input), Status: r.Status, Output: rawOrNilBytes(r.Output),
+		Restart: r.Restart, Actor: r.Actor, EndUser: deref(r.EndUser), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	}
+	if len(r.Error) > 0 {
+		var e ErrorDetails
+		if json.Unmarshal(r.Error, &e) == nil {
+			out.Error = &e
+		}
+	}
+	return out
+}
+
+// encodeErrorDetails is the stored form of an error object (nil for none).
+func encodeErrorDetails(e *ErrorDetails) ([]byte, error) {
+	if e == nil {
+		return nil, nil
+	}
+	return json.Marshal(e)
+}
+
+// finishToolCallParams adds a turn's call outcomes to its WriteTurn.
+func finishToolCallParams(p *db.WriteTurnParams, outcomes []ToolCallOutcome) error {
+	a, err := outcomeArrays(outcomes)
+	if err != nil {
+		return err
+	}
+	p.CallKeys, p.CallStatuses, p.CallOutputs, p.CallErrors, p.CallFinishedAts = a.keys, a.statuses, a.outputs, a.errors, a.finishedAts
+	return nil
+}

@@ -1,0 +1,191 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// recordedTool runs a tool that is not an interrupt and records it: a row
+// (status running) is written before the tool runs, so no tool runs
+// without leaving one, and its outcome after. A synchronous turn's outcomes
+// are written with the turn's end (one statement with its snapshot); a
+// detached turn writes each outcome before moving on, so the instance that
+// takes the turn over after a crash reuses it instead of running the tool
+// again, and refuses to repeat a call that started but never finished: it
+// may have had its effect, and a tool call is never run twice.
+func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+	req := part.ToolRequest
+	turnID := t.turnID()
+	key = t.uniqueKey(key)
+	tenant := inv.caller.TenantID
+	owner := ""
+	if inv.journal {
+		owner = inv.rt.instanceID
+		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
+			return resp, irq, err
+		}
+	}
+	started, err := inv.rt.store.StartToolCall(ctx, tenant, &ToolCallRecord{
+		TurnID: turnID, CallKey: key, SessionID: inv.sess.id, Agent: inv.agent.Name,
+		Tool: req.Name, Ref: req.Ref, Input: req.Input, Restart: resumed != nil,
+		Actor: inv.caller.Actor, EndUser: inv.caller.EndUser,
+	}, owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !started {
+		if !inv.journal {
+			return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
+		}
+		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
+			return resp, irq, err
+		}
+		// Not recorded and not ours to start: another instance owns the
+		// job now. Stop without running the tool.
+		inv.lostJob.Store(true)
+		inv.cancelWork()
+		return nil, nil, context.Canceled
+	}
+	t.ranTool = true
+	resp, irq, runErr := inv.execTool(ctx, tool, part, resumed)
+	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now()}
+	switch {
+	case runErr != nil:
+		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
+	case irq != nil:
+		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
+	default:
+		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
+	}
+	if !inv.journal {
+		t.outcomes = append(t.outcomes, outcome)
+		return resp, irq, runErr
+	}
+	// Written before the turn moves on: if this instance dies from here on,
+	// the instance that takes over reuses the outcome.
+	if err := inv.rt.store.FinishToolCalls(context.WithoutCancel(ctx), tenant, turnID, []ToolCallOutcome{outcome}); err != nil {
+		return nil, nil, err
+	}
+	return resp, irq, runErr
+}
+
+// reuseCall returns the recorded outcome of a detached turn's call, if the
+// call was recorded: its response, its interrupt, or its error. A call
+// that started but never finished is refused (ABORTED): it may have had its
+// effect.
+func (inv *invocation) reuseCall(ctx context.Context, turnID, key string, part Part) (*Part, *Part, bool, error) {
+	rec, err := inv.rt.store.GetToolCall(ctx, inv.caller.TenantID, turnID, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	req := part.ToolRequest
+	switch rec.Status {
+	case ToolCallSucceeded:
+		return &Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawOr(rec.Output, "null")}}, nil, true, nil
+	case ToolCallInterrupted:
+		return nil, interruptedPart(part, rec.Output), true, nil
+	case ToolCallFailed:
+		e := &Error{Status: CodeInternal, Message: "internal error"}
+		if rec.Error != nil {
+			e = &Error{Status: rec.Error.Status, Message: rec.Error.Message}
+		}
+		return nil, nil, true, e
+	default:
+		return nil, nil, true, Errorf(CodeAborted, "tool call %s started before this turn was taken over and did not finish; it is not run again", key)
+	}
+}
+
+// turnID names the turn in tool_calls: the snapshot it writes (a detached
+// turn's pending snapshot), or, for a client-managed agent, an id of its
+// own.
+func (t *Turn) turnID() string {
+	if t.inv.journal {
+		return t.inv.detachedID
+	}
+	if t.snapshotID != "" {
+		return t.snapshotID
+	}
+	if t.ownID == "" {
+		t.ownID = uuid.NewString()
+	}
+	return t.ownID
+}
+
+// uniqueKey makes a call key unique within the turn: a model may repeat a
+// ref across rounds.
+func (t *Turn) uniqueKey(key string) string {
+	if t.callKeys == nil {
+		t.callKeys = map[string]int{}
+	}
+	n := t.callKeys[key]
+	t.callKeys[key] = n + 1
+	if n == 0 {
+		return key
+	}
+	return key + "~" + strconv.Itoa(n+1)
+}
+
+// flushToolCalls writes the outcomes no snapshot write carried (a
+// client-managed turn, an aborted or unwritten one).
+func (inv *invocation) flushToolCalls(ctx context.Context, t *Turn) {
+	if len(t.outcomes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := inv.rt.store.FinishToolCalls(ctx, inv.caller.TenantID, t.turnID(), t.outcomes); err != nil {
+		inv.rt.log.Error("recording tool call outcomes failed; the calls stay 'running'", "turn", t.turnID(), "err", err)
+		return
+	}
+	t.outcomes = nil
+}
+
+// MaxToolCallPage bounds one page of a session's tool calls.
+const MaxToolCallPage = 200
+
+// SessionToolCalls returns a page of the tool calls a session's turns made,
+// oldest first (operators: every session of the tenant).
+func (r *Runtime) SessionToolCalls(ctx context.Context, c Caller, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error) {
+	if err := checkID("sessionId", sessionID); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	if limit > MaxToolCallPage {
+		return nil, Errorf(CodeInvalidArgument, "limit must be at most %d", MaxToolCallPage)
+	}
+	if _, err := r.store.LoadSession(ctx, operatorScope(c.TenantID), sessionID); errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "session %s not found", sessionID)
+	} else if err != nil {
+		return nil, err
+	}
+	return r.store.ListSessionToolCalls(ctx, c.TenantID, sessionID, after, limit)
+}
+
+// InterruptToolCalls returns the tool calls around an interrupt: those the
+// turn that paused on it made (sibling requests that ran), and those of the
+// turn that resumed it (what the decision let the agent do).
+func (r *Runtime) InterruptToolCalls(ctx context.Context, c Caller, id uuid.UUID) ([]ToolCallRecord, error) {
+	it, err := r.store.GetInterrupt(ctx, c.TenantID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "interrupt %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	turns := []string{it.SnapshotID}
+	if it.ResumedSnapshotID != "" {
+		turns = append(turns, it.ResumedSnapshotID)
+	}
+	return r.store.ListTurnToolCalls(ctx, c.TenantID, turns)
+}
