@@ -23,6 +23,12 @@ type ApiKey struct {
 	LastUsedAt *time.Time
 }
 
+type EndUserTokenCutoff struct {
+	TenantID  string
+	EndUser   string
+	NotBefore time.Time
+}
+
 type Interrupt struct {
 	TenantID          string
 	ID                uuid.UUID
@@ -94,6 +100,13 @@ type Message struct {
 	CreatedAt  time.Time
 }
 
+type RevokedUserToken struct {
+	TenantID  string
+	TokenID   string
+	ExpiresAt time.Time
+	RevokedAt time.Time
+}
+
 type Session struct {
 	TenantID         string
 	ID               string
@@ -122,10 +135,18 @@ type Snapshot struct {
 }
 
 type Tenant struct {
-	ID          string
-	Name        string
-	CreatedAt   time.Time
-	TokenSecret []byte
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+type TenantSecret struct {
+	TenantID  string
+	Purpose   string
+	KeyID     int32
+	Secret    []byte
+	CreatedAt time.Time
+	ExpiresAt *time.Time
 }
 
 type ToolCall struct {

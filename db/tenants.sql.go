@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -34,17 +35,51 @@ func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (ApiKey, 
 }
 
 const getTenant = `-- name: GetTenant :one
-SELECT id, name, created_at, token_secret FROM tenants WHERE id = $1
+SELECT id, name, created_at FROM tenants WHERE id = $1
 `
 
 func (q *Queries) GetTenant(ctx context.Context, id string) (Tenant, error) {
 	row := q.db.QueryRow(ctx, getTenant, id)
 	var i Tenant
+	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	return i, err
+}
+
+const getTokenVerification = `-- name: GetTokenVerification :one
+SELECT
+    coalesce((SELECT array_agg(k.key_id ORDER BY k.key_id DESC) FROM tenant_secrets k
+              WHERE k.tenant_id = $1 AND k.purpose = 'token' AND (k.expires_at IS NULL OR k.expires_at > now())), '{}')::integer[] AS key_ids,
+    coalesce((SELECT array_agg(k.secret ORDER BY k.key_id DESC) FROM tenant_secrets k
+              WHERE k.tenant_id = $1 AND k.purpose = 'token' AND (k.expires_at IS NULL OR k.expires_at > now())), '{}')::bytea[] AS secrets,
+    EXISTS (SELECT 1 FROM revoked_user_tokens r WHERE r.tenant_id = $1 AND r.token_id = $2) AS token_revoked,
+    coalesce((SELECT c.not_before FROM end_user_token_cutoffs c WHERE c.tenant_id = $1 AND c.end_user = $3),
+             'epoch'::timestamptz)::timestamptz AS not_before
+`
+
+type GetTokenVerificationParams struct {
+	TenantID string
+	TokenID  string
+	EndUser  string
+}
+
+type GetTokenVerificationRow struct {
+	KeyIds       []int32
+	Secrets      [][]byte
+	TokenRevoked bool
+	NotBefore    time.Time
+}
+
+// What verifying an end-user token needs, in one round trip: the token
+// keys that still verify (newest first), whether this token was revoked,
+// and the time before which the user's tokens were all revoked.
+func (q *Queries) GetTokenVerification(ctx context.Context, arg GetTokenVerificationParams) (GetTokenVerificationRow, error) {
+	row := q.db.QueryRow(ctx, getTokenVerification, arg.TenantID, arg.TokenID, arg.EndUser)
+	var i GetTokenVerificationRow
 	err := row.Scan(
-		&i.ID,
-		&i.Name,
-		&i.CreatedAt,
-		&i.TokenSecret,
+		&i.KeyIds,
+		&i.Secrets,
+		&i.TokenRevoked,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -76,7 +111,7 @@ func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) erro
 }
 
 const insertTenant = `-- name: InsertTenant :one
-INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, created_at, token_secret
+INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, created_at
 `
 
 type InsertTenantParams struct {
@@ -84,15 +119,11 @@ type InsertTenantParams struct {
 	Name string
 }
 
+// The tenant's first keys come with it (trigger tenants_create_secrets).
 func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Tenant, error) {
 	row := q.db.QueryRow(ctx, insertTenant, arg.ID, arg.Name)
 	var i Tenant
-	err := row.Scan(
-		&i.ID,
-		&i.Name,
-		&i.CreatedAt,
-		&i.TokenSecret,
-	)
+	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
 	return i, err
 }
 
@@ -130,8 +161,47 @@ func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]ApiKey, e
 	return items, nil
 }
 
+const listTenantSecrets = `-- name: ListTenantSecrets :many
+SELECT key_id, secret, expires_at FROM tenant_secrets
+WHERE tenant_id = $1 AND purpose = $2 AND (expires_at IS NULL OR expires_at > now())
+ORDER BY key_id DESC
+`
+
+type ListTenantSecretsParams struct {
+	TenantID string
+	Purpose  string
+}
+
+type ListTenantSecretsRow struct {
+	KeyID     int32
+	Secret    []byte
+	ExpiresAt *time.Time
+}
+
+// The keys of one purpose that still verify, newest (the signing key)
+// first.
+func (q *Queries) ListTenantSecrets(ctx context.Context, arg ListTenantSecretsParams) ([]ListTenantSecretsRow, error) {
+	rows, err := q.db.Query(ctx, listTenantSecrets, arg.TenantID, arg.Purpose)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListTenantSecretsRow{}
+	for rows.Next() {
+		var i ListTenantSecretsRow
+		if err := rows.Scan(&i.KeyID, &i.Secret, &i.ExpiresAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTenants = `-- name: ListTenants :many
-SELECT id, name, created_at, token_secret FROM tenants ORDER BY created_at, id
+SELECT id, name, created_at FROM tenants ORDER BY created_at, id
 `
 
 func (q *Queries) ListTenants(ctx context.Context) ([]Tenant, error) {
@@ -143,12 +213,7 @@ func (q *Queries) ListTenants(ctx context.Context) ([]Tenant, error) {
 	items := []Tenant{}
 	for rows.Next() {
 		var i Tenant
-		if err := rows.Scan(
-			&i.ID,
-			&i.Name,
-			&i.CreatedAt,
-			&i.TokenSecret,
-		); err != nil {
+		if err := rows.Scan(&i.ID, &i.Name, &i.CreatedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -175,6 +240,76 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (int
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const revokeEndUserTokens = `-- name: RevokeEndUserTokens :exec
+INSERT INTO end_user_token_cutoffs (tenant_id, end_user, not_before)
+VALUES ($1, $2, date_trunc('second', now()) + interval '1 second')
+ON CONFLICT (tenant_id, end_user) DO UPDATE SET not_before = EXCLUDED.not_before
+`
+
+type RevokeEndUserTokensParams struct {
+	TenantID string
+	EndUser  string
+}
+
+// Tokens are stamped in whole seconds: every token of the user issued up
+// to the end of this second is refused (one minted in the same second
+// after the revocation too; the client mints again).
+func (q *Queries) RevokeEndUserTokens(ctx context.Context, arg RevokeEndUserTokensParams) error {
+	_, err := q.db.Exec(ctx, revokeEndUserTokens, arg.TenantID, arg.EndUser)
+	return err
+}
+
+const revokeUserToken = `-- name: RevokeUserToken :exec
+INSERT INTO revoked_user_tokens (tenant_id, token_id, expires_at)
+VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, token_id) DO NOTHING
+`
+
+type RevokeUserTokenParams struct {
+	TenantID  string
+	TokenID   string
+	ExpiresAt time.Time
+}
+
+func (q *Queries) RevokeUserToken(ctx context.Context, arg RevokeUserTokenParams) error {
+	_, err := q.db.Exec(ctx, revokeUserToken, arg.TenantID, arg.TokenID, arg.ExpiresAt)
+	return err
+}
+
+const rotateTenantSecret = `-- name: RotateTenantSecret :one
+WITH retired AS (
+    UPDATE tenant_secrets SET expires_at = now() + make_interval(secs => $4::float8)
+    WHERE tenant_id = $1 AND purpose = $2 AND expires_at IS NULL
+    RETURNING key_id
+)
+INSERT INTO tenant_secrets (tenant_id, purpose, key_id, secret)
+SELECT $1, $2,
+       1 + coalesce((SELECT max(key_id) FROM tenant_secrets WHERE tenant_id = $1 AND purpose = $2), 0),
+       $3
+RETURNING key_id
+`
+
+type RotateTenantSecretParams struct {
+	TenantID     string
+	Purpose      string
+	Secret       []byte
+	GraceSeconds float64
+}
+
+// Adds the next key of a purpose (the new signing key) and gives the keys
+// that were current until the end of the grace period to keep verifying.
+func (q *Queries) RotateTenantSecret(ctx context.Context, arg RotateTenantSecretParams) (int32, error) {
+	row := q.db.QueryRow(ctx, rotateTenantSecret,
+		arg.TenantID,
+		arg.Purpose,
+		arg.Secret,
+		arg.GraceSeconds,
+	)
+	var key_id int32
+	err := row.Scan(&key_id)
+	return key_id, err
 }
 
 const setAppRole = `-- name: SetAppRole :exec

@@ -24,6 +24,10 @@ type Authenticator interface {
 	VerifyUserToken(ctx context.Context, token string) (service.Caller, error)
 	// MintUserToken signs a user token for an end user of a tenant.
 	MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*service.UserToken, error)
+	// RevokeUserToken refuses one user token from now on.
+	RevokeUserToken(ctx context.Context, tenantID, tokenID string) error
+	// RevokeEndUserTokens refuses every token of an end user issued so far.
+	RevokeEndUserTokens(ctx context.Context, tenantID, userID string) error
 }
 
 // HeaderEndUser names the end user a key acts for.
@@ -232,4 +236,48 @@ func (a *api) mintToken(c echo.Context) error {
 		return err
 	}
 	return writeJSON(c, tok)
+}
+
+// revokeTokensRequest is the body of POST /api/v1/tokens/revoke: exactly
+// one of tokenId (one token) and userId (every token of that user so far).
+type revokeTokensRequest struct {
+	TokenID string `json:"tokenId"`
+	UserID  string `json:"userId"`
+}
+
+// revokeTokens refuses user tokens of the caller's tenant from now on, on
+// every instance: POST /api/v1/tokens/revoke (admin keys).
+func (a *api) revokeTokens(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	if a.opts.Auth == nil {
+		return service.Errorf(service.CodeFailedPrecondition, "user tokens need authentication, which dev mode turns off")
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return fmt.Errorf("read request body: %w", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || !json.Valid(body) {
+		return invalid(`expected a JSON object {"tokenId": ...} or {"userId": ...}`)
+	}
+	var req revokeTokensRequest
+	if err := decodeMember(body, "body", &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	switch {
+	case (req.TokenID == "") == (req.UserID == ""):
+		return invalid("send exactly one of tokenId and userId")
+	case req.TokenID != "":
+		err = a.opts.Auth.RevokeUserToken(ctx, caller.TenantID, req.TokenID)
+	default:
+		err = a.opts.Auth.RevokeEndUserTokens(ctx, caller.TenantID, req.UserID)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, map[string]string{"status": "revoked"})
 }

@@ -361,6 +361,51 @@ func TestMintTokenRoute(t *testing.T) {
 	}
 }
 
+// TestRevokeTokensRoute revokes one token, then every token of a user,
+// through POST /api/v1/tokens/revoke: refused from the next request on,
+// by an admin key of the same tenant only.
+func TestRevokeTokensRoute(t *testing.T) {
+	t.Parallel()
+	s := newAuthServer(t, nil)
+	s.tenant(t, "acme")
+	s.tenant(t, "rival")
+	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	client, _ := s.key(t, "acme", service.RoleClient)
+	rivalAdmin, _ := s.key(t, "rival", service.RoleAdmin)
+	mint := func(user string) service.UserToken {
+		var tok service.UserToken
+		r := s.call(t, http.MethodPost, "/api/v1/tokens", admin, map[string]any{"userId": user})
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &tok) != nil || tok.TokenID == "" {
+			t.Fatalf("mint = %d %s", r.status, r.body)
+		}
+		return tok
+	}
+	works := func(tok service.UserToken) int {
+		return s.call(t, http.MethodPost, "/api/agents/chatAgent", tok.Token, map[string]any{"data": userMessage("hi")}).status
+	}
+	one, two := mint("erin"), mint("erin")
+	errorOf(t, s.call(t, http.MethodPost, "/api/v1/tokens/revoke", client, map[string]any{"tokenId": one.TokenID}), http.StatusForbidden, service.CodePermissionDenied)
+	r := s.call(t, http.MethodPost, "/api/v1/tokens/revoke", rivalAdmin, map[string]any{"tokenId": one.TokenID})
+	if r.status != http.StatusOK || works(one) != http.StatusOK {
+		t.Fatalf("another tenant's revocation touched acme's token: %d %s", r.status, r.body)
+	}
+	if r := s.call(t, http.MethodPost, "/api/v1/tokens/revoke", admin, map[string]any{"tokenId": one.TokenID}); r.status != http.StatusOK {
+		t.Fatalf("revoke = %d %s", r.status, r.body)
+	}
+	unauthenticated(t, s.call(t, http.MethodPost, "/api/agents/chatAgent", one.Token, map[string]any{"data": userMessage("hi")}))
+	if works(two) != http.StatusOK {
+		t.Fatal("the user's other token was refused")
+	}
+	if r := s.call(t, http.MethodPost, "/api/v1/tokens/revoke", admin, map[string]any{"userId": "erin"}); r.status != http.StatusOK {
+		t.Fatalf("revoke all = %d %s", r.status, r.body)
+	}
+	unauthenticated(t, s.call(t, http.MethodPost, "/api/agents/chatAgent", two.Token, map[string]any{"data": userMessage("hi")}))
+	for _, body := range []any{nil, "{", map[string]any{}, map[string]any{"tokenId": "a", "userId": "b"}, map[string]any{"tokenId": 5},
+		map[string]any{"userId": "a\u0000b"}, map[string]any{"tokenId": strings.Repeat("x", 300)}} {
+		errorOf(t, s.call(t, http.MethodPost, "/api/v1/tokens/revoke", admin, body), http.StatusBadRequest, service.CodeInvalidArgument)
+	}
+}
+
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, func(o *httpapi.Options) { o.RateLimit = 0.5; o.RateBurst = 3 })

@@ -72,6 +72,8 @@ func (s *authServer) fingerprint(t *testing.T, tenant string) string {
 		"SELECT count(*)::text FROM messages WHERE tenant_id = $1",
 		"SELECT count(*)::text FROM interrupts WHERE tenant_id = $1",
 		"SELECT count(*)::text FROM interrupt_events WHERE tenant_id = $1",
+		"SELECT count(*)::text FROM tool_calls WHERE tenant_id = $1",
+		"SELECT coalesce(string_agg(turn_id || ':' || call_key || ':' || status, ',' ORDER BY turn_id, call_key), '') FROM tool_calls WHERE tenant_id = $1",
 		"SELECT coalesce(string_agg(id || ':' || coalesce(latest_snapshot_id, '') || ':' || coalesce(end_user, ''), ',' ORDER BY id), '') FROM sessions WHERE tenant_id = $1",
 		"SELECT coalesce(string_agg(id || ':' || status, ',' ORDER BY id), '') FROM snapshots WHERE tenant_id = $1",
 		"SELECT coalesce(string_agg(id::text || ':' || status || ':' || coalesce(resolved_by, ''), ',' ORDER BY id), '') FROM interrupts WHERE tenant_id = $1",

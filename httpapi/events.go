@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -66,7 +65,7 @@ func (a *api) streamEvents(c echo.Context) error {
 			}
 			// Types come from the interrupt_events CHECK constraint, so they
 			// never carry a line break that would split the frame.
-			frame := "id: " + strconv.FormatInt(n.EventID, 10) + "\nevent: interrupt." + n.Type + "\ndata: " + string(b) + "\n\n"
+			frame := "id: " + n.EventID + "\nevent: interrupt." + n.Type + "\ndata: " + string(b) + "\n\n"
 			if err := writeEvent(c, frame); err != nil {
 				return err
 			}

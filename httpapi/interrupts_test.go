@@ -578,7 +578,7 @@ func (s *inboxServer) eventTypes(t *testing.T, id uuid.UUID) string {
 	var out []string
 	for _, ev := range body.Items {
 		if ev.InterruptID != id {
-			t.Fatalf("event %d of interrupt %s listed for %s", ev.ID, ev.InterruptID, id)
+			t.Fatalf("event %s of interrupt %s listed for %s", ev.ID, ev.InterruptID, id)
 		}
 		out = append(out, ev.Type+":"+ev.Actor)
 	}
@@ -819,7 +819,7 @@ func TestLiveEvents(t *testing.T) {
 
 	_, it := s.pausedTransfer(t, "live", "Transfer $5 to account "+newAccount())
 	note := awaitEvent(t, events, "interrupt.created", it.ID)
-	if note.TenantID != "default" || note.EventID == 0 {
+	if note.TenantID != "default" || !strings.HasPrefix(note.EventID, "ev_") || len(note.EventID) != 25 {
 		t.Fatalf("notification %+v", note)
 	}
 	var d decisionAnswer

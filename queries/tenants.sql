@@ -5,7 +5,55 @@ SELECT * FROM tenants WHERE id = @id;
 SELECT * FROM tenants ORDER BY created_at, id;
 
 -- name: InsertTenant :one
+-- The tenant's first keys come with it (trigger tenants_create_secrets).
 INSERT INTO tenants (id, name) VALUES (@id, @name) RETURNING *;
+
+-- name: ListTenantSecrets :many
+-- The keys of one purpose that still verify, newest (the signing key)
+-- first.
+SELECT key_id, secret, expires_at FROM tenant_secrets
+WHERE tenant_id = @tenant_id AND purpose = @purpose AND (expires_at IS NULL OR expires_at > now())
+ORDER BY key_id DESC;
+
+-- name: RotateTenantSecret :one
+-- Adds the next key of a purpose (the new signing key) and gives the keys
+-- that were current until the end of the grace period to keep verifying.
+WITH retired AS (
+    UPDATE tenant_secrets SET expires_at = now() + make_interval(secs => @grace_seconds::float8)
+    WHERE tenant_id = @tenant_id AND purpose = @purpose AND expires_at IS NULL
+    RETURNING key_id
+)
+INSERT INTO tenant_secrets (tenant_id, purpose, key_id, secret)
+SELECT @tenant_id, @purpose,
+       1 + coalesce((SELECT max(key_id) FROM tenant_secrets WHERE tenant_id = @tenant_id AND purpose = @purpose), 0),
+       @secret
+RETURNING key_id;
+
+-- name: GetTokenVerification :one
+-- What verifying an end-user token needs, in one round trip: the token
+-- keys that still verify (newest first), whether this token was revoked,
+-- and the time before which the user's tokens were all revoked.
+SELECT
+    coalesce((SELECT array_agg(k.key_id ORDER BY k.key_id DESC) FROM tenant_secrets k
+              WHERE k.tenant_id = @tenant_id AND k.purpose = 'token' AND (k.expires_at IS NULL OR k.expires_at > now())), '{}')::integer[] AS key_ids,
+    coalesce((SELECT array_agg(k.secret ORDER BY k.key_id DESC) FROM tenant_secrets k
+              WHERE k.tenant_id = @tenant_id AND k.purpose = 'token' AND (k.expires_at IS NULL OR k.expires_at > now())), '{}')::bytea[] AS secrets,
+    EXISTS (SELECT 1 FROM revoked_user_tokens r WHERE r.tenant_id = @tenant_id AND r.token_id = @token_id) AS token_revoked,
+    coalesce((SELECT c.not_before FROM end_user_token_cutoffs c WHERE c.tenant_id = @tenant_id AND c.end_user = @end_user),
+             'epoch'::timestamptz)::timestamptz AS not_before;
+
+-- name: RevokeUserToken :exec
+INSERT INTO revoked_user_tokens (tenant_id, token_id, expires_at)
+VALUES (@tenant_id, @token_id, @expires_at)
+ON CONFLICT (tenant_id, token_id) DO NOTHING;
+
+-- name: RevokeEndUserTokens :exec
+-- Tokens are stamped in whole seconds: every token of the user issued up
+-- to the end of this second is refused (one minted in the same second
+-- after the revocation too; the client mints again).
+INSERT INTO end_user_token_cutoffs (tenant_id, end_user, not_before)
+VALUES (@tenant_id, @end_user, date_trunc('second', now()) + interval '1 second')
+ON CONFLICT (tenant_id, end_user) DO UPDATE SET not_before = EXCLUDED.not_before;
 
 -- name: InsertAPIKey :exec
 INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix)

@@ -201,19 +201,46 @@ func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, 
 }
 
 // TokenSecret returns the secret a tenant's end-user tokens are signed
-// with (NOT_FOUND for an unknown tenant).
+// with now (NOT_FOUND for an unknown tenant).
 func (a *Accounts) TokenSecret(ctx context.Context, tenantID string) ([]byte, error) {
-	var row db.Tenant
-	err := a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		row, err = q.GetTenant(ctx, tenantID)
-		return translate(err)
-	})
-	if errors.Is(err, ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
-	}
+	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
 	if err != nil {
 		return nil, err
 	}
-	return row.TokenSecret, nil
+	if len(keys) == 0 {
+		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
+	}
+	return keys[0].Secret, nil
+}
+
+// MaxSecretGrace bounds how long a rotated key keeps verifying.
+const MaxSecretGrace = 30 * 24 * time.Hour
+
+// RotateSecret gives a tenant a new key of a purpose (token or state): it
+// signs from now on, while the keys it replaces keep verifying for grace,
+// so tokens and states handed out just before stay good until then (or
+// until they expire). A zero grace retires them at once. It returns the
+// new key's id.
+func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
+	if purpose != PurposeToken && purpose != PurposeState {
+		return 0, Errorf(CodeInvalidArgument, "only the token and state keys rotate")
+	}
+	if grace < 0 || grace > MaxSecretGrace {
+		return 0, Errorf(CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)
+	}
+	var id int32
+	err := a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
+		if _, err := q.GetTenant(ctx, tenantID); err != nil {
+			if errors.Is(translate(err), ErrNotFound) {
+				return Errorf(CodeNotFound, "tenant %s not found", tenantID)
+			}
+			return translate(err)
+		}
+		var err error
+		id, err = q.RotateTenantSecret(ctx, db.RotateTenantSecretParams{
+			TenantID: tenantID, Purpose: purpose, GraceSeconds: grace.Seconds(), Secret: newSecret(),
+		})
+		return translate(err)
+	})
+	return int(id), err
 }

@@ -14,8 +14,10 @@ import (
 
 // Notification announces an interrupt event to live dashboards.
 type Notification struct {
-	TenantID    string    `json:"tenantId"`
-	EventID     int64     `json:"eventId"`
+	TenantID string `json:"tenantId"`
+	// EventID is the event's opaque id (see eventids.go).
+	EventID     string `json:"eventId"`
+	seq         int64
 	InterruptID uuid.UUID `json:"interruptId"`
 	Type        string    `json:"type"`
 	At          time.Time `json:"at"`
@@ -72,6 +74,18 @@ func (h *EventHub) Subscribe(tenantID string) (<-chan Notification, func()) {
 	}
 }
 
+// hasSubscriber reports whether anyone listens to the tenant's events.
+func (h *EventHub) hasSubscriber(tenantID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.subs {
+		if s.tenantID == tenantID {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *EventHub) publish(n Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -104,6 +118,7 @@ func (h *EventHub) Run(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	go h.listenLoop(ctx, wake)
 	store := NewPostgresStore(h.pool)
+	keys := newKeyring(store.SigningKeys)
 	seen := map[int64]time.Time{}
 	since := time.Now().Add(-eventLookback)
 	t := time.NewTicker(eventPoll)
@@ -124,10 +139,19 @@ func (h *EventHub) Run(ctx context.Context) {
 			continue
 		}
 		for _, ev := range events {
-			if _, ok := seen[ev.EventID]; ok {
+			if _, ok := seen[ev.seq]; ok {
 				continue
 			}
-			seen[ev.EventID] = ev.At
+			if !h.hasSubscriber(ev.TenantID) {
+				seen[ev.seq] = ev.At
+				continue
+			}
+			if ev.EventID, err = keys.eventID(ctx, ev.TenantID, ev.seq); err != nil {
+				// Retried at the next read (the event is still recent).
+				h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
+				continue
+			}
+			seen[ev.seq] = ev.At
 			h.publish(ev)
 		}
 		since = now.Add(-eventLookback)
@@ -203,7 +227,7 @@ func (s *PgStore) recentEvents(ctx context.Context, since time.Time) ([]Notifica
 	})
 	out := make([]Notification, len(rows))
 	for i, r := range rows {
-		out[i] = Notification{TenantID: r.TenantID, EventID: r.ID, InterruptID: r.InterruptID, Type: r.Type, At: r.CreatedAt}
+		out[i] = Notification{TenantID: r.TenantID, seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, At: r.CreatedAt}
 	}
 	return out, err
 }

@@ -27,7 +27,9 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 	a := inv.agent
 	index := 0
 	if res := t.input.Resume; res != nil {
-		if err := validateResumeAgainstHistory(res, inv.sess.messages); err != nil {
+		// Only history the server wrote (not an unsigned client state's
+		// seed) can be answered or restarted.
+		if err := validateResumeAgainstHistory(res, inv.sess.messages[inv.sess.untrusted:]); err != nil {
 			return "", tr, err
 		}
 		plan, err := planResume(res, inv.sess.messages, a)

@@ -75,7 +75,16 @@ func (r *Runtime) InterruptEvents(ctx context.Context, c Caller, id uuid.UUID) (
 	} else if err != nil {
 		return nil, err
 	}
-	return r.store.ListInterruptEvents(ctx, c.TenantID, id)
+	events, err := r.store.ListInterruptEvents(ctx, c.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	for i := range events {
+		if events[i].ID, err = r.keys.eventID(ctx, c.TenantID, events[i].Seq); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
 }
 
 // DecisionResult answers an operator's decision: the continued turn's

@@ -246,6 +246,9 @@ type sessionState struct {
 	// unclaimed marks a client-chosen id no session has yet: the first
 	// turn takes it for the caller before any agent code runs.
 	unclaimed bool
+	// untrusted counts the leading messages that came from a client's
+	// state without a valid signature: not the server's history.
+	untrusted int
 	messages  []Message
 	custom    json.RawMessage
 	artifacts []Artifact
@@ -391,6 +394,16 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 			id = uuid.NewString()
 		}
 		inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
+		// A state this server signed for this caller and agent is history
+		// the server wrote; any other may seed the conversation, but its
+		// tool requests cannot be answered or restarted.
+		verified, err := inv.rt.verifyState(ctx, inv.caller, a.Name, *st)
+		if err != nil {
+			return err
+		}
+		if !verified {
+			inv.sess.untrusted = len(st.Messages)
+		}
 	default:
 		inv.sess = &sessionState{id: uuid.NewString(), owner: inv.caller.EndUser}
 	}
@@ -455,11 +468,13 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 	// Drain what is left so the pump can finish.
 	for range queue {
 	}
-	return inv.output()
+	return inv.output(ctx)
 }
 
-// output builds the invocation's result from the last turn.
-func (inv *invocation) output() *AgentOutput {
+// output builds the invocation's result from the last turn. A
+// client-managed agent's state is signed, so that its history can be
+// trusted when the client sends it back.
+func (inv *invocation) output(ctx context.Context) *AgentOutput {
 	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: inv.lastFinishReason}
 	st := inv.sess.state()
 	if inv.lastFinishReason == FinishFailed || inv.lastFinishReason == FinishAborted {
@@ -476,6 +491,13 @@ func (inv *invocation) output() *AgentOutput {
 	if inv.agent.ServerManaged {
 		out.SnapshotID = inv.lastGoodID
 	} else {
+		if len(st.Messages) > inv.sess.untrusted || inv.sess.untrusted == 0 {
+			sig, err := inv.rt.signState(context.WithoutCancel(ctx), inv.caller, inv.agent.Name, st)
+			if err != nil {
+				inv.rt.log.Warn("signing a client-managed state failed; it is returned unsigned", "agent", inv.agent.Name, "err", err)
+			}
+			st.Signature = sig
+		}
 		out.State = &st
 	}
 	return out
@@ -511,6 +533,12 @@ func (inv *invocation) claimSession(ctx context.Context) error {
 
 // runTurn runs one turn and persists its end.
 func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
+	if res := in.Resume; res != nil && len(res.Respond)+len(res.Restart) > 0 && inv.sess.untrusted > 0 && len(inv.sess.messages) <= inv.sess.untrusted {
+		// The request to answer would be one the client wrote itself.
+		err := Errorf(CodeInvalidArgument, "init.state carries no valid signature of this server (it is missing, or the state was changed): its tool requests cannot be answered or restarted. Send the state exactly as the last answer returned it.")
+		inv.reject(err)
+		return err
+	}
 	if in.Message != nil {
 		inv.sess.messages = append(inv.sess.messages, in.Message.Clone())
 	}

@@ -43,6 +43,9 @@ func checkInit(init AgentInit) error {
 	if err := checkID("state.sessionId", st.SessionID); err != nil {
 		return err
 	}
+	if len(st.Signature) > maxSignatureBytes {
+		return Errorf(CodeInvalidArgument, "init.state.signature is longer than %d bytes", maxSignatureBytes)
+	}
 	if len(st.Messages) > MaxStateMessages {
 		return Errorf(CodeInvalidArgument, "init.state.messages has %d messages; at most %d are accepted", len(st.Messages), MaxStateMessages)
 	}

@@ -233,7 +233,7 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 	}
 	out := make([]InterruptEvent, len(rows))
 	for i, r := range rows {
-		out[i] = InterruptEvent{ID: r.ID, InterruptID: r.InterruptID, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
+		out[i] = InterruptEvent{Seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }

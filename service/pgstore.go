@@ -534,3 +534,21 @@ func refSuffix(ref string) string {
 	}
 	return "#" + ref
 }
+
+// SigningKeys implements Store.
+func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error) {
+	var rows []db.ListTenantSecretsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListTenantSecrets(ctx, db.ListTenantSecretsParams{TenantID: tenantID, Purpose: purpose})
+		return translate(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SigningKey, len(rows))
+	for i, r := range rows {
+		out[i] = SigningKey{ID: int(r.KeyID), Secret: r.Secret, ExpiresAt: r.ExpiresAt}
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sort"
 	"sync"
@@ -47,6 +48,8 @@ type Runtime struct {
 
 	// instanceID names this process as the owner of the jobs it runs.
 	instanceID string
+	// keys caches the tenants' keys (state signatures, event ids).
+	keys *keyring
 	// abortsHeard is true while the abort listener is connected.
 	abortsHeard atomic.Bool
 	// stopping is set at shutdown: no new jobs, and cancelled detached
@@ -74,6 +77,7 @@ func NewRuntime(store Store, opts Options) *Runtime {
 		bg:         bg,
 		bgCancel:   cancel,
 		instanceID: uuid.NewString(),
+		keys:       newKeyring(signingKeysOf(store)),
 	}
 }
 
@@ -137,4 +141,15 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		r.log.Info("handed back detached turns", "jobs", n)
 	}
 	return err
+}
+
+// signingKeysOf is the keyring's loader over store; a runtime without a
+// store (a parsing test) has no keys, so what it returns is unsigned.
+func signingKeysOf(store Store) func(ctx context.Context, tenantID, purpose string) ([]SigningKey, error) {
+	if store == nil {
+		return func(context.Context, string, string) ([]SigningKey, error) {
+			return nil, errors.New("no store: no keys")
+		}
+	}
+	return store.SigningKeys
 }

@@ -63,6 +63,9 @@ type Store interface {
 	ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error)
 	// ListTurnToolCalls returns the tool calls of the given turns.
 	ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]ToolCallRecord, error)
+	// SigningKeys returns a tenant's keys of a purpose that still verify,
+	// newest (the signing key) first.
+	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
 	// ListenAborts calls fn for every abort announced by any instance until
 	// ctx ends or the connection fails; ready is called once listening.
 	ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error
@@ -281,7 +284,10 @@ type Interrupt struct {
 
 // InterruptEvent is one entry of an interrupt's audit trail.
 type InterruptEvent struct {
-	ID          int64           `json:"id"`
+	// ID is the event's opaque id (Seq, encrypted for the tenant).
+	ID string `json:"id"`
+	// Seq is the event's place in the global sequence, never shown.
+	Seq         int64           `json:"-"`
 	InterruptID uuid.UUID       `json:"interruptId"`
 	Type        string          `json:"type"`
 	Actor       string          `json:"actor"`

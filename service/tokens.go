@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/holdpoint/holdpoint/db"
 )
 
 // User token parameters. A user token is a JWT signed with HS256 and the
@@ -35,7 +38,9 @@ type userClaims struct {
 
 // UserToken is a freshly minted user token.
 type UserToken struct {
-	Token     string    `json:"token"`
+	Token string `json:"token"`
+	// TokenID (the jti claim) names the token to revoke it.
+	TokenID   string    `json:"tokenId"`
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
@@ -70,10 +75,14 @@ func (a *Accounts) MintUserToken(ctx context.Context, tenantID, userID string, t
 	if !tenantIDRE.MatchString(tenantID) {
 		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
 	}
-	secret, err := a.TokenSecret(ctx, tenantID)
+	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
 	if err != nil {
 		return nil, err
 	}
+	if len(keys) == 0 {
+		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
+	}
+	key := keys[0]
 	now := time.Now()
 	claims := userClaims{
 		TenantID: tenantID,
@@ -86,40 +95,59 @@ func (a *Accounts) MintUserToken(ctx context.Context, tenantID, userID string, t
 			ID:        rand.Text(),
 		},
 	}
-	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	// The key id says which of the tenant's token keys signed it, so a
+	// rotation keeps tokens signed with the previous key verifying.
+	tok.Header["kid"] = strconv.Itoa(key.ID)
+	signed, err := tok.SignedString(key.Secret)
 	if err != nil {
 		return nil, internalError(err)
 	}
-	return &UserToken{Token: signed, ExpiresAt: claims.ExpiresAt.Time}, nil
+	return &UserToken{Token: signed, TokenID: claims.ID, ExpiresAt: claims.ExpiresAt.Time}, nil
 }
 
 // VerifyUserToken checks a user token and returns the caller it acts for:
 // its tenant and end user, with actor "user:<id>". Every token that does
 // not verify (bad signature, other algorithm, expired, missing claims,
-// unknown tenant) gets the same UNAUTHENTICATED error; only a failure to
-// reach the database is reported as such.
+// unknown tenant or key, revoked) gets the same UNAUTHENTICATED error;
+// only a failure to reach the database is reported as such. The keys and
+// the revocations come from one query.
 func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, error) {
 	if token == "" || len(token) > maxTokenBytes {
 		return Caller{}, errBadToken
 	}
-	var lookupErr error
+	var (
+		lookupErr error
+		state     db.GetTokenVerificationRow
+	)
 	claims := &userClaims{}
 	_, err := tokenParser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		// The claims are not verified yet: tid only chooses which secret
-		// the signature must match.
+		// The claims are not verified yet: tid only chooses which keys the
+		// signature must match (and jti and sub which revocations apply).
 		c, ok := t.Claims.(*userClaims)
-		if !ok || !tenantIDRE.MatchString(c.TenantID) {
+		if !ok || !tenantIDRE.MatchString(c.TenantID) || ValidateEndUser(c.Subject) != nil || !validTokenID(c.ID) {
 			return nil, errBadToken
 		}
-		secret, err := a.TokenSecret(ctx, c.TenantID)
+		var err error
+		state, err = a.tokenVerification(ctx, c.TenantID, c.ID, c.Subject)
 		if err != nil {
 			lookupErr = err
 			return nil, err
 		}
-		return secret, nil
+		var keys jwt.VerificationKeySet
+		kid, hasKid := t.Header["kid"].(string)
+		for i, id := range state.KeyIds {
+			if !hasKid || kid == strconv.Itoa(int(id)) {
+				keys.Keys = append(keys.Keys, state.Secrets[i])
+			}
+		}
+		if len(keys.Keys) == 0 {
+			return nil, errBadToken
+		}
+		return keys, nil
 	})
 	if err != nil {
-		if lookupErr != nil && !errors.Is(lookupErr, ErrNotFound) && AsError(lookupErr).Status != CodeNotFound {
+		if lookupErr != nil && !errors.Is(lookupErr, ErrNotFound) {
 			return Caller{}, lookupErr
 		}
 		return Caller{}, errBadToken
@@ -129,5 +157,51 @@ func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, e
 		ValidateEndUser(claims.Subject) != nil {
 		return Caller{}, errBadToken
 	}
+	if state.TokenRevoked || claims.IssuedAt.Time.Before(state.NotBefore) {
+		return Caller{}, errBadToken
+	}
 	return Caller{TenantID: claims.TenantID, EndUser: claims.Subject, Actor: "user:" + claims.Subject}, nil
+}
+
+// tokenVerification reads a tenant's token keys and the revocations that
+// apply to one token.
+func (a *Accounts) tokenVerification(ctx context.Context, tenantID, tokenID, user string) (db.GetTokenVerificationRow, error) {
+	var row db.GetTokenVerificationRow
+	err := a.store.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetTokenVerification(ctx, db.GetTokenVerificationParams{TenantID: tenantID, TokenID: tokenID, EndUser: user})
+		return translate(err)
+	})
+	return row, err
+}
+
+// RevokeUserToken refuses one user token (by its tokenId, the jti claim)
+// from now on, on every instance.
+func (a *Accounts) RevokeUserToken(ctx context.Context, tenantID, tokenID string) error {
+	if !validTokenID(tokenID) {
+		return Errorf(CodeInvalidArgument, "tokenId must be 1-256 printable characters")
+	}
+	return a.store.piped(ctx, tenantID, func(q *db.Queries) error {
+		// A token lives at most MaxTokenTTL: the row is useless after.
+		return translate(q.RevokeUserToken(ctx, db.RevokeUserTokenParams{
+			TenantID: tenantID, TokenID: tokenID, ExpiresAt: time.Now().Add(MaxTokenTTL + tokenLeeway),
+		}))
+	})
+}
+
+// RevokeEndUserTokens refuses every token of an end user issued until now
+// (tokens minted later verify).
+func (a *Accounts) RevokeEndUserTokens(ctx context.Context, tenantID, userID string) error {
+	if err := ValidateEndUser(userID); err != nil {
+		return err
+	}
+	return a.store.piped(ctx, tenantID, func(q *db.Queries) error {
+		return translate(q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: userID}))
+	})
+}
+
+// validTokenID reports whether a token id (jti) is 1-256 bytes of
+// printable UTF-8, as the ones this server mints are.
+func validTokenID(id string) bool {
+	return id != "" && len(id) <= 256 && ValidateEndUser(id) == nil
 }

@@ -167,3 +167,105 @@ func TestUserTokens(t *testing.T) {
 		t.Fatalf("24h token: %+v %v", c, err)
 	}
 }
+
+// TestTokenRevocationAndRotation revokes tokens one by one and per user,
+// and rotates the token key: what the old key signed verifies for the
+// grace period only.
+func TestTokenRevocationAndRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	acc := newAccounts(t)
+	mint := func(user string) *service.UserToken {
+		t.Helper()
+		tok, err := acc.MintUserToken(ctx, "a", user, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	valid := func(what string, tok *service.UserToken, want bool) {
+		t.Helper()
+		c, err := acc.VerifyUserToken(ctx, tok.Token)
+		switch {
+		case want && err != nil:
+			t.Errorf("%s: %v, want valid", what, err)
+		case !want && !isStatus(err, service.CodeUnauthenticated):
+			t.Errorf("%s: %+v %v, want UNAUTHENTICATED", what, c, err)
+		}
+	}
+	kid := func(tok *service.UserToken) any {
+		parsed, _, err := jwt.NewParser().ParseUnverified(tok.Token, jwt.MapClaims{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parsed.Header["kid"]
+	}
+	one, two, bob := mint("alice"), mint("alice"), mint("bob")
+	if one.TokenID == "" || kid(one) != "1" {
+		t.Fatalf("token id %q, kid %v", one.TokenID, kid(one))
+	}
+	if err := acc.RevokeUserToken(ctx, "a", one.TokenID); err != nil {
+		t.Fatal(err)
+	}
+	valid("a revoked token", one, false)
+	valid("the user's other token", two, true)
+	if err := acc.RevokeEndUserTokens(ctx, "a", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	valid("a token of a revoked user", two, false)
+	valid("another user's token", bob, true)
+	// Tokens are stamped in whole seconds; one minted after the second of
+	// the revocation verifies.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	valid("a token minted after the user's revocation", mint("alice"), true)
+	if err := acc.RevokeUserToken(ctx, "a", "x\x00y"); !isStatus(err, service.CodeInvalidArgument) {
+		t.Errorf("revoke a NUL token id: %v", err)
+	}
+	if err := acc.RevokeEndUserTokens(ctx, "a", ""); !isStatus(err, service.CodeInvalidArgument) {
+		t.Errorf("revoke the empty user: %v", err)
+	}
+
+	// Rotation with a grace period: old tokens verify, new ones carry kid 2.
+	if _, err := acc.RotateSecret(ctx, "a", service.PurposeToken, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fresh := mint("carol")
+	if kid(fresh) != "2" {
+		t.Fatalf("kid after rotation %v", kid(fresh))
+	}
+	valid("a key-1 token within the grace", bob, true)
+	valid("a key-2 token", fresh, true)
+	// A token naming key 1 but signed with key 2's secret does not verify.
+	secret2, err := acc.TokenSecret(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := validClaims()
+	mislabelled := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	mislabelled.Header["kid"] = "1"
+	signed, err := mislabelled.SignedString(secret2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acc.VerifyUserToken(ctx, signed); !isStatus(err, service.CodeUnauthenticated) {
+		t.Errorf("kid 1 signed with key 2: %v", err)
+	}
+	// Without grace, the replaced key stops at once (key 1 keeps its hour).
+	if _, err := acc.RotateSecret(ctx, "a", service.PurposeToken, 0); err != nil {
+		t.Fatal(err)
+	}
+	valid("a key-2 token after a rotation without grace", fresh, false)
+	valid("a key-1 token still within its grace", bob, true)
+	valid("a key-3 token", mint("dave"), true)
+	for _, bad := range []struct {
+		purpose string
+		grace   time.Duration
+	}{{service.PurposeEventIDs, 0}, {"nonsense", 0}, {service.PurposeToken, -time.Second}, {service.PurposeToken, 31 * 24 * time.Hour}} {
+		if _, err := acc.RotateSecret(ctx, "a", bad.purpose, bad.grace); !isStatus(err, service.CodeInvalidArgument) {
+			t.Errorf("rotate %s with grace %s: %v", bad.purpose, bad.grace, err)
+		}
+	}
+	if _, err := acc.RotateSecret(ctx, "nope", service.PurposeToken, 0); !isStatus(err, service.CodeNotFound) {
+		t.Errorf("rotate an unknown tenant: %v", err)
+	}
+}

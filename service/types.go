@@ -299,6 +299,10 @@ type SessionState struct {
 	Messages  []Message       `json:"messages,omitempty"`
 	Custom    json.RawMessage `json:"custom,omitempty"`
 	Artifacts []Artifact      `json:"artifacts,omitempty"`
+	// Signature is the server's signature of a client-managed agent's
+	// state (see statesig.go): only tool requests of a state that carries a
+	// valid one can be answered or restarted.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Resume answers or restarts interrupted tool requests.

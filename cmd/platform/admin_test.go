@@ -55,6 +55,23 @@ func TestAdminCommands(t *testing.T) {
 	if code != 0 || strings.Count(tok, ".") != 2 || !strings.Contains(errOut, "valid until") {
 		t.Errorf("tokens mint = %d %q %q", code, tok, errOut)
 	}
+	tokenID := strings.Fields(strings.TrimPrefix(errOut, "Token "))[0]
+	if code, out, errOut := runCLI("tokens", "revoke", "--tenant", "acme", "--token-id", tokenID); code != 0 || !strings.Contains(out, tokenID) {
+		t.Errorf("tokens revoke --token-id = %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("tokens", "revoke", "--tenant", "acme", "--user", "alice"); code != 0 || !strings.Contains(out, "alice") {
+		t.Errorf("tokens revoke --user = %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI("tenants", "rotate-secret", "--tenant", "acme", "--grace", "1h")
+	if code != 0 || !strings.Contains(out, "token key 2") || !strings.Contains(out, "state key 2") {
+		t.Errorf("tenants rotate-secret = %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("tenants", "rotate-secret", "--tenant", "acme", "--purpose", "state", "--grace", "0s"); code != 0 || !strings.Contains(out, "state key 3") {
+		t.Errorf("tenants rotate-secret --purpose state = %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("tenants", "rotate-secret", "--tenant", "nope"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("rotate-secret of an unknown tenant = %d %q", code, errOut)
+	}
 
 	for _, args := range [][]string{
 		{"keys", "create", "--tenant", "acme", "--role", "root"},
@@ -64,6 +81,10 @@ func TestAdminCommands(t *testing.T) {
 		{"tokens", "mint", "--tenant", "acme"},
 		{"tenants", "create"},
 		{"tenants", "frobnicate"},
+		{"tenants", "rotate-secret"},
+		{"tenants", "rotate-secret", "--tenant", "acme", "--purpose", "event_ids"},
+		{"tokens", "revoke", "--tenant", "acme"},
+		{"tokens", "revoke", "--tenant", "acme", "--token-id", "x", "--user", "y"},
 	} {
 		if code, _, _ := runCLI(args...); code != 2 {
 			t.Errorf("%v = %d, want the usage error 2", args, code)

@@ -26,9 +26,9 @@ const usage = `Holdpoint: AI agents whose turns pause for a human, stored in Pos
 Usage:
   platform serve [--addr 127.0.0.1:8080] [--dev]   run the server (--dev: no authentication, loopback only)
   platform migrate up|status                        apply or list database migrations
-  platform tenants create|list                      manage tenants
+  platform tenants create|list|rotate-secret        manage tenants and their signing keys
   platform keys create|list|revoke                  manage a tenant's API keys
-  platform tokens mint                              mint a user token for an end user
+  platform tokens mint|revoke                       mint or revoke user tokens for end users
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
   platform version                                  print the build version
 

@@ -13,6 +13,13 @@ import (
 const tenantsUsage = `Usage:
   platform tenants create NAME [--id ID]   create a tenant and print its id
   platform tenants list                    list the tenants
+  platform tenants rotate-secret --tenant ID [--purpose token|state|all] [--grace 24h]
+                                           give the tenant new signing keys
+
+rotate-secret: the new token key signs end-user tokens from now on, the new
+state key the state of client-managed agents; what the old keys signed
+stays valid for the grace period (0: refused at once; servers pick up a
+state key within a minute).
 
 The database comes from DATABASE_URL; run "platform migrate up" first.
 `
@@ -22,7 +29,44 @@ func tenantsCommand(args []string, stdout, stderr io.Writer) int {
 	return dispatch("tenants", tenantsUsage, map[string]func([]string) int{
 		"create": func(args []string) int { return tenantsCreate(args, stdout, stderr) },
 		"list":   func(args []string) int { return tenantsList(args, stdout, stderr) },
+		"rotate-secret": func(args []string) int {
+			return tenantsRotateSecret(args, stdout, stderr)
+		},
 	}, args, stdout, stderr)
+}
+
+// tenantsRotateSecret runs `platform tenants rotate-secret`.
+func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
+	cmd := newAdminCommand("platform tenants rotate-secret", "platform tenants rotate-secret --tenant ID [--purpose token|state|all] [--grace 24h]", stderr)
+	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	purpose := cmd.fs.String("purpose", "all", "which key: token (end-user tokens), state (client-managed state), or all")
+	grace := cmd.fs.Duration("grace", 24*time.Hour, "how long what the old key signed stays valid (at most 720h)")
+	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
+		return code
+	}
+	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
+		return code
+	}
+	purposes := []string{service.PurposeToken, service.PurposeState}
+	switch *purpose {
+	case "all":
+	case service.PurposeToken, service.PurposeState:
+		purposes = []string{*purpose}
+	default:
+		fmt.Fprintf(stderr, "%s: --purpose must be token, state or all\n", cmd.name)
+		return 2
+	}
+	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+		for _, p := range purposes {
+			id, err := acc.RotateSecret(ctx, *tenant, p, *grace)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s key %d of tenant %s signs from now on; the previous keys verify until %s\n",
+				p, id, *tenant, time.Now().Add(*grace).UTC().Format(time.RFC3339))
+		}
+		return nil
+	})
 }
 
 // tenantsCreate runs `platform tenants create NAME [--id ID]`.

@@ -11,6 +11,8 @@ import (
 
 const tokensUsage = `Usage:
   platform tokens mint --tenant ID --user USER [--ttl 15m]   print a user token
+  platform tokens revoke --tenant ID (--token-id ID | --user USER)
+                                           refuse one token, or every token of a user issued so far
 
 A user token lets a browser call the agent protocol routes as one end user
 of one tenant, seeing only that user's sessions, until it expires (at most
@@ -20,8 +22,41 @@ of one tenant, seeing only that user's sessions, until it expires (at most
 // tokensCommand runs `platform tokens ...`.
 func tokensCommand(args []string, stdout, stderr io.Writer) int {
 	return dispatch("tokens", tokensUsage, map[string]func([]string) int{
-		"mint": func(args []string) int { return tokensMint(args, stdout, stderr) },
+		"mint":   func(args []string) int { return tokensMint(args, stdout, stderr) },
+		"revoke": func(args []string) int { return tokensRevoke(args, stdout, stderr) },
 	}, args, stdout, stderr)
+}
+
+// tokensRevoke runs `platform tokens revoke`.
+func tokensRevoke(args []string, stdout, stderr io.Writer) int {
+	cmd := newAdminCommand("platform tokens revoke", "platform tokens revoke --tenant ID (--token-id ID | --user USER)", stderr)
+	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	tokenID := cmd.fs.String("token-id", "", "the tokenId printed when the token was minted")
+	user := cmd.fs.String("user", "", "end user whose tokens issued so far are all refused")
+	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
+		return code
+	}
+	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
+		return code
+	}
+	if (*tokenID == "") == (*user == "") {
+		fmt.Fprintf(stderr, "%s: give exactly one of --token-id and --user\n", cmd.name)
+		return 2
+	}
+	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+		if *tokenID != "" {
+			if err := acc.RevokeUserToken(ctx, *tenant, *tokenID); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "token %s of tenant %s is refused from now on\n", *tokenID, *tenant)
+			return nil
+		}
+		if err := acc.RevokeEndUserTokens(ctx, *tenant, *user); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "every token of user %s of tenant %s issued so far is refused from now on\n", *user, *tenant)
+		return nil
+	})
 }
 
 // tokensMint runs `platform tokens mint`.
@@ -50,7 +85,7 @@ func tokensMint(args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		fmt.Fprintln(stdout, tok.Token)
-		fmt.Fprintf(stderr, "Token for user %s of tenant %s, valid until %s.\n", *user, *tenant, tok.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stderr, "Token %s for user %s of tenant %s, valid until %s.\n", tok.TokenID, *user, *tenant, tok.ExpiresAt.UTC().Format(time.RFC3339))
 		return nil
 	})
 }

@@ -78,10 +78,31 @@ func BankingAgent(model service.Model) *service.Agent {
 	}
 }
 
+// BankingAgentClientStateName is the route name of the banking agent that
+// keeps its state on the client.
+const BankingAgentClientStateName = "bankingAgentClientState"
+
+// BankingAgentClientState returns the banking agent with client-managed
+// state: the server stores no session; every answer carries the whole
+// state, signed by the server, and the client sends it back with the next
+// turn. Only an approval of a state the server signed is honoured.
+func BankingAgentClientState(model service.Model) *service.Agent {
+	a := BankingAgent(model)
+	a.Name = BankingAgentClientStateName
+	a.Description = "Demo banking assistant with client-managed (signed) state: transfers money after a human approves each transfer."
+	a.ServerManaged = false
+	return a
+}
+
 // Register registers the demo agents on rt, answered by model (the demo
 // model or a real provider).
 func Register(rt *service.Runtime, model service.Model) error {
-	return rt.Register(BankingAgent(model))
+	for _, a := range []*service.Agent{BankingAgent(model), BankingAgentClientState(model)} {
+		if err := rt.Register(a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Transfer is one executed transfer in the demo ledger.

@@ -12,9 +12,27 @@ if (!base) {
 /** The agent endpoint of the demo banking agent. */
 export const BANKING_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgent`;
 
+/** The agent endpoint of the banking agent with client-managed state. */
+export const CLIENT_STATE_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgentClientState`;
+
 /** A fresh client for the banking agent. */
 export function bankingAgent() {
   return remoteAgent({ url: BANKING_URL });
+}
+
+/** A fresh client for the banking agent that keeps its state on the client. */
+export function clientStateAgent() {
+  return remoteAgent({ url: CLIENT_STATE_URL });
+}
+
+/** POSTs a protocol body as JSON and returns the status and parsed answer. */
+export async function post(url, body) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
 }
 
 /** Resolves after ms milliseconds. */
