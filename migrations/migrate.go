@@ -3,11 +3,13 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"path"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
 )
 
@@ -71,16 +73,54 @@ func Status(ctx context.Context, db *sql.DB, w io.Writer) error {
 	return nil
 }
 
-// HasPending reports whether some migration is not applied yet. It takes no
-// lock, so a readiness probe never waits behind a running migration.
+// HasPending reports whether some migration is not applied yet. Like
+// Pending, it changes nothing and takes no lock, so a readiness probe never
+// waits behind a running migration.
 func HasPending(ctx context.Context, db *sql.DB) (bool, error) {
+	pending, err := Pending(ctx, db)
+	return len(pending) > 0, err
+}
+
+// Pending lists the files of the migrations not applied yet, in order. It
+// only reads: goose's own checks create the version table when it is
+// missing, which a role without the right to change the schema (the
+// server's login role) may not do.
+func Pending(ctx context.Context, db *sql.DB) ([]string, error) {
 	p, err := newProvider(db)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	pending, err := p.HasPending(ctx)
+	store, err := database.NewStore(database.DialectPostgres, goose.DefaultTablename)
 	if err != nil {
-		return false, fmt.Errorf("migrations: pending: %w", err)
+		return nil, fmt.Errorf("migrations: version store: %w", err)
+	}
+	ext, ok := store.(database.StoreExtender)
+	if !ok {
+		return nil, errors.New("migrations: the postgres version store cannot check that its table exists")
+	}
+	exists, err := ext.TableExists(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: pending: %w", err)
+	}
+	// The newest row of a version says whether it is applied now (goose
+	// records a rollback as a row with is_applied false).
+	applied := map[int64]bool{}
+	if exists {
+		rows, err := store.ListMigrations(ctx, db)
+		if err != nil {
+			return nil, fmt.Errorf("migrations: pending: %w", err)
+		}
+		for _, r := range rows { // newest first
+			if _, seen := applied[r.Version]; !seen {
+				applied[r.Version] = r.IsApplied
+			}
+		}
+	}
+	var pending []string
+	for _, s := range p.ListSources() {
+		if !applied[s.Version] {
+			pending = append(pending, path.Base(s.Path))
+		}
 	}
 	return pending, nil
 }

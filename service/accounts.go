@@ -54,12 +54,13 @@ type Principal struct {
 // Accounts manages tenants and API keys.
 type Accounts struct {
 	store *PgStore
+	keys  *keyCache
 }
 
 // NewAccounts returns the account manager over pool (an application-role
-// pool, see NewAppPool).
+// pool, see NewAppPool), with the default cache of key lookups.
 func NewAccounts(pool *pgxpool.Pool) *Accounts {
-	return &Accounts{store: NewPostgresStore(pool)}
+	return NewAccountsWith(pool, KeyCacheConfig{})
 }
 
 var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
@@ -156,7 +157,12 @@ func keyFromRow(r db.ApiKey) APIKey {
 }
 
 // RevokeKey revokes a key; NOT_FOUND when the tenant has no such live key.
+// This process refuses the key at once; others once their cached lookup
+// of it expires (KeyCacheConfig.HitTTL).
 func (a *Accounts) RevokeKey(ctx context.Context, tenantID string, id uuid.UUID) error {
+	// Forgotten whatever the outcome: a key revoked by another process
+	// answers NOT_FOUND here, and is still worth dropping.
+	defer a.keys.forget(id)
 	return a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
 		n, err := q.RevokeAPIKey(ctx, db.RevokeAPIKeyParams{TenantID: tenantID, ID: id})
 		if err != nil {
@@ -173,12 +179,21 @@ func (a *Accounts) RevokeKey(ctx context.Context, tenantID string, id uuid.UUID)
 // a caller learns nothing about why.
 var errBadKey = Errorf(CodeUnauthenticated, "invalid or revoked API key")
 
-// Authenticate resolves an API key to its tenant and role.
+// Authenticate resolves an API key to its tenant and role. Answers are
+// cached by the key's hash, bad keys included, so a key repeated within the
+// TTLs of KeyCacheConfig costs no query.
 func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, error) {
 	if !strings.HasPrefix(plain, KeyPrefix) || len(plain) > 128 {
 		return nil, errBadKey
 	}
 	hash := sha256.Sum256([]byte(plain))
+	p, found, revocations := a.keys.get(hash)
+	if found {
+		if p == nil {
+			return nil, errBadKey
+		}
+		return p, nil
+	}
 	var row db.ApiKey
 	// The key decides the tenant, so its lookup cannot be tenant-scoped.
 	err := a.store.inSystemTx(ctx, func(q *db.Queries) error {
@@ -188,16 +203,16 @@ func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, 
 		}
 		return translate(q.TouchAPIKey(ctx, db.TouchAPIKeyParams{TenantID: row.TenantID, ID: row.ID}))
 	})
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrNotFound) || (err == nil && row.RevokedAt != nil) {
+		a.keys.put(hash, nil, revocations)
 		return nil, errBadKey
 	}
 	if err != nil {
 		return nil, err
 	}
-	if row.RevokedAt != nil {
-		return nil, errBadKey
-	}
-	return &Principal{TenantID: row.TenantID, KeyID: row.ID, Role: row.Role}, nil
+	p = &Principal{TenantID: row.TenantID, KeyID: row.ID, Role: row.Role}
+	a.keys.put(hash, p, revocations)
+	return p, nil
 }
 
 // TokenSecret returns the secret a tenant's end-user tokens are signed

@@ -2,13 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"net/url"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 )
@@ -97,25 +92,7 @@ func TestAdminCommands(t *testing.T) {
 
 func TestAdminCommandsNeedTheSchema(t *testing.T) {
 	// An empty database on the test server, without migrations.
-	base := testdb.URL(t)
-	conn, err := pgx.Connect(context.Background(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	name := "hpt_cli_empty_" + strings.ToLower(rand.Text()[:10])
-	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	t.Setenv("DATABASE_URL", u.String())
+	t.Setenv("DATABASE_URL", emptyDatabase(t, connect(t, testdb.URL(t)), ""))
 	for _, args := range [][]string{{"tenants", "list"}, {"keys", "list", "--tenant", "acme"}, {"tokens", "mint", "--tenant", "a", "--user", "u"}} {
 		code, _, errOut := runCLI(args...)
 		if code != 1 || !strings.Contains(errOut, "run `platform migrate up` first") {

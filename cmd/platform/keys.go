@@ -15,7 +15,7 @@ import (
 const keysUsage = `Usage:
   platform keys create --tenant ID --role client|admin [--name N]   create a key and print it (once)
   platform keys list --tenant ID                                   list a tenant's keys
-  platform keys revoke --tenant ID KEY_ID                          revoke a key at once
+  platform keys revoke --tenant ID KEY_ID                          revoke a key (servers refuse it within 5 s)
 
 client keys may use the agent protocol routes (/api/agents/...); admin keys
 every route, including /api/v1 (inbox, decisions, reports, events, tokens).

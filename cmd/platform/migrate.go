@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/holdpoint/holdpoint/migrations"
 )
@@ -52,11 +52,12 @@ func migrateCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := sql.Open("pgx", databaseURL())
+	cfg, err := pgx.ParseConfig(databaseURL())
 	if err != nil {
 		log.Error("DATABASE_URL is not a valid PostgreSQL URL")
 		return 1
 	}
+	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -68,7 +69,7 @@ func migrateCommand(args []string, stdout, stderr io.Writer) int {
 	switch action {
 	case "up":
 		if err := migrations.Up(ctx, db); err != nil {
-			log.Error("migrate up failed", "err", err)
+			log.Error("migrate up failed", "err", migrationHint(err, cfg.User))
 			return 1
 		}
 		log.Info("migrations applied")

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +31,10 @@ type serveConfig struct {
 	addr  string
 	dev   bool
 	grace time.Duration
+	// migrate applies pending migrations at start-up as DATABASE_URL's
+	// role; without it serve changes no schema and refuses to start while
+	// migrations are pending, so it can run as a role that may not.
+	migrate bool
 	// sweep is how often the deadline sweeper looks for due interrupts.
 	sweep time.Duration
 	// heartbeat and heartbeatTimeout pace detached turns: how often they
@@ -53,6 +58,8 @@ func serveCommand(args []string, stderr io.Writer) int {
 	var lf logFlags
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.BoolVar(&cfg.dev, "dev", false, "development mode: default tenant, no authentication, demo agents")
+	fs.BoolVar(&cfg.migrate, "migrate", true, "apply pending migrations at start-up as DATABASE_URL's role, which must own the schema; "+
+		"with --migrate=false serve changes no schema and refuses to start while migrations are pending (apply them with platform migrate up as the owner)")
 	fs.DurationVar(&cfg.grace, "shutdown-grace", 20*time.Second, "time in-flight requests get to finish after SIGINT/SIGTERM")
 	fs.DurationVar(&cfg.sweep, "sweep-interval", time.Second, "how often interrupt deadlines are applied")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
@@ -108,8 +115,10 @@ func serveCommand(args []string, stderr io.Writer) int {
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully.
 func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveConfig, model service.Model) error {
-	if err := migrateAtStartup(ctx, log); err != nil {
-		return err
+	if cfg.migrate {
+		if err := migrateAtStartup(ctx, log); err != nil {
+			return err
+		}
 	}
 	pool, db, err := openDatabase(ctx, log)
 	if err != nil {
@@ -117,6 +126,14 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	}
 	defer pool.Close()
 	defer db.Close()
+	if !cfg.migrate {
+		if err := requireMigrated(ctx, db); err != nil {
+			return err
+		}
+	}
+	if !cfg.dev {
+		warnUnlessLeastPrivilege(ctx, log, pool)
+	}
 
 	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{
 		Logger:            log,
@@ -231,9 +248,25 @@ func migrateAtStartup(ctx context.Context, log *slog.Logger) error {
 	db := stdlib.OpenDBFromPool(owner)
 	defer db.Close()
 	if err := migrations.Up(ctx, db); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
+		return fmt.Errorf("apply migrations: %w", migrationHint(err, cfg.ConnConfig.User))
 	}
 	log.Info("migrations applied", "database", describe(cfg))
+	return nil
+}
+
+// requireMigrated fails unless every migration of this build is applied:
+// serve with --migrate=false must not run queries against a schema they
+// were not written for.
+func requireMigrated(ctx context.Context, db *sql.DB) error {
+	pending, err := migrations.Pending(ctx, db)
+	if err != nil {
+		return fmt.Errorf("check the schema version: %w", err)
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("the database schema is behind this build, %d migration(s) pending (%s): "+
+			"apply them as the schema owner with `platform migrate up`; serve with --migrate=false changes no schema",
+			len(pending), strings.Join(pending, ", "))
+	}
 	return nil
 }
 
@@ -258,6 +291,9 @@ func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB
 	}
 	if err := pool.Ping(connectCtx); err != nil {
 		pool.Close()
+		if hint := appRoleHint(err, cfg.ConnConfig.User); hint != nil {
+			return nil, nil, fmt.Errorf("connect to PostgreSQL at %s: %w", where, hint)
+		}
 		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at %s (set DATABASE_URL): %w", where, err)
 	}
 	log.Info("database connected", "database", where, "max_conns", pool.Config().MaxConns, "role", "holdpoint_app")

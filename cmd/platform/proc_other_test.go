@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// childAttr sets nothing outside Linux: the cleanup of each test stops its
+// processes.
+func childAttr() *syscall.SysProcAttr { return nil }
