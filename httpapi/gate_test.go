@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -335,4 +336,72 @@ func TestToolCallsOverREST(t *testing.T) {
 	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls?cursor=garbage", admin, nil), http.StatusBadRequest, service.CodeInvalidArgument)
 	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/"+escaped+"/tool-calls?limit=201", admin, nil), http.StatusBadRequest, service.CodeInvalidArgument)
 	errorOf(t, s.call(t, http.MethodGet, "/api/v1/sessions/a%00b/tool-calls", admin, nil), http.StatusBadRequest, service.CodeInvalidArgument)
+}
+
+// TestAgentErrorsStayInTheLog checks that a tool's, a model's or a custom
+// turn's error text is logged, not sent: the failed turn tells the client
+// what failed and the request id, the log has the cause under that id. An
+// error the agent made with service.Errorf is meant for the client.
+func TestAgentErrorsStayInTheLog(t *testing.T) {
+	t.Parallel()
+	const secret = "postgres://app:hunter2@10.9.8.7/ledger"
+	callTool := func(name string) funcModel {
+		return funcModel{fn: func(req *service.ModelRequest) service.Message {
+			if last := req.Messages[len(req.Messages)-1]; last.Role == service.RoleUser {
+				return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{Name: name, Ref: "t1", Input: json.RawMessage(`{}`)}}}}
+			}
+			return service.Message{Role: service.RoleModel, Content: []service.Part{service.TextPart("ok")}}
+		}}
+	}
+	leaky := func(context.Context, service.ToolCall) (json.RawMessage, error) {
+		return nil, fmt.Errorf("connect %s: refused", secret)
+	}
+	public := func(context.Context, service.ToolCall) (json.RawMessage, error) {
+		return nil, service.Errorf(service.CodeFailedPrecondition, "the account is frozen")
+	}
+	s := newServer(t, nil,
+		&service.Agent{Name: "leakyTool", ServerManaged: true, Model: callTool("lookup"), Tools: []*service.Tool{{Name: "lookup", Run: leaky}}},
+		&service.Agent{Name: "publicTool", ServerManaged: true, Model: callTool("lookup"), Tools: []*service.Tool{{Name: "lookup", Run: public}}},
+		&service.Agent{Name: "leakyModel", ServerManaged: true, Model: scriptedModel{err: errors.New("POST https://api.example/v1 with key sk-" + secret)}},
+		&service.Agent{Name: "leakyTurn", ServerManaged: true, Turn: func(context.Context, *service.Turn) (string, error) {
+			return "", errors.New("open " + secret)
+		}},
+	)
+	for _, tc := range []struct {
+		agent, status, message string
+		hidden                 bool
+	}{
+		{"leakyTool", service.CodeInternal, "tool lookup failed", true},
+		{"leakyModel", service.CodeUnavailable, "the model call failed", true},
+		{"leakyTurn", service.CodeInternal, "the agent's turn failed", true},
+		{"publicTool", service.CodeFailedPrecondition, "the account is frozen", false},
+	} {
+		for _, stream := range []bool{false, true} {
+			r := s.postJSON(t, s.base+"/"+tc.agent, map[string]any{"data": userMessage("go")}, stream)
+			rid := r.header.Get("X-Request-Id")
+			if r.status != http.StatusOK || strings.Contains(string(r.body), "hunter2") || strings.Contains(string(r.body), "10.9.8.7") {
+				t.Fatalf("%s: %d %s", tc.agent, r.status, r.body)
+			}
+			if !strings.Contains(string(r.body), tc.status) || !strings.Contains(string(r.body), tc.message) {
+				t.Errorf("%s: answer %s, want %s %q", tc.agent, r.body, tc.status, tc.message)
+			}
+			if tc.hidden {
+				if !strings.Contains(string(r.body), rid) {
+					t.Errorf("%s: the answer does not quote the request id %s: %s", tc.agent, rid, r.body)
+				}
+				found := false
+				for _, line := range strings.Split(s.logs.String(), "\n") {
+					found = found || (strings.Contains(line, rid) && strings.Contains(line, "hunter2"))
+				}
+				if !found {
+					t.Errorf("%s: no log line has request id %s and the cause", tc.agent, rid)
+				}
+			}
+		}
+	}
+	// The tool call records what the client was told, not the cause.
+	var leaked int
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM tool_calls WHERE error::text LIKE '%hunter2%'").Scan(&leaked); err != nil || leaked != 0 {
+		t.Errorf("%d tool call rows carry the cause (%v)", leaked, err)
+	}
 }

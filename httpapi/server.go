@@ -160,6 +160,8 @@ func assignRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 			id = rand.Text()
 		}
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		req := c.Request()
+		c.SetRequest(req.WithContext(service.WithRequestID(req.Context(), id)))
 		return next(c)
 	}
 }

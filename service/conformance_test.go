@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -772,7 +771,11 @@ func registerHarnessAgents(t *testing.T, rt *service.Runtime, model *programmabl
 			Name:          "customAgentFailing",
 			ServerManaged: true,
 			Turn: func(ctx context.Context, turn *service.Turn) (string, error) {
-				return "", errors.New("intentional failure")
+				// The spec expects the agent's message on the snapshot. Here
+				// only a domain error's message reaches the client (any
+				// other error text is logged, never sent), so the agent
+				// says it means this one for the client.
+				return "", service.Errorf(service.CodeInternal, "intentional failure")
 			},
 		},
 		{

@@ -39,7 +39,10 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Cause }
 
-// Errorf returns a domain error with a client-facing message.
+// Errorf returns a domain error with a client-facing message. Agent code
+// (a tool, a model, a custom turn) returns one to show its message to the
+// client; any other error it returns is logged and the client gets a fixed
+// message with the request id.
 func Errorf(status, format string, args ...any) *Error {
 	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
 }

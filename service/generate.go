@@ -107,7 +107,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 			return err
 		})
 		if err != nil {
-			return "", tr, modelError(err)
+			return "", tr, inv.hideError(err, CodeUnavailable, "the model call")
 		}
 		if resp == nil {
 			return "", tr, Errorf(CodeInternal, "model %s returned no response", a.Model.Name())
@@ -240,7 +240,7 @@ func (inv *invocation) execTool(ctx context.Context, tool *Tool, part Part, resu
 		if ie, ok := asInterrupt(err); ok {
 			return nil, interruptedPart(part, ie.Metadata), nil
 		}
-		return nil, nil, agentError(err)
+		return nil, nil, inv.hideError(err, CodeInternal, "tool "+req.Name)
 	}
 	resp := Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawOr(out, "null")}}
 	return &resp, nil, nil
@@ -462,19 +462,6 @@ func findRequest(parts []Part, name, ref string) *Part {
 		}
 	}
 	return nil
-}
-
-// modelError keeps domain errors from a model and hides the rest (provider
-// errors may carry hosts or keys).
-func modelError(err error) error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &Error{Status: CodeUnavailable, Message: "the model call failed", Cause: err}
 }
 
 func intPtr(i int) *int { return &i }

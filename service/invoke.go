@@ -34,7 +34,7 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 	if err != nil {
 		return nil, err
 	}
-	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed}
+	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx)}
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, err
 	}
@@ -186,6 +186,9 @@ type invocation struct {
 	agent  *Agent
 	caller Caller
 	sess   *sessionState
+	// requestID is the id of the request that started the invocation,
+	// quoted in the messages of errors whose causes are only logged.
+	requestID string
 
 	// preclaimed are interrupts already claimed for this invocation's
 	// resume (operator decisions, deadlines).
@@ -459,7 +462,7 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 				inv.lastFinishReason = FinishFailed
 				inv.lastError = details(err)
 				if e := AsError(err); e.Cause != nil {
-					inv.rt.log.Error("turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause)
+					inv.rt.log.Error("turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause, "request_id", inv.requestID)
 				}
 			}
 			break
@@ -564,7 +567,7 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 				return err
 			})
 			if err != nil {
-				err = agentError(err)
+				err = inv.hideError(err, CodeInternal, "the agent's turn")
 			}
 		}
 	} else {
@@ -630,9 +633,12 @@ type turnRecord struct {
 	resolvedEvents bool // the claims were made by this turn's resume
 }
 
-// agentError keeps the message of an error from agent code (the agent's
-// author wrote it) while store and runtime errors stay internal.
-func agentError(err error) error {
+// hideError is what a client learns of an error from agent code (a
+// custom turn, a tool, a model): a domain error (*Error, which agent code
+// returns to mean its message for the client) as it is; any other error's
+// text may carry hosts, keys or data, so it stays in the log and the client
+// gets a fixed message naming what failed and the request.
+func (inv *invocation) hideError(err error, status, what string) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -640,7 +646,11 @@ func agentError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &Error{Status: CodeInternal, Message: err.Error(), Cause: err}
+	msg := what + " failed"
+	if inv.requestID != "" {
+		msg += "; the server log has the details under request id " + inv.requestID
+	}
+	return &Error{Status: status, Message: msg, Cause: err}
 }
 
 // persist writes the turn's snapshot (server-managed, not detached), with
