@@ -105,7 +105,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	// and before any byte of the body is read.
 	e.Use(a.authenticate)
 	e.Use(a.limitRate(newRateLimiter(opts.RateLimit, opts.RateBurst)))
-	e.Use(limitJSONDepth)
+	e.Use(checkJSONBody)
 
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
