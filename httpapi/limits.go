@@ -46,8 +46,9 @@ func checkJSONBody(next echo.HandlerFunc) echo.HandlerFunc {
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
 			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				// Answered 413 RESOURCE_EXHAUSTED.
+			var edge *edgeError
+			if errors.As(err, &tooLarge) || errors.As(err, &edge) {
+				// 413, or 408 for a body that did not arrive in time.
 				return fmt.Errorf("read request body: %w", err)
 			}
 			// The client broke the body off or framed it wrongly; if it
