@@ -25,7 +25,8 @@ const codeUnimplemented = "UNIMPLEMENTED"
 const codeDeadlineExceeded = "DEADLINE_EXCEEDED"
 
 // edgeError is a refusal at the HTTP edge whose HTTP status is not the one
-// its canonical code maps to (408 for a slow body); its message is public.
+// its canonical code maps to (408 for a slow body, 415 for a wrong media
+// type); its message is public.
 type edgeError struct {
 	httpStatus int
 	code       string

@@ -86,6 +86,7 @@ func FuzzDecodeAgentRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		req := httptest.NewRequest(http.MethodPost, r.path, bytes.NewReader(body))
+		req.Host = "127.0.0.1" // dev mode answers loopback names only
 		req.Header.Set("Content-Type", "application/json")
 		if r.stream {
 			req.Header.Set("Accept", "text/event-stream")

@@ -88,3 +88,42 @@ func TestCleanPointer(t *testing.T) {
 		t.Errorf("long pointer cut to %q (%d bytes)", got, len(got))
 	}
 }
+
+func TestIsLoopbackHost(t *testing.T) {
+	t.Parallel()
+	for host, want := range map[string]bool{
+		"localhost": true, "LocalHost:8080": true, "127.0.0.1": true, "127.0.0.1:8080": true,
+		"127.5.6.7:1": true, "[::1]": true, "[::1]:8080": true,
+		"": false, "evil.example": false, "evil.example:8080": false, "localhost.": false,
+		"localhost.evil.example": false, "10.0.0.1:8080": false, "0.0.0.0:8080": false,
+		"[::2]:8080": false, "[fe80::1%25lo]:80": false, "128.0.0.1": false, "127.0.0.1.nip.io": false,
+	} {
+		if got := isLoopbackHost(host); got != want {
+			t.Errorf("isLoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestIsJSONContentType(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		values []string
+		want   bool
+	}{
+		{[]string{"application/json"}, true},
+		{[]string{"application/json; charset=utf-8"}, true},
+		{[]string{"Application/JSON;charset=UTF-8"}, true},
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"text/plain"}, false},
+		{[]string{"application/x-www-form-urlencoded"}, false},
+		{[]string{"multipart/form-data; boundary=x"}, false},
+		{[]string{"application/json-patch+json"}, false},
+		{[]string{"application/json", "application/json"}, false},
+		{[]string{"application/json; charset"}, false},
+	} {
+		if got := isJSONContentType(tc.values); got != tc.want {
+			t.Errorf("isJSONContentType(%q) = %v, want %v", tc.values, got, tc.want)
+		}
+	}
+}

@@ -125,9 +125,11 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.Use(a.logRequests)
 	e.Use(a.recoverPanics)
 	e.Use(limitBody(opts.BodyLimit))
-	// The cheap refusal comes before any credential lookup: too many
-	// requests from one address.
+	// The cheap refusals come before any credential lookup: too many
+	// requests from one address, and, without authentication, requests a
+	// web page could have made.
 	e.Use(a.limitAddressRate(newRateLimiter(opts.IPRateLimit, opts.IPRateBurst)))
+	e.Use(a.guardDevMode)
 	// Who is calling is settled before the rate limit (per credential)
 	// and before any byte of the body is read.
 	e.Use(a.authenticate)
