@@ -143,7 +143,7 @@ func (a *api) abort(c echo.Context) error {
 }
 
 // begin does what every protocol POST starts with: resolve the caller, check
-// the agent exists (404 before the body is even read), and decode the
+// the agent exists (404 before the envelope is decoded), and decode the
 // envelope.
 func (a *api) begin(c echo.Context) (service.Caller, string, envelope, error) {
 	caller, err := a.opts.Caller(c)
