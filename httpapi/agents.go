@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,7 +143,7 @@ func (a *api) abort(c echo.Context) error {
 }
 
 // begin does what every protocol POST starts with: resolve the caller, check
-// the agent exists (404 before the body is even read), and decode the
+// the agent exists (404 before the envelope is decoded), and decode the
 // envelope.
 func (a *api) begin(c echo.Context) (service.Caller, string, envelope, error) {
 	caller, err := a.opts.Caller(c)
@@ -174,15 +173,7 @@ func readEnvelope(c echo.Context) (envelope, error) {
 	if len(body) == 0 {
 		return envelope{}, invalid(`request body is empty: expected a JSON object {"data": ..., "init": ...}`)
 	}
-	if !json.Valid(body) {
-		var v any
-		err := json.Unmarshal(body, &v)
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return envelope{}, invalid("invalid JSON body: %s (at byte %d)", se.Error(), se.Offset)
-		}
-		return envelope{}, invalid("invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
+	// checkJSONBody has refused anything but one valid JSON value.
 	if body[0] != '{' {
 		return envelope{}, invalid(`invalid JSON body: expected an object {"data": ..., "init": ...}, got %s`, jsonKind(string(body)))
 	}

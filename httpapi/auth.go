@@ -152,6 +152,14 @@ func bearer(values []string) (string, bool) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
 		return "", false
 	}
+	// Keys and tokens are printable ASCII; anything else (a header may
+	// carry any byte above 0x7f) is no credential and never reaches a
+	// lookup.
+	for i := 0; i < len(cred); i++ {
+		if cred[i] <= ' ' || cred[i] >= 0x7f {
+			return "", false
+		}
+	}
 	return cred, true
 }
 

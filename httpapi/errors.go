@@ -17,6 +17,25 @@ import (
 // grpc-gateway does for 405.
 const codeUnimplemented = "UNIMPLEMENTED"
 
+// codeDeadlineExceeded answers a request whose body did not arrive within
+// the body timeout (HTTP 408): in the canonical codes a deadline expired
+// before the operation could complete, which is what happened, and it
+// tells the client that retrying with a faster upload may succeed, which
+// INVALID_ARGUMENT or RESOURCE_EXHAUSTED would not.
+const codeDeadlineExceeded = "DEADLINE_EXCEEDED"
+
+// edgeError is a refusal at the HTTP edge whose HTTP status is not the one
+// its canonical code maps to (408 for a slow body, 415 for a wrong media
+// type); its message is public.
+type edgeError struct {
+	httpStatus int
+	code       string
+	message    string
+}
+
+// Error returns the public message.
+func (e *edgeError) Error() string { return e.message }
+
 // errWrite marks a failure to write the answer, which after a disconnect is
 // expected rather than a server fault.
 var errWrite = errors.New("write answer")
@@ -62,6 +81,10 @@ func httpStatus(code string) int {
 // status and public body, and the internal cause to log (nil when the error
 // is the client's).
 func classify(err error) (int, errorBody, error) {
+	var edge *edgeError
+	if errors.As(err, &edge) {
+		return edge.httpStatus, errorBody{Status: edge.code, Message: edge.message}, nil
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return http.StatusRequestEntityTooLarge, errorBody{

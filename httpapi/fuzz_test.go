@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
@@ -54,6 +55,13 @@ func FuzzDecodeAgentRequest(f *testing.F) {
 		`{"data":"x"}`, `[]`, `{}`, ``, `{"data":{"detach":true,"message":{"role":"user","content":[{"text":"bg"}]}}}`,
 		`{"data":{"message":{"role":"user","content":[{"text":"\u0000\ud800"}]}},"init":{"state":{"sessionId":"\u0007"}}}`,
 		strings.Repeat("[", 70) + strings.Repeat("]", 70),
+		// What the strict pass over every body refuses.
+		`{"data":{"message":{"role":"user","content":[{"text":"a\u0000b"}]}}}`,
+		`{"data":{"message":{"role":"user","content":[{"data":{"n":1e999999}}]}}}`,
+		`{"data":{"message":{"role":"user","content":[{"data":[1e-400,0e-99999,-1e400]}]}}}`,
+		"{\"data\":{\"message\":{\"role\":\"user\",\"content\":[{\"text\":\"caf\xe9\"}]}}}",
+		`{"data":{"resume":{"respond":[{"toolResponse":{"name":"userApproval","ref":"r1","output":{"approved":false,"approved":true}}}]}},"init":{"state":{"messages":[{"role":"model","content":[{"toolRequest":{"name":"userApproval","ref":"r1"},"metadata":{"interrupt":true}}]}]}}}`,
+		`{"data":{},"data":{"snapshotId":"s1"}}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
@@ -78,6 +86,7 @@ func FuzzDecodeAgentRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		req := httptest.NewRequest(http.MethodPost, r.path, bytes.NewReader(body))
+		req.Host = "127.0.0.1" // dev mode answers loopback names only
 		req.Header.Set("Content-Type", "application/json")
 		if r.stream {
 			req.Header.Set("Accept", "text/event-stream")
@@ -88,6 +97,10 @@ func FuzzDecodeAgentRequest(f *testing.F) {
 		answer := rec.Body.Bytes()
 		if res.StatusCode >= 500 {
 			t.Fatalf("POST %s %q: status %d %s", r.path, body, res.StatusCode, answer)
+		}
+		if !utf8.Valid(body) && res.StatusCode != http.StatusBadRequest {
+			// No byte of a body that is not UTF-8 may reach a turn.
+			t.Fatalf("POST %s %q: invalid UTF-8 answered %d %s, want 400", r.path, body, res.StatusCode, answer)
 		}
 		if res.StatusCode != http.StatusOK {
 			var e struct {

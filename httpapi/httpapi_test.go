@@ -460,6 +460,7 @@ func openStream(t *testing.T, s *testServer, ctx context.Context, agent string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := s.srv.Client().Do(req)
 	if err != nil {

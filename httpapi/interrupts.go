@@ -90,8 +90,8 @@ func inboxFilter(c echo.Context) (service.InterruptFilter, error) {
 	f := service.InterruptFilter{Status: q.Get("status"), Limit: defaultInboxPage}
 	for name, dst := range map[string]*string{"agent": &f.Agent, "tool": &f.Tool, "sessionId": &f.SessionID} {
 		v := q.Get(name)
-		if len(v) > maxFilterLength || !utf8.ValidString(v) {
-			return f, invalid("%s must be valid UTF-8 of at most %d bytes", name, maxFilterLength)
+		if len(v) > maxFilterLength || !isPlainText(v) {
+			return f, invalid("%s must be at most %d bytes of UTF-8 text without control characters", name, maxFilterLength)
 		}
 		*dst = v
 	}
@@ -119,6 +119,22 @@ func inboxFilter(c echo.Context) (service.InterruptFilter, error) {
 	return f, nil
 }
 
+// isPlainText reports whether s is valid UTF-8 without control characters
+// (C0, DEL, C1). Such a filter could match no stored name (the runtime
+// refuses them in ids), and U+0000 or invalid UTF-8 would fail in
+// PostgreSQL instead of matching nothing.
+func isPlainText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return false
+		}
+	}
+	return true
+}
+
 // encodeCursor makes the opaque keyset cursor of an inbox page: the
 // (createdAt, id) of its last item.
 func encodeCursor(at time.Time, id uuid.UUID) string {
@@ -140,7 +156,7 @@ func decodeCursor(s string) (time.Time, uuid.UUID, error) {
 		return time.Time{}, uuid.Nil, bad
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil {
+	if err != nil || !inYearRange(t) {
 		return time.Time{}, uuid.Nil, bad
 	}
 	id, err := uuid.Parse(idText)
@@ -158,16 +174,38 @@ func timeParam(c echo.Context, name string, endOfDay bool) (*time.Time, error) {
 	if v == "" {
 		return nil, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return &t, nil
-	}
-	if d, err := time.Parse(time.DateOnly, v); err == nil {
-		if endOfDay {
-			d = d.AddDate(0, 0, 1)
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		if t, err = time.Parse(time.DateOnly, v); err != nil {
+			return nil, invalid("%s must be an RFC 3339 time (2006-01-02T15:04:05Z) or a date (2006-01-02)", name)
 		}
-		return &d, nil
+		if endOfDay {
+			if t = t.AddDate(0, 0, 1); !inYearRange(t) {
+				return nil, invalid("%s must be a date before %d-12-31: a date means the end of that day", name, maxYear)
+			}
+		}
 	}
-	return nil, invalid("%s must be an RFC 3339 time (2006-01-02T15:04:05Z) or a date (2006-01-02)", name)
+	if !inYearRange(t) {
+		return nil, invalid("%s must lie within the years %d to %d (in UTC too)", name, minYear, maxYear)
+	}
+	return &t, nil
+}
+
+// The years a time parameter may name: those an RFC 3339 answer can write.
+const (
+	minYear = 1
+	maxYear = 9999
+)
+
+// inYearRange reports whether t falls within minYear to maxYear, both in
+// its own offset (as an answer echoes it) and in UTC (as it is compared).
+func inYearRange(t time.Time) bool {
+	for _, y := range []int{t.Year(), t.UTC().Year()} {
+		if y < minYear || y > maxYear {
+			return false
+		}
+	}
+	return true
 }
 
 // interruptID reads the :id path parameter. An id that is not a UUID names
@@ -283,14 +321,7 @@ func (a *api) beginDecision(c echo.Context, withOutput bool) (service.Caller, uu
 		}
 		return caller, id, req, nil
 	}
-	if !json.Valid(body) {
-		var v any
-		var se *json.SyntaxError
-		if err := json.Unmarshal(body, &v); errors.As(err, &se) {
-			return caller, uuid.Nil, req, invalid("invalid JSON body: %s (at byte %d)", se.Error(), se.Offset)
-		}
-		return caller, uuid.Nil, req, invalid("invalid JSON body")
-	}
+	// checkJSONBody has refused anything but one valid JSON value.
 	if body[0] != '{' {
 		return caller, uuid.Nil, req, invalid("invalid JSON body: expected an object, got %s", jsonKind(string(body)))
 	}
@@ -348,6 +379,9 @@ func (a *api) reportInterrupts(c echo.Context) error {
 	}
 	if from == nil {
 		f := to.AddDate(0, 0, -defaultReportDays)
+		if !inYearRange(f) {
+			return invalid("from defaults to %d days before to, which falls before the year %d: pass from", defaultReportDays, minYear)
+		}
 		from = &f
 	}
 	if !to.After(*from) {

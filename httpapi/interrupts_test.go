@@ -164,7 +164,7 @@ func (s *inboxServer) send(method, path string, body any, header ...string) (res
 	if err != nil {
 		return response{}, err
 	}
-	if body != nil {
+	if body != nil || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"math"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -21,12 +22,23 @@ const (
 	DefaultRateBurst = 40
 )
 
+// Defaults of the serve flags --ip-rate-limit and --ip-rate-burst.
+const (
+	// DefaultIPRateLimit is the sustained requests per second of one
+	// remote address, counted before credentials are checked.
+	DefaultIPRateLimit = 100
+	// DefaultIPRateBurst is how many requests one remote address may send
+	// at once.
+	DefaultIPRateBurst = 200
+)
+
 // sweepEvery is how often idle buckets are dropped.
 const sweepEvery = time.Minute
 
-// rateLimiter is a token bucket per credential (key id, user, or remote
-// address in dev mode). Buckets are in memory: with several instances each
-// enforces the limit on the requests it serves.
+// rateLimiter is a token bucket per key: a credential (key id, user, or
+// remote address in dev mode), or a remote address before authentication.
+// Buckets are in memory: with several instances each enforces the limit on
+// the requests it serves.
 type rateLimiter struct {
 	limit rate.Limit
 	burst int
@@ -86,6 +98,55 @@ func (l *rateLimiter) sweep(now time.Time) {
 	l.lastSweep = now
 }
 
+// limitAddressRate answers 429 RESOURCE_EXHAUSTED with Retry-After when
+// the request's remote address has used up its bucket. It runs before
+// authentication, so a flood of requests with made-up credentials costs no
+// credential lookups. Health checks are exempt, so a prober is never
+// throttled for its neighbours. Without authentication (dev mode) it does
+// nothing: there is no lookup to shield, and limitRate already keeps a
+// bucket per remote address there.
+func (a *api) limitAddressRate(l *rateLimiter) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if l == nil || a.opts.Auth == nil {
+			return next
+		}
+		return func(c echo.Context) error {
+			if route := c.Path(); route == "/healthz" || route == "/readyz" {
+				return next(c)
+			}
+			if wait := l.reserve(addressKey(c), time.Now()); wait > 0 {
+				return tooManyRequests(c, wait, "too many requests from this address: retry later")
+			}
+			return next(c)
+		}
+	}
+}
+
+// addressKey names the bucket of the request's remote address: the
+// address itself for IPv4, its /64 network for IPv6, since one host
+// usually holds a whole /64 and could otherwise use a fresh bucket per
+// request.
+func addressKey(c echo.Context) string {
+	host := remoteHost(c)
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return "addr:" + host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		return "net:" + netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
+	}
+	return "addr:" + ip.String()
+}
+
+// tooManyRequests is the 429 RESOURCE_EXHAUSTED answer, with Retry-After
+// in whole seconds.
+func tooManyRequests(c echo.Context, wait time.Duration, message string) error {
+	secs := int64(math.Ceil(wait.Seconds()))
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	return service.Errorf(service.CodeResourceExhausted, "%s", message)
+}
+
 // limitRate answers 429 RESOURCE_EXHAUSTED with Retry-After (whole seconds)
 // when the request's credential has used up its bucket. It runs after
 // authentication, which chose the bucket.
@@ -100,9 +161,7 @@ func (a *api) limitRate(l *rateLimiter) echo.MiddlewareFunc {
 				return next(c) // an open route (health checks)
 			}
 			if wait := l.reserve(acc.rateKey, time.Now()); wait > 0 {
-				secs := int64(math.Ceil(wait.Seconds()))
-				c.Response().Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-				return service.Errorf(service.CodeResourceExhausted, "rate limit exceeded: retry later")
+				return tooManyRequests(c, wait, "rate limit exceeded: retry later")
 			}
 			return next(c)
 		}

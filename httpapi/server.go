@@ -51,6 +51,22 @@ type Options struct {
 	// RateBurst is how many requests one credential may send at once
 	// (default: RateLimit rounded up).
 	RateBurst int
+	// IPRateLimit is the sustained requests per second allowed to one
+	// remote address (IPv6: one /64), counted before credentials are
+	// checked; health checks are exempt. 0 means no limit. It applies with
+	// authentication only: in dev mode RateLimit counts per address.
+	IPRateLimit float64
+	// IPRateBurst is how many requests one remote address may send at once
+	// (default: IPRateLimit rounded up).
+	IPRateBurst int
+	// BodyTimeout is how long a client has, from the start of a request, to
+	// send its body (default DefaultBodyTimeout). A body that takes longer
+	// is answered 408 DEADLINE_EXCEEDED and its connection closed.
+	BodyTimeout time.Duration
+	// MaxEventStreams bounds the live event streams (GET /api/v1/events)
+	// one credential holds open at once; past it the route answers 429
+	// RESOURCE_EXHAUSTED. 0 means no limit.
+	MaxEventStreams int
 	// BasePath prefixes the agent routes (default /api/agents).
 	BasePath string
 	// Events feeds GET /api/v1/events; nil answers that route 501.
@@ -70,6 +86,8 @@ type api struct {
 	rt   *service.Runtime
 	log  *slog.Logger
 	opts Options
+	// streams counts the open live event streams per credential.
+	streams *streamSlots
 }
 
 // New returns the HTTP handler of the platform over rt.
@@ -80,6 +98,9 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.Caller == nil {
 		opts.Caller = callerFromAccess
 	}
@@ -87,25 +108,33 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	if opts.BasePath == "/" {
 		opts.BasePath = DefaultBasePath
 	}
-	a := &api{rt: rt, log: opts.Logger, opts: opts}
+	a := &api{rt: rt, log: opts.Logger, opts: opts, streams: newStreamSlots(opts.MaxEventStreams)}
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.handleError
 
-	// Order matters: the request id must exist before anything logs, the
-	// logger must see the final status (it runs the error handler itself),
-	// and recovery sits inside the logger so a panic is logged as a 500.
+	// Order matters: the body deadline is set before anything waits on
+	// the client and sees the answer written when it returns; the request
+	// id must exist before anything logs; the logger must see the final
+	// status (it runs the error handler itself); recovery sits inside the
+	// logger so a panic is logged as a 500.
+	e.Use(a.boundBody)
 	e.Use(assignRequestID)
 	e.Use(a.logRequests)
 	e.Use(a.recoverPanics)
 	e.Use(limitBody(opts.BodyLimit))
+	// The cheap refusals come before any credential lookup: too many
+	// requests from one address, and, without authentication, requests a
+	// web page could have made.
+	e.Use(a.limitAddressRate(newRateLimiter(opts.IPRateLimit, opts.IPRateBurst)))
+	e.Use(a.guardDevMode)
 	// Who is calling is settled before the rate limit (per credential)
 	// and before any byte of the body is read.
 	e.Use(a.authenticate)
 	e.Use(a.limitRate(newRateLimiter(opts.RateLimit, opts.RateBurst)))
-	e.Use(limitJSONDepth)
+	e.Use(checkJSONBody)
 
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"strings"
 	"testing"
 
@@ -114,5 +115,32 @@ func TestDevNeedsLoopback(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := serveCommand([]string{"--dev", "--addr", "0.0.0.0:0"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "loopback") {
 		t.Errorf("serve --dev on 0.0.0.0 = %d %q", code, stderr.String())
+	}
+}
+
+func TestEdgeFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--body-timeout", "0s"}, "--body-timeout must be positive"},
+		{[]string{"--ip-rate-limit", "-1"}, "--ip-rate-limit and --ip-rate-burst must not be negative"},
+		{[]string{"--ip-rate-burst", "-5"}, "--ip-rate-limit and --ip-rate-burst must not be negative"},
+		{[]string{"--max-event-streams", "-1"}, "--max-event-streams must not be negative"},
+	} {
+		var stderr bytes.Buffer
+		if code := serveCommand(append([]string{"--dev"}, tc.args...), &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("serve %v = %d %q, want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+	// The defaults the README documents.
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var a accessConfig
+	a.register(fs)
+	for name, want := range map[string]string{"body-timeout": "10s", "ip-rate-limit": "100", "ip-rate-burst": "200", "max-event-streams": "8"} {
+		if got := fs.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %s, want %s", name, got, want)
+		}
 	}
 }

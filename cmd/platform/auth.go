@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,6 +21,14 @@ type accessConfig struct {
 	// rateLimit and rateBurst are the token bucket of one credential.
 	rateLimit float64
 	rateBurst int
+	// ipRateLimit and ipRateBurst are the token bucket of one remote
+	// address, checked before credentials.
+	ipRateLimit float64
+	ipRateBurst int
+	// bodyTimeout is how long a client has to send a request body.
+	bodyTimeout time.Duration
+	// maxEventStreams bounds the live event streams of one credential.
+	maxEventStreams int
 	// demo registers the demo agents without --dev.
 	demo bool
 	// devAnyAddr lets --dev listen on a non-loopback address.
@@ -31,6 +40,10 @@ func (a *accessConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&a.maxBody, "max-body", httpapi.DefaultBodyLimit, "largest request body accepted, in bytes")
 	fs.Float64Var(&a.rateLimit, "rate-limit", httpapi.DefaultRateLimit, "requests per second one API key or user token may send (one remote address with --dev); 0 turns the limit off")
 	fs.IntVar(&a.rateBurst, "rate-burst", httpapi.DefaultRateBurst, "requests one credential may send at once above --rate-limit")
+	fs.Float64Var(&a.ipRateLimit, "ip-rate-limit", httpapi.DefaultIPRateLimit, "requests per second one remote address (IPv6: one /64) may send, counted before credentials are checked (not with --dev, where --rate-limit counts per address); health checks are exempt; 0 turns the limit off, as it must be behind a proxy whose address every request shares")
+	fs.IntVar(&a.ipRateBurst, "ip-rate-burst", httpapi.DefaultIPRateBurst, "requests one remote address may send at once above --ip-rate-limit")
+	fs.DurationVar(&a.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time a client has, from the start of a request, to send its body; a slower one gets 408 and its connection is closed")
+	fs.IntVar(&a.maxEventStreams, "max-event-streams", httpapi.DefaultMaxEventStreams, "live event streams (GET /api/v1/events) one credential may hold open at once; 0 turns the limit off")
 	fs.BoolVar(&a.demo, "demo", false, "register the demo agents (bankingAgent) without --dev")
 	fs.BoolVar(&a.devAnyAddr, "dev-any-addr", false, "let --dev listen on a non-loopback address, e.g. inside a container whose port is published on the host's loopback only; whoever reaches it acts as the default tenant's admin")
 }
@@ -42,6 +55,15 @@ func (a *accessConfig) check(addr string, dev bool) error {
 	}
 	if a.rateLimit < 0 || a.rateBurst < 0 {
 		return fmt.Errorf("--rate-limit and --rate-burst must not be negative")
+	}
+	if a.ipRateLimit < 0 || a.ipRateBurst < 0 {
+		return fmt.Errorf("--ip-rate-limit and --ip-rate-burst must not be negative")
+	}
+	if a.bodyTimeout <= 0 {
+		return fmt.Errorf("--body-timeout must be positive")
+	}
+	if a.maxEventStreams < 0 {
+		return fmt.Errorf("--max-event-streams must not be negative")
 	}
 	if dev && !a.devAnyAddr && !isLoopback(addr) {
 		return fmt.Errorf("--dev turns authentication off, so it listens on a loopback address only (127.0.0.1, ::1 or localhost), not %q. "+

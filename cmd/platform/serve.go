@@ -156,12 +156,16 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	go hub.Run(ctx)
 
 	handler := httpapi.New(rt, httpapi.Options{
-		Logger:    log,
-		Auth:      authenticator(cfg.dev, pool),
-		BodyLimit: cfg.access.maxBody,
-		RateLimit: cfg.access.rateLimit,
-		RateBurst: cfg.access.rateBurst,
-		Events:    hub,
+		Logger:          log,
+		Auth:            authenticator(cfg.dev, pool),
+		BodyLimit:       cfg.access.maxBody,
+		RateLimit:       cfg.access.rateLimit,
+		RateBurst:       cfg.access.rateBurst,
+		IPRateLimit:     cfg.access.ipRateLimit,
+		IPRateBurst:     cfg.access.ipRateBurst,
+		BodyTimeout:     cfg.access.bodyTimeout,
+		MaxEventStreams: cfg.access.maxEventStreams,
+		Events:          hub,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("database: %w", err)

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// DefaultBodyTimeout is how long a client has to send a request body unless
+// Options says otherwise.
+const DefaultBodyTimeout = 10 * time.Second
+
+// boundBody gives a request body BodyTimeout, counted from the start of
+// the request, to arrive in full; the connection's read deadline does it,
+// so a client trickling bytes cannot hold a connection. The deadline is
+// lifted once the body has been read to its end, so a streamed answer or a
+// long turn afterwards is not cut. A body still unread when the answer goes
+// out (a 401, 403, 404, 429 before the handler reads it) makes the server
+// close the connection right after the answer: Go's server would otherwise
+// read the rest of the body first, at the client's pace, before answering
+// and again before reusing the connection. It runs first of all middleware,
+// so the answer has been written when it finishes.
+func (a *api) boundBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0 {
+			return next(c)
+		}
+		res := c.Response()
+		rc := http.NewResponseController(res.Writer)
+		if err := rc.SetReadDeadline(time.Now().Add(a.opts.BodyTimeout)); err != nil {
+			// A writer without a connection (httptest.ResponseRecorder):
+			// there is nothing to hold.
+			return next(c)
+		}
+		body := &timedBody{ReadCloser: req.Body, rc: rc, timeout: a.opts.BodyTimeout}
+		req.Body = body
+		res.Before(func() {
+			if !body.eof.Load() {
+				res.Header().Set(echo.HeaderConnection, "close")
+			}
+		})
+		err := next(c)
+		if !body.eof.Load() {
+			// The answer is written but still buffered. The server reads
+			// what is left of the body before it closes the connection;
+			// an expired deadline ends that read at once.
+			_ = rc.SetReadDeadline(time.Now())
+		}
+		return err
+	}
+}
+
+// timedBody is a request body under boundBody's deadline.
+type timedBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	// eof is set once the body has been read to its end.
+	eof atomic.Bool
+}
+
+// Read reads the body, lifts the deadline at its end, and turns an expired
+// deadline into the client's 408.
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		if b.eof.CompareAndSwap(false, true) {
+			// The server is about to watch the connection for the client
+			// going away (a read that would fail at the deadline and
+			// cancel the request); this lifts the deadline of that read.
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	case err != nil && isTimeout(err):
+		err = &edgeError{
+			httpStatus: http.StatusRequestTimeout,
+			code:       codeDeadlineExceeded,
+			message:    fmt.Sprintf("the request body did not arrive within %s", b.timeout),
+		}
+	}
+	return n, err
+}
+
+// isTimeout reports whether err is an expired read deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
