@@ -207,23 +207,12 @@ WITH snap AS (
                unnest($20::jsonb[]) AS input, unnest($21::jsonb[]) AS metadata,
                unnest($22::bigint[]) AS expires_in_ms, unnest($23::jsonb[]) AS on_expire
     ) AS i
-), calls AS (
-    -- The outcomes of the tool calls the turn made (recorded as running
-    -- before each ran).
-    UPDATE tool_calls t
-    SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at
-    FROM (
-        SELECT unnest($24::text[]) AS call_key, unnest($25::text[]) AS status,
-               unnest($26::jsonb[]) AS output, unnest($27::jsonb[]) AS error,
-               unnest($28::timestamptz[]) AS finished_at
-    ) AS f
-    WHERE t.tenant_id = $1 AND t.turn_id = $2 AND t.call_key = f.call_key AND t.status = 'running'
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $1, e.interrupt_id, e.type, $29::text, e.payload
+    SELECT $1, e.interrupt_id, e.type, $24::text, e.payload
     FROM (
-        SELECT unnest($30::uuid[]) AS interrupt_id, unnest($31::text[]) AS type,
-               unnest($32::jsonb[]) AS payload
+        SELECT unnest($25::uuid[]) AS interrupt_id, unnest($26::text[]) AS type,
+               unnest($27::jsonb[]) AS payload
     ) AS e
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM sess) THEN true ELSE holdpoint_session_taken() END
@@ -253,11 +242,6 @@ type WriteTurnParams struct {
 	Metadatas         [][]byte
 	ExpiresInMs       []int64
 	OnExpires         [][]byte
-	CallKeys          []string
-	CallStatuses      []string
-	CallOutputs       [][]byte
-	CallErrors        [][]byte
-	CallFinishedAts   []time.Time
 	Actor             string
 	EventInterruptIds []uuid.UUID
 	EventTypes        []string
@@ -266,8 +250,7 @@ type WriteTurnParams struct {
 
 // The end of a turn in one statement: its snapshot, the messages it added
 // or rewrote, the session's new latest snapshot (creating the session on
-// its first turn), the interrupts it paused on, the outcomes of the tool
-// calls it made and the audit events. The
+// its first turn), the interrupts it paused on and the audit events. The
 // foreign keys are checked at the end of the statement, when every part is
 // written.
 func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
@@ -295,11 +278,6 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Metadatas,
 		arg.ExpiresInMs,
 		arg.OnExpires,
-		arg.CallKeys,
-		arg.CallStatuses,
-		arg.CallOutputs,
-		arg.CallErrors,
-		arg.CallFinishedAts,
 		arg.Actor,
 		arg.EventInterruptIds,
 		arg.EventTypes,

@@ -40,8 +40,7 @@ RETURNING status;
 -- name: WriteTurn :exec
 -- The end of a turn in one statement: its snapshot, the messages it added
 -- or rewrote, the session's new latest snapshot (creating the session on
--- its first turn), the interrupts it paused on, the outcomes of the tool
--- calls it made and the audit events. The
+-- its first turn), the interrupts it paused on and the audit events. The
 -- foreign keys are checked at the end of the statement, when every part is
 -- written.
 WITH snap AS (
@@ -75,17 +74,6 @@ WITH snap AS (
                unnest(@inputs::jsonb[]) AS input, unnest(@metadatas::jsonb[]) AS metadata,
                unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire
     ) AS i
-), calls AS (
-    -- The outcomes of the tool calls the turn made (recorded as running
-    -- before each ran).
-    UPDATE tool_calls t
-    SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at
-    FROM (
-        SELECT unnest(@call_keys::text[]) AS call_key, unnest(@call_statuses::text[]) AS status,
-               unnest(@call_outputs::jsonb[]) AS output, unnest(@call_errors::jsonb[]) AS error,
-               unnest(@call_finished_ats::timestamptz[]) AS finished_at
-    ) AS f
-    WHERE t.tenant_id = @tenant_id AND t.turn_id = @snapshot_id AND t.call_key = f.call_key AND t.status = 'running'
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
     SELECT @tenant_id, e.interrupt_id, e.type, @actor::text, e.payload

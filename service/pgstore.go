@@ -344,6 +344,11 @@ func (s *PgStore) writeTurn(ctx context.Context, w *SnapshotWrite) error {
 		if err := q.WriteTurn(ctx, p); err != nil {
 			return err
 		}
+		// Queued in the same batch, so written in the same transaction,
+		// with no extra round trip.
+		if err := finishToolCalls(ctx, q, w.TenantID, w.SnapshotID, w.ToolCalls); err != nil {
+			return err
+		}
 		return setResumed(ctx, q, w)
 	})
 }
@@ -366,9 +371,6 @@ func writeTurnParams(w *SnapshotWrite) (db.WriteTurnParams, error) {
 		p.Positions = append(p.Positions, int32(m.Position))
 		p.Roles = append(p.Roles, m.Role)
 		p.Bodies = append(p.Bodies, m.Body)
-	}
-	if err := finishToolCallParams(&p, w.ToolCalls); err != nil {
-		return db.WriteTurnParams{}, err
 	}
 	created, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
 	for _, in := range w.Interrupts {
@@ -453,12 +455,10 @@ func (s *PgStore) finalizePending(ctx context.Context, w *SnapshotWrite) error {
 		if err := insertInterrupts(ctx, q, w); err != nil {
 			return err
 		}
-		if len(w.ToolCalls) > 0 {
-			// Detached turns record outcomes as they go; this only catches
-			// what a turn left unrecorded.
-			if err := finishToolCalls(ctx, q, w.TenantID, w.SnapshotID, w.ToolCalls); err != nil {
-				return err
-			}
+		// Detached turns record outcomes as they go; this only catches
+		// what a turn left unrecorded.
+		if err := finishToolCalls(ctx, q, w.TenantID, w.SnapshotID, w.ToolCalls); err != nil {
+			return err
 		}
 		if err := setResumed(ctx, q, w); err != nil {
 			return err

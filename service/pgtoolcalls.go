@@ -36,8 +36,12 @@ func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, 
 	})
 }
 
-// finishToolCalls records outcomes through q (a pipeline or a transaction).
+// finishToolCalls records outcomes through q (a pipeline or a transaction);
+// none is no statement.
 func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string, outcomes []ToolCallOutcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
 	a, err := outcomeArrays(outcomes)
 	if err != nil {
 		return err
@@ -141,14 +145,4 @@ func encodeErrorDetails(e *ErrorDetails) ([]byte, error) {
 		return nil, nil
 	}
 	return json.Marshal(e)
-}
-
-// finishToolCallParams adds a turn's call outcomes to its WriteTurn.
-func finishToolCallParams(p *db.WriteTurnParams, outcomes []ToolCallOutcome) error {
-	a, err := outcomeArrays(outcomes)
-	if err != nil {
-		return err
-	}
-	p.CallKeys, p.CallStatuses, p.CallOutputs, p.CallErrors, p.CallFinishedAts = a.keys, a.statuses, a.outputs, a.errors, a.finishedAts
-	return nil
 }
