@@ -17,6 +17,10 @@ import (
 // Options says otherwise.
 const DefaultBodyTimeout = 10 * time.Second
 
+// unreadBodyLinger bounds how long the server goes on reading a body it
+// answered without reading (the client's pace no longer matters after).
+const unreadBodyLinger = time.Second
+
 // boundBody gives a request body BodyTimeout, counted from the start of
 // the request, to arrive in full; the connection's read deadline does it,
 // so a client trickling bytes cannot hold a connection. The deadline is
@@ -49,10 +53,12 @@ func (a *api) boundBody(next echo.HandlerFunc) echo.HandlerFunc {
 		})
 		err := next(c)
 		if !body.eof.Load() {
-			// The answer is written but still buffered. The server reads
-			// what is left of the body before it closes the connection;
-			// an expired deadline ends that read at once.
-			_ = rc.SetReadDeadline(time.Now())
+			// The answer is written but still buffered. The server may read
+			// what is left of the body before it closes the connection; a
+			// short deadline bounds that read, while leaving a client that
+			// is still sending (a body over the limit) the moment it needs
+			// to read the answer before the connection goes.
+			_ = rc.SetReadDeadline(time.Now().Add(unreadBodyLinger))
 		}
 		return err
 	}
