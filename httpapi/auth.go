@@ -213,23 +213,9 @@ type mintTokenRequest struct {
 // mintToken signs a user token for an end user of the caller's tenant:
 // POST /api/v1/tokens (admin keys).
 func (a *api) mintToken(c echo.Context) error {
-	caller, err := a.opts.Caller(c)
-	if err != nil {
-		return err
-	}
-	if a.opts.Auth == nil {
-		return service.Errorf(service.CodeFailedPrecondition, "user tokens need authentication, which dev mode turns off")
-	}
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return fmt.Errorf("read request body: %w", err)
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || !json.Valid(body) {
-		return invalid(`expected a JSON object {"userId": ..., "ttlSeconds": ...}`)
-	}
 	var req mintTokenRequest
-	if err := decodeMember(body, "body", &req); err != nil {
+	caller, err := a.beginTokens(c, &req, `{"userId": ..., "ttlSeconds": ...}`)
+	if err != nil {
 		return err
 	}
 	if req.UserID == "" {
@@ -256,23 +242,9 @@ type revokeTokensRequest struct {
 // revokeTokens refuses user tokens of the caller's tenant from now on, on
 // every instance: POST /api/v1/tokens/revoke (admin keys).
 func (a *api) revokeTokens(c echo.Context) error {
-	caller, err := a.opts.Caller(c)
-	if err != nil {
-		return err
-	}
-	if a.opts.Auth == nil {
-		return service.Errorf(service.CodeFailedPrecondition, "user tokens need authentication, which dev mode turns off")
-	}
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return fmt.Errorf("read request body: %w", err)
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || !json.Valid(body) {
-		return invalid(`expected a JSON object {"tokenId": ...} or {"userId": ...}`)
-	}
 	var req revokeTokensRequest
-	if err := decodeMember(body, "body", &req); err != nil {
+	caller, err := a.beginTokens(c, &req, `{"tokenId": ...} or {"userId": ...}`)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -288,4 +260,26 @@ func (a *api) revokeTokens(c echo.Context) error {
 		return err
 	}
 	return writeJSON(c, map[string]string{"status": "revoked"})
+}
+
+// beginTokens does what the token routes start with: resolve the caller,
+// refuse dev mode (no tokens without authentication), and decode the body
+// (whose shape want names) into dst.
+func (a *api) beginTokens(c echo.Context, dst any, want string) (service.Caller, error) {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return caller, err
+	}
+	if a.opts.Auth == nil {
+		return caller, service.Errorf(service.CodeFailedPrecondition, "user tokens need authentication, which dev mode turns off")
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return caller, fmt.Errorf("read request body: %w", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || !json.Valid(body) {
+		return caller, invalid("expected a JSON object %s", want)
+	}
+	return caller, decodeMember(body, "body", dst)
 }

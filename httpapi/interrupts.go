@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -239,6 +240,12 @@ func (a *api) getInterrupt(c echo.Context) error {
 // interruptEvents answers an interrupt's audit trail, oldest first:
 // GET /api/v1/interrupts/:id/events.
 func (a *api) interruptEvents(c echo.Context) error {
+	return interruptItems(a, c, a.rt.InterruptEvents)
+}
+
+// interruptItems answers {"items": [...]}, what list finds for the
+// interrupt named by the path (never null).
+func interruptItems[T any](a *api, c echo.Context, list func(context.Context, service.Caller, uuid.UUID) ([]T, error)) error {
 	caller, err := a.opts.Caller(c)
 	if err != nil {
 		return err
@@ -247,14 +254,14 @@ func (a *api) interruptEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	events, err := a.rt.InterruptEvents(c.Request().Context(), caller, id)
+	items, err := list(c.Request().Context(), caller, id)
 	if err != nil {
 		return err
 	}
-	if events == nil {
-		events = []service.InterruptEvent{}
+	if items == nil {
+		items = []T{}
 	}
-	return writeJSON(c, map[string]any{"items": events})
+	return writeJSON(c, map[string]any{"items": items})
 }
 
 // decisionRequest is the body of respond and restart.

@@ -64,22 +64,7 @@ func (a *api) sessionToolCalls(c echo.Context) error {
 // interrupt and of the turn that resumed it:
 // GET /api/v1/interrupts/:id/tool-calls.
 func (a *api) interruptToolCalls(c echo.Context) error {
-	caller, err := a.opts.Caller(c)
-	if err != nil {
-		return err
-	}
-	id, err := interruptID(c)
-	if err != nil {
-		return err
-	}
-	items, err := a.rt.InterruptToolCalls(c.Request().Context(), caller, id)
-	if err != nil {
-		return err
-	}
-	if items == nil {
-		items = []service.ToolCallRecord{}
-	}
-	return writeJSON(c, map[string]any{"items": items})
+	return interruptItems(a, c, a.rt.InterruptToolCalls)
 }
 
 // encodeToolCallCursor makes the opaque keyset cursor of a tool call page.
