@@ -116,7 +116,6 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		}
 		return err
 	}
-	inv.sess.unclaimed = false
 	inv.detachedID = w.SnapshotID
 	inv.startBackground()
 	inv.mu.Lock()
