@@ -25,12 +25,14 @@ const unreadBodyLinger = time.Second
 // the request, to arrive in full; the connection's read deadline does it,
 // so a client trickling bytes cannot hold a connection. The deadline is
 // lifted once the body has been read to its end, so a streamed answer or a
-// long turn afterwards is not cut. A body still unread when the answer goes
-// out (a 401, 403, 404, 429 before the handler reads it) makes the server
-// close the connection right after the answer: Go's server would otherwise
-// read the rest of the body first, at the client's pace, before answering
-// and again before reusing the connection. It runs first of all middleware,
-// so the answer has been written when it finishes.
+// long turn afterwards is not cut. A body still unread when the handler
+// is done (a 401, 403, 404, 429 before the handler reads it) gets a last
+// second: Go's server reads up to 256 KiB of what is left before it sends
+// the answer, to keep the connection; at a trickling client's pace that
+// read times out, and the server answers and closes the connection. (A body
+// too large to read is not read: Go answers and closes, lingering so that
+// the client can read the answer.) It runs first of all middleware, so the
+// handler is done when it finishes.
 func (a *api) boundBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -46,18 +48,10 @@ func (a *api) boundBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		body := &timedBody{ReadCloser: req.Body, rc: rc, timeout: a.opts.BodyTimeout}
 		req.Body = body
-		res.Before(func() {
-			if !body.eof.Load() {
-				res.Header().Set(echo.HeaderConnection, "close")
-			}
-		})
 		err := next(c)
 		if !body.eof.Load() {
-			// The answer is written but still buffered. The server may read
-			// what is left of the body before it closes the connection; a
-			// short deadline bounds that read, while leaving a client that
-			// is still sending (a body over the limit) the moment it needs
-			// to read the answer before the connection goes.
+			// The answer is still buffered: Go sends it after its read of
+			// the rest of the body, which this bounds.
 			_ = rc.SetReadDeadline(time.Now().Add(unreadBodyLinger))
 		}
 		return err
