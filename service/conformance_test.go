@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +38,11 @@ func TestConformance(t *testing.T) {
 		// Tests run in the package directory (service/), so this is
 		// ../shared/conformance/agent.yaml seen from the repository root.
 		path = filepath.Join("..", "..", "shared", "conformance", "agent.yaml")
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && os.Getenv("CONFORMANCE_SPEC") == "" && os.Getenv("CI") == "" {
+		// A clone on its own has no shared/ beside it. CI (CI set) and an
+		// explicit CONFORMANCE_SPEC must find the suite.
+		t.Skipf("conformance suite not found at %s: set CONFORMANCE_SPEC to the path of agent.yaml to run it", path)
 	}
 	suite, err := loadSpec(path)
 	if err != nil {
