@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // authServer is the API with authentication on, over a fresh database that
@@ -42,7 +43,7 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := service.NewAppPool(ctx, url)
+	app, err := pgstore.NewAppPool(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,18 +53,18 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(service.NewPostgresStore(app), service.Options{Logger: log})
+	rt := service.NewRuntime(pgstore.New(app), service.Options{Logger: log})
 	for _, a := range append(append(baseAgents(), demo.BankingAgent(demo.NewModel())), extra...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hubCtx, stopHub := context.WithCancel(ctx)
-	hub := service.NewEventHub(app, log)
+	hub := service.NewEventHub(pgstore.New(app), log)
 	go hub.Run(hubCtx)
 	t.Cleanup(stopHub)
 
-	acc := service.NewAccounts(app)
+	acc := service.NewAccounts(pgstore.New(app))
 	opts := httpapi.Options{Logger: log, Auth: acc, Events: hub}
 	if configure != nil {
 		configure(&opts)

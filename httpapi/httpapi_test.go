@@ -22,6 +22,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // testServer is the API on a loopback HTTP server over a fresh database.
@@ -104,7 +105,7 @@ func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service
 	pool := testdb.Pool(t)
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{Logger: log})
+	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: log})
 	for _, a := range append(baseAgents(), extra...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatalf("register %s: %v", a.Name, err)

@@ -29,6 +29,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // inboxServer is the API the way `platform serve` runs it: the store on a
@@ -91,7 +92,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(service.NewPostgresStore(app), service.Options{Logger: log})
+	rt := service.NewRuntime(pgstore.New(app), service.Options{Logger: log})
 	for _, a := range append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, cfg.agents...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatalf("register %s: %v", a.Name, err)
@@ -107,7 +108,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	bg, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
-	hub := service.NewEventHub(app, log)
+	hub := service.NewEventHub(pgstore.New(app), log)
 	workers.Go(func() { hub.Run(bg) })
 	if cfg.sweep > 0 {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })

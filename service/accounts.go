@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/holdpoint/holdpoint/db"
 )
 
 // Key roles.
@@ -51,16 +48,71 @@ type Principal struct {
 	Role     string
 }
 
-// Accounts manages tenants and API keys.
+// AccountStore is the persistence of tenants, their API keys, keys and
+// end-user token revocations. Tenant-scoped methods are scoped in the SQL
+// itself; the tenant list and the key lookup by hash span tenants.
+type AccountStore interface {
+	// CreateTenant stores a tenant with its first keys (ALREADY_EXISTS
+	// when the id is taken).
+	CreateTenant(ctx context.Context, id, name string) (*Tenant, error)
+	// ListTenants lists every tenant.
+	ListTenants(ctx context.Context) ([]Tenant, error)
+	// CreateAPIKey stores a key by the hash of its secret (NOT_FOUND for
+	// an unknown tenant).
+	CreateAPIKey(ctx context.Context, key *APIKey, hash []byte) error
+	// ListAPIKeys lists a tenant's keys.
+	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
+	// RevokeAPIKey revokes a live key; false when the tenant has none
+	// with that id.
+	RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUID) (bool, error)
+	// APIKeyByHash returns the key whose secret has that hash, revoked or
+	// not, and stamps its use (ErrNotFound when none).
+	APIKeyByHash(ctx context.Context, hash []byte) (*APIKey, error)
+	// SigningKeys returns a tenant's keys of a purpose that still verify,
+	// newest first.
+	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
+	// RotateSecret makes p.Secret the tenant's next key of p.Purpose and
+	// lets the current ones verify for p.Grace; it returns the new key's
+	// id (NOT_FOUND for an unknown tenant).
+	RotateSecret(ctx context.Context, p RotateSecretParams) (int, error)
+	// TokenVerification returns what verifying one end-user token needs:
+	// the token keys and the revocations that apply to it.
+	TokenVerification(ctx context.Context, tenantID, tokenID, endUser string) (*TokenVerification, error)
+	// RevokeUserToken refuses one token (by id) until expiresAt, when it
+	// would have expired anyway.
+	RevokeUserToken(ctx context.Context, tenantID, tokenID string, expiresAt time.Time) error
+	// RevokeEndUserTokens refuses every token of an end user issued so far.
+	RevokeEndUserTokens(ctx context.Context, tenantID, endUser string) error
+}
+
+// RotateSecretParams are the arguments of AccountStore.RotateSecret.
+type RotateSecretParams struct {
+	TenantID string
+	Purpose  string
+	Grace    time.Duration
+	Secret   []byte
+}
+
+// TokenVerification is what verifying an end-user token needs.
+type TokenVerification struct {
+	// Keys are the tenant's token keys that still verify, newest first.
+	Keys []SigningKey
+	// Revoked says this token (by id) was revoked.
+	Revoked bool
+	// NotBefore: the user's tokens issued before it were all revoked.
+	NotBefore time.Time
+}
+
+// Accounts manages tenants, API keys and end-user tokens.
 type Accounts struct {
-	store *PgStore
+	store AccountStore
 	keys  *keyCache
 }
 
-// NewAccounts returns the account manager over pool (an application-role
-// pool, see NewAppPool), with the default cache of key lookups.
-func NewAccounts(pool *pgxpool.Pool) *Accounts {
-	return NewAccountsWith(pool, KeyCacheConfig{})
+// NewAccounts returns the account manager over store, with the default
+// cache of key lookups.
+func NewAccounts(store AccountStore) *Accounts {
+	return NewAccountsWith(store, KeyCacheConfig{})
 }
 
 var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
@@ -76,31 +128,12 @@ func (a *Accounts) CreateTenant(ctx context.Context, id, name string) (*Tenant, 
 	if name == "" || len(name) > 256 {
 		return nil, Errorf(CodeInvalidArgument, "tenant name must be 1-256 bytes")
 	}
-	var row db.Tenant
-	err := a.store.inSystemTx(ctx, func(q *db.Queries) error {
-		var err error
-		row, err = q.InsertTenant(ctx, db.InsertTenantParams{ID: id, Name: name})
-		return translateConflict(err, "tenant %s already exists", id)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt}, nil
+	return a.store.CreateTenant(ctx, id, name)
 }
 
 // ListTenants lists every tenant.
 func (a *Accounts) ListTenants(ctx context.Context) ([]Tenant, error) {
-	var rows []db.Tenant
-	err := a.store.inSystemTx(ctx, func(q *db.Queries) error {
-		var err error
-		rows, err = q.ListTenants(ctx)
-		return translate(err)
-	})
-	out := make([]Tenant, len(rows))
-	for i, r := range rows {
-		out[i] = Tenant{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt}
-	}
-	return out, err
+	return a.store.ListTenants(ctx)
 }
 
 // CreateKey creates an API key for a tenant and returns it in clear, once:
@@ -119,18 +152,7 @@ func (a *Accounts) CreateKey(ctx context.Context, tenantID, role, name string) (
 	plain := KeyPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	hash := sha256.Sum256([]byte(plain))
 	key := &APIKey{ID: uuid.New(), TenantID: tenantID, Name: name, Role: role, Prefix: plain[:len(KeyPrefix)+6], CreatedAt: time.Now()}
-	err := a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
-		if _, err := q.GetTenant(ctx, tenantID); err != nil {
-			if errors.Is(translate(err), ErrNotFound) {
-				return Errorf(CodeNotFound, "tenant %s not found", tenantID)
-			}
-			return translate(err)
-		}
-		return translate(q.InsertAPIKey(ctx, db.InsertAPIKeyParams{
-			TenantID: tenantID, ID: key.ID, Name: name, Role: role, KeyHash: hash[:], KeyPrefix: key.Prefix,
-		}))
-	})
-	if err != nil {
+	if err := a.store.CreateAPIKey(ctx, key, hash[:]); err != nil {
 		return "", nil, err
 	}
 	return plain, key, nil
@@ -138,22 +160,7 @@ func (a *Accounts) CreateKey(ctx context.Context, tenantID, role, name string) (
 
 // ListKeys lists a tenant's keys (never the keys themselves).
 func (a *Accounts) ListKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
-	var rows []db.ApiKey
-	err := a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		rows, err = q.ListAPIKeys(ctx, tenantID)
-		return translate(err)
-	})
-	out := make([]APIKey, len(rows))
-	for i, r := range rows {
-		out[i] = keyFromRow(r)
-	}
-	return out, err
-}
-
-func keyFromRow(r db.ApiKey) APIKey {
-	return APIKey{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: r.Role, Prefix: r.KeyPrefix,
-		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt}
+	return a.store.ListAPIKeys(ctx, tenantID)
 }
 
 // RevokeKey revokes a key; NOT_FOUND when the tenant has no such live key.
@@ -163,16 +170,14 @@ func (a *Accounts) RevokeKey(ctx context.Context, tenantID string, id uuid.UUID)
 	// Forgotten whatever the outcome: a key revoked by another process
 	// answers NOT_FOUND here, and is still worth dropping.
 	defer a.keys.forget(id)
-	return a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
-		n, err := q.RevokeAPIKey(ctx, db.RevokeAPIKeyParams{TenantID: tenantID, ID: id})
-		if err != nil {
-			return translate(err)
-		}
-		if n == 0 {
-			return Errorf(CodeNotFound, "key %s not found (or already revoked)", id)
-		}
-		return nil
-	})
+	revoked, err := a.store.RevokeAPIKey(ctx, tenantID, id)
+	if err != nil {
+		return err
+	}
+	if !revoked {
+		return Errorf(CodeNotFound, "key %s not found (or already revoked)", id)
+	}
+	return nil
 }
 
 // errBadKey is the one answer to every key that does not authenticate, so
@@ -194,23 +199,16 @@ func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, 
 		}
 		return p, nil
 	}
-	var row db.ApiKey
 	// The key decides the tenant, so its lookup cannot be tenant-scoped.
-	err := a.store.inSystemTx(ctx, func(q *db.Queries) error {
-		var err error
-		if row, err = q.GetAPIKeyByHash(ctx, hash[:]); err != nil {
-			return translate(err)
-		}
-		return translate(q.TouchAPIKey(ctx, db.TouchAPIKeyParams{TenantID: row.TenantID, ID: row.ID}))
-	})
-	if errors.Is(err, ErrNotFound) || (err == nil && row.RevokedAt != nil) {
+	key, err := a.store.APIKeyByHash(ctx, hash[:])
+	if errors.Is(err, ErrNotFound) || (err == nil && key.RevokedAt != nil) {
 		a.keys.put(hash, nil, revocations)
 		return nil, errBadKey
 	}
 	if err != nil {
 		return nil, err
 	}
-	p = &Principal{TenantID: row.TenantID, KeyID: row.ID, Role: row.Role}
+	p = &Principal{TenantID: key.TenantID, KeyID: key.ID, Role: key.Role}
 	a.keys.put(hash, p, revocations)
 	return p, nil
 }
@@ -243,19 +241,5 @@ func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, g
 	if grace < 0 || grace > MaxSecretGrace {
 		return 0, Errorf(CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)
 	}
-	var id int32
-	err := a.store.inTx(ctx, tenantID, func(q *db.Queries) error {
-		if _, err := q.GetTenant(ctx, tenantID); err != nil {
-			if errors.Is(translate(err), ErrNotFound) {
-				return Errorf(CodeNotFound, "tenant %s not found", tenantID)
-			}
-			return translate(err)
-		}
-		var err error
-		id, err = q.RotateTenantSecret(ctx, db.RotateTenantSecretParams{
-			TenantID: tenantID, Purpose: purpose, GraceSeconds: grace.Seconds(), Secret: newSecret(),
-		})
-		return translate(err)
-	})
-	return int(id), err
+	return a.store.RotateSecret(ctx, RotateSecretParams{TenantID: tenantID, Purpose: purpose, Grace: grace, Secret: newSecret()})
 }

@@ -8,17 +8,18 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 func TestAccounts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := service.NewAppPool(ctx, testdb.URL(t))
+	pool, err := pgstore.NewAppPool(ctx, testdb.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	acc := service.NewAccounts(pool)
+	acc := service.NewAccounts(pgstore.New(pool))
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)

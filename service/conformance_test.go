@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // TestConformance runs the shared agent conformance suite
@@ -237,12 +238,12 @@ func runCase(t *testing.T, tc specCase) {
 	})
 
 	// The store runs as the application role, under row-level security.
-	pool, err := service.NewAppPool(context.Background(), testdb.URL(t))
+	pool, err := pgstore.NewAppPool(context.Background(), testdb.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := service.NewPostgresStore(pool)
+	store := pgstore.New(pool)
 	rt := service.NewRuntime(store, service.Options{})
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)

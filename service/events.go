@@ -7,17 +7,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/holdpoint/holdpoint/db"
 )
 
 // Notification announces an interrupt event to live dashboards.
 type Notification struct {
 	TenantID string `json:"tenantId"`
 	// EventID is the event's opaque id (see eventids.go).
-	EventID     string `json:"eventId"`
-	seq         int64
+	EventID string `json:"eventId"`
+	// Seq is the event's place in the global sequence, never shown.
+	Seq         int64     `json:"-"`
 	InterruptID uuid.UUID `json:"interruptId"`
 	Type        string    `json:"type"`
 	At          time.Time `json:"at"`
@@ -28,8 +26,8 @@ type Notification struct {
 // it reads new rows of interrupt_events when another instance's NOTIFY wakes
 // it, and every second in any case.
 type EventHub struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	src EventSource
+	log *slog.Logger
 
 	mu     sync.Mutex
 	next   int
@@ -42,12 +40,26 @@ type subscriber struct {
 	ch       chan Notification
 }
 
-// NewEventHub returns a hub; Run must be started for it to deliver.
-func NewEventHub(pool *pgxpool.Pool, log *slog.Logger) *EventHub {
+// EventSource is where the hub reads interrupt events from.
+type EventSource interface {
+	// RecentEvents returns the events of every tenant created since a
+	// time, oldest first (a bounded number).
+	RecentEvents(ctx context.Context, since time.Time) ([]Notification, error)
+	// ListenEvents blocks until ctx ends or the connection fails, calling
+	// ready once listening and wake whenever an instance announces new
+	// events.
+	ListenEvents(ctx context.Context, ready, wake func()) error
+	// SigningKeys returns a tenant's keys of a purpose (the event id key).
+	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
+}
+
+// NewEventHub returns a hub over src; Run must be started for it to
+// deliver.
+func NewEventHub(src EventSource, log *slog.Logger) *EventHub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &EventHub{pool: pool, log: log, subs: map[int]subscriber{}}
+	return &EventHub{src: src, log: log, subs: map[int]subscriber{}}
 }
 
 // Subscribe returns a channel of the tenant's notifications and a function
@@ -117,8 +129,7 @@ func (h *EventHub) Run(ctx context.Context) {
 	defer h.closeAll()
 	wake := make(chan struct{}, 1)
 	go h.listenLoop(ctx, wake)
-	store := NewPostgresStore(h.pool)
-	keys := newKeyring(store.SigningKeys)
+	keys := newKeyring(h.src.SigningKeys)
 	seen := map[int64]time.Time{}
 	since := time.Now().Add(-eventLookback)
 	t := time.NewTicker(eventPoll)
@@ -131,7 +142,7 @@ func (h *EventHub) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
-		events, err := store.recentEvents(ctx, since)
+		events, err := h.src.RecentEvents(ctx, since)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.Warn("reading interrupt events failed", "err", err)
@@ -139,19 +150,19 @@ func (h *EventHub) Run(ctx context.Context) {
 			continue
 		}
 		for _, ev := range events {
-			if _, ok := seen[ev.seq]; ok {
+			if _, ok := seen[ev.Seq]; ok {
 				continue
 			}
 			if !h.hasSubscriber(ev.TenantID) {
-				seen[ev.seq] = ev.At
+				seen[ev.Seq] = ev.At
 				continue
 			}
-			if ev.EventID, err = keys.eventID(ctx, ev.TenantID, ev.seq); err != nil {
+			if ev.EventID, err = keys.eventID(ctx, ev.TenantID, ev.Seq); err != nil {
 				// Retried at the next read (the event is still recent).
 				h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
 				continue
 			}
-			seen[ev.seq] = ev.At
+			seen[ev.Seq] = ev.At
 			h.publish(ev)
 		}
 		since = now.Add(-eventLookback)
@@ -164,24 +175,14 @@ func (h *EventHub) Run(ctx context.Context) {
 }
 
 func (h *EventHub) listenLoop(ctx context.Context, wake chan<- struct{}) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := h.listen(ctx, wake)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			backoff = 100 * time.Millisecond
-		}
-		h.log.Warn("event listener lost its connection; polling until it is back", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+	keepListening(ctx, h.log, "event listener", func(ctx context.Context) error {
+		return h.src.ListenEvents(ctx, func() {}, func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+	}, func() {})
 }
 
 func (h *EventHub) closeAll() {
@@ -191,68 +192,5 @@ func (h *EventHub) closeAll() {
 	for id, s := range h.subs {
 		delete(h.subs, id)
 		close(s.ch)
-	}
-}
-
-func (h *EventHub) listen(ctx context.Context, wake chan<- struct{}) error {
-	pooled, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection carries the LISTEN: never hand it back to the pool.
-	conn := pooled.Hijack()
-	defer conn.Close(context.Background())
-	if err := db.New(conn).ListenInterruptEvents(ctx); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// recentEvents reads the events of every tenant created since a time.
-func (s *PgStore) recentEvents(ctx context.Context, since time.Time) ([]Notification, error) {
-	var rows []db.InterruptEvent
-	// The reader feeds every tenant's subscribers: a system query.
-	err := s.pipedAs(ctx, "", true, func(q *db.Queries) error {
-		var err error
-		rows, err = q.ListRecentInterruptEvents(ctx, since)
-		return err
-	})
-	out := make([]Notification, len(rows))
-	for i, r := range rows {
-		out[i] = Notification{TenantID: r.TenantID, seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, At: r.CreatedAt}
-	}
-	return out, err
-}
-
-// eventsWritten wakes the live-event readers of every instance. Calls are
-// coalesced: at most one NOTIFY is in flight, sent outside the writing
-// transaction (inside it, NOTIFY would serialize every writer's commit).
-func (s *PgStore) eventsWritten() {
-	s.notifyOnce.Do(func() {
-		s.notifyCh = make(chan struct{}, 1)
-		go s.notifyLoop()
-	})
-	select {
-	case s.notifyCh <- struct{}{}:
-	default:
-	}
-}
-
-func (s *PgStore) notifyLoop() {
-	for range s.notifyCh {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		// A lost wake-up only delays delivery to the next poll.
-		_ = db.New(s.pool).NotifyInterruptEvents(ctx)
-		cancel()
-		// Coalesce bursts: writers within this pause share one NOTIFY.
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // fuzzModel answers every request with a short text, so a resumed turn
@@ -21,22 +23,22 @@ type fuzzModel struct{}
 
 func (fuzzModel) Name() string { return "fuzz" }
 
-func (fuzzModel) Generate(context.Context, *ModelRequest, func(ModelChunk)) (*ModelResponse, error) {
-	return &ModelResponse{Message: Message{Role: RoleModel, Content: []Part{TextPart("done")}}, FinishReason: FinishStop}, nil
+func (fuzzModel) Generate(context.Context, *service.ModelRequest, func(service.ModelChunk)) (*service.ModelResponse, error) {
+	return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{service.TextPart("done")}}, FinishReason: service.FinishStop}, nil
 }
 
 // fuzzAgent is a client-managed banking-like agent: an interrupt that asks
 // a human and a tool that runs, so resumes can respond and restart.
-func fuzzAgent() *Agent {
-	return &Agent{
+func fuzzAgent() *service.Agent {
+	return &service.Agent{
 		Name:  "fuzzAgent",
 		Model: fuzzModel{},
-		Tools: []*Tool{
+		Tools: []*service.Tool{
 			{Name: "userApproval", Interrupt: true,
 				OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"]}`)},
-			{Name: "transferMoney", Run: func(_ context.Context, call ToolCall) (json.RawMessage, error) {
+			{Name: "transferMoney", Run: func(_ context.Context, call service.ToolCall) (json.RawMessage, error) {
 				if len(call.Resumed) == 0 {
-					return nil, InterruptWith(map[string]any{"reason": "over the daily limit"})
+					return nil, service.InterruptWith(map[string]any{"reason": "over the daily limit"})
 				}
 				return json.RawMessage(`{"success":true,"transactionId":"tx-1"}`), nil
 			}},
@@ -65,17 +67,17 @@ var (
 
 // fuzzRuntime is a runtime over a database of the fuzzer's own with the
 // fuzz agent registered, and the number of transfers its tool made.
-func fuzzRuntime(f *testing.F) (*Runtime, *Agent, *atomic.Int64) {
-	pool, err := NewAppPool(context.Background(), testdb.URL(f))
+func fuzzRuntime(f *testing.F) (*service.Runtime, *service.Agent, *atomic.Int64) {
+	pool, err := pgstore.NewAppPool(context.Background(), testdb.URL(f))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(pool.Close)
-	rt := NewRuntime(NewPostgresStore(pool), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	var transfers atomic.Int64
 	agent := fuzzAgent()
 	run := agent.Tools[1].Run
-	agent.Tools[1].Run = func(ctx context.Context, call ToolCall) (json.RawMessage, error) {
+	agent.Tools[1].Run = func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
 		out, err := run(ctx, call)
 		if err == nil {
 			transfers.Add(1)
@@ -88,7 +90,7 @@ func fuzzRuntime(f *testing.F) (*Runtime, *Agent, *atomic.Int64) {
 	return rt, agent, &transfers
 }
 
-var fuzzCaller = Caller{TenantID: "default", EndUser: "fuzz", Actor: "fuzz"}
+var fuzzCaller = service.Caller{TenantID: "default", EndUser: "fuzz", Actor: "fuzz"}
 
 // FuzzValidateResume feeds arbitrary histories and resumes to resume
 // validation and planning, and, when they pass, to a whole resumed turn of
@@ -104,47 +106,47 @@ func FuzzValidateResume(f *testing.F) {
 	rt, agent, _ := fuzzRuntime(f)
 
 	f.Fuzz(func(t *testing.T, historyJSON, resumeJSON []byte) {
-		var history []Message
+		var history []service.Message
 		if json.Unmarshal(historyJSON, &history) != nil {
 			return
 		}
-		var res Resume
+		var res service.Resume
 		if json.Unmarshal(resumeJSON, &res) != nil {
 			return
 		}
-		in := AgentInput{Resume: &res}
-		if err := checkInput(in); err != nil {
+		in := service.AgentInput{Resume: &res}
+		if err := service.CheckInput(in); err != nil {
 			wantClientError(t, err)
 			return
 		}
-		st := SessionState{Messages: history}
-		if err := checkInit(AgentInit{State: &st}); err != nil {
+		st := service.SessionState{Messages: history}
+		if err := service.CheckInit(service.AgentInit{State: &st}); err != nil {
 			wantClientError(t, err)
 			return
 		}
-		if err := validateResumeAgainstHistory(&res, history); err != nil {
+		if err := service.ValidateResumeAgainstHistory(&res, history); err != nil {
 			wantClientError(t, err)
 			return
 		}
-		if _, err := planResume(&res, history, agent); err != nil {
+		if err := service.PlanResume(&res, history, agent); err != nil {
 			wantClientError(t, err)
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		sig, err := rt.signState(ctx, fuzzCaller, agent.Name, st)
+		sig, err := rt.SignState(ctx, fuzzCaller, agent.Name, st)
 		if err != nil {
 			// Text the database cannot hold (NUL, broken UTF-8) never
 			// reaches here through HTTP, which refuses it first.
 			return
 		}
 		st.Signature = sig
-		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, AgentInit{State: &st}, in, nil)
+		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, service.AgentInit{State: &st}, in, nil)
 		if err != nil {
 			wantClientError(t, err)
 			return
 		}
-		if out.Error != nil && out.Error.Status == CodeInternal {
+		if out.Error != nil && out.Error.Status == service.CodeInternal {
 			t.Fatalf("resumed turn failed internally: %+v", out.Error)
 		}
 		if _, err := json.Marshal(out); err != nil {
@@ -161,12 +163,12 @@ func FuzzValidateResume(f *testing.F) {
 func FuzzStateSignature(f *testing.F) {
 	rt, agent, transfers := fuzzRuntime(f)
 	ctx := context.Background()
-	var history []Message
+	var history []service.Message
 	if err := json.Unmarshal([]byte(seedRestartable), &history); err != nil {
 		f.Fatal(err)
 	}
-	signed := SessionState{SessionID: "s1", Messages: history, Custom: json.RawMessage(`{"limit":10000}`)}
-	sig, err := rt.signState(ctx, fuzzCaller, agent.Name, signed)
+	signed := service.SessionState{SessionID: "s1", Messages: history, Custom: json.RawMessage(`{"limit":10000}`)}
+	sig, err := rt.SignState(ctx, fuzzCaller, agent.Name, signed)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -181,28 +183,28 @@ func FuzzStateSignature(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(original), `"hp1.`, `"hp1.2`, 1)))
 	f.Add([]byte(strings.Replace(string(original), `"sessionId":"s1"`, `"sessionId":"s2"`, 1)))
 	wantCanon := canonicalState(f, signed)
-	var resume Resume
+	var resume service.Resume
 	if err := json.Unmarshal([]byte(seedRestart), &resume); err != nil {
 		f.Fatal(err)
 	}
 
 	f.Fuzz(func(t *testing.T, stateJSON []byte) {
-		var st SessionState
+		var st service.SessionState
 		if json.Unmarshal(stateJSON, &st) != nil {
 			return
 		}
-		if err := checkInit(AgentInit{State: &st}); err != nil {
+		if err := service.CheckInit(service.AgentInit{State: &st}); err != nil {
 			wantClientError(t, err)
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		before := transfers.Load()
-		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, AgentInit{State: &st}, AgentInput{Resume: &resume}, nil)
+		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, service.AgentInit{State: &st}, service.AgentInput{Resume: &resume}, nil)
 		ran := transfers.Load() != before
 		if err != nil {
 			wantClientError(t, err)
-		} else if out.Error != nil && out.Error.Status == CodeInternal {
+		} else if out.Error != nil && out.Error.Status == service.CodeInternal {
 			t.Fatalf("turn failed internally: %+v", out.Error)
 		}
 		if ran && (st.Signature != signed.Signature || canonicalState(t, st) != wantCanon) {
@@ -213,7 +215,7 @@ func FuzzStateSignature(f *testing.F) {
 
 // canonicalState is the JCS form of a state without its signature, or ""
 // when it has none (text the canonical form refuses).
-func canonicalState(tb testing.TB, st SessionState) string {
+func canonicalState(tb testing.TB, st service.SessionState) string {
 	st.Signature = ""
 	raw, err := json.Marshal(st)
 	if err != nil {
@@ -243,19 +245,19 @@ func FuzzMessageRoles(f *testing.F) {
 	} {
 		f.Add([]byte(m))
 	}
-	var history []Message
+	var history []service.Message
 	if err := json.Unmarshal([]byte(seedRestartable), &history); err != nil {
 		f.Fatal(err)
 	}
-	paused := SessionState{Messages: history}
-	sig, err := rt.signState(context.Background(), fuzzCaller, agent.Name, paused)
+	paused := service.SessionState{Messages: history}
+	sig, err := rt.SignState(context.Background(), fuzzCaller, agent.Name, paused)
 	if err != nil {
 		f.Fatal(err)
 	}
 	paused.Signature = sig
 
 	f.Fuzz(func(t *testing.T, messageJSON []byte) {
-		var m Message
+		var m service.Message
 		if json.Unmarshal(messageJSON, &m) != nil {
 			return
 		}
@@ -263,16 +265,16 @@ func FuzzMessageRoles(f *testing.F) {
 		defer cancel()
 		before := transfers.Load()
 		st := paused
-		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, AgentInit{State: &st}, AgentInput{Message: &m}, nil)
+		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, service.AgentInit{State: &st}, service.AgentInput{Message: &m}, nil)
 		if transfers.Load() != before {
 			t.Fatalf("a message made a tool run: %s", messageJSON)
 		}
-		userContent := m.Role == RoleUser
+		userContent := m.Role == service.RoleUser
 		for _, p := range m.Content {
 			userContent = userContent && p.ToolRequest == nil && p.ToolResponse == nil && p.Reasoning == nil
 		}
 		if err != nil {
-			if userContent && AsError(err).Status != CodeInvalidArgument {
+			if userContent && service.AsError(err).Status != service.CodeInvalidArgument {
 				t.Fatalf("a user message was refused with %v", err)
 			}
 			wantClientError(t, err)
@@ -281,7 +283,7 @@ func FuzzMessageRoles(f *testing.F) {
 		if !userContent {
 			t.Fatalf("a %s message with tool parts was accepted: %s", m.Role, messageJSON)
 		}
-		if out.Error != nil && out.Error.Status == CodeInternal {
+		if out.Error != nil && out.Error.Status == service.CodeInternal {
 			t.Fatalf("turn failed internally: %+v", out.Error)
 		}
 	})
@@ -290,8 +292,8 @@ func FuzzMessageRoles(f *testing.F) {
 // wantClientError fails unless err is a client error with a public message.
 func wantClientError(t *testing.T, err error) {
 	t.Helper()
-	e := AsError(err)
-	if e.Status == CodeInternal || e.Status == CodeUnavailable || e.Message == "" {
+	e := service.AsError(err)
+	if e.Status == service.CodeInternal || e.Status == service.CodeUnavailable || e.Message == "" {
 		t.Fatalf("want a client error, got %v", err)
 	}
 	if strings.Contains(e.Message, "runtime error") {

@@ -472,3 +472,11 @@ func rawOr(r json.RawMessage, def string) json.RawMessage {
 	}
 	return r
 }
+
+// refSuffix is "#ref" for messages naming a tool request, or nothing.
+func refSuffix(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return "#" + ref
+}

@@ -31,29 +31,13 @@ func (r *Runtime) RunBackground(ctx context.Context) {
 // listenAborts keeps a LISTEN connection open, reconnecting with backoff.
 // While it is down, detached turns poll their snapshot instead.
 func (r *Runtime) listenAborts(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := r.store.ListenAborts(ctx, func() { r.abortsHeard.Store(true) }, func(tenantID, snapshotID string) {
+	keepListening(ctx, r.log, "abort listener", func(ctx context.Context) error {
+		return r.store.ListenAborts(ctx, func() { r.abortsHeard.Store(true) }, func(tenantID, snapshotID string) {
 			if cancel, ok := r.running.Load(runningKey(tenantID, snapshotID)); ok {
 				cancel.(context.CancelFunc)()
 			}
 		})
-		r.abortsHeard.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			backoff = 100 * time.Millisecond
-		}
-		r.log.Warn("abort listener lost its connection; polling until it is back", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+	}, func() { r.abortsHeard.Store(false) })
 }
 
 // jobStaleAfter is how old a job's heartbeat must be before another

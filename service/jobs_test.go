@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // instance is one "server process" of a test: its own runtime and pool on
@@ -23,11 +24,11 @@ type instance struct {
 
 func startInstance(t *testing.T, url string, opts service.Options, register func(rt *service.Runtime)) *instance {
 	t.Helper()
-	pool, err := service.NewAppPool(context.Background(), url)
+	pool, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(service.NewPostgresStore(pool), opts)
+	rt := service.NewRuntime(pgstore.New(pool), opts)
 	register(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{rt: rt, cancel: cancel, done: make(chan struct{})}
@@ -136,12 +137,12 @@ func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
-	poolA, err := service.NewAppPool(context.Background(), url)
+	poolA, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(poolA.Close)
-	rtA := service.NewRuntime(service.NewPostgresStore(poolA), opts)
+	rtA := service.NewRuntime(pgstore.New(poolA), opts)
 	t.Cleanup(func() { _ = rtA.Shutdown(context.Background()) })
 	var paidA atomic.Int32
 	slowPayAgent(rtA, &paidA, make(chan struct{}), nil)

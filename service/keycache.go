@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Defaults of KeyCacheConfig.
@@ -31,8 +30,8 @@ type KeyCacheConfig struct {
 }
 
 // NewAccountsWith is NewAccounts with the key cache set by cfg.
-func NewAccountsWith(pool *pgxpool.Pool, cfg KeyCacheConfig) *Accounts {
-	return &Accounts{store: NewPostgresStore(pool), keys: newKeyCache(cfg)}
+func NewAccountsWith(store AccountStore, cfg KeyCacheConfig) *Accounts {
+	return &Accounts{store: store, keys: newKeyCache(cfg)}
 }
 
 // keyCache remembers what API keys authenticated as, by the SHA-256 hash of

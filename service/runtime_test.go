@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 var testCaller = service.Caller{TenantID: "default", Actor: "test"}
@@ -43,11 +44,11 @@ func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := service.NewAppPool(context.Background(), url)
+	app, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(service.NewPostgresStore(app), service.Options{})
+	rt := service.NewRuntime(pgstore.New(app), service.Options{})
 	// Cleanups run last-in first-out: the runtime stops before the pools
 	// close, and both close before testdb drops the database.
 	t.Cleanup(admin.Close)
@@ -247,7 +248,7 @@ func TestRowLevelSecurity(t *testing.T) {
 	if _, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil); err != nil {
 		t.Fatal(err)
 	}
-	app, err := service.NewAppPool(ctx, admin.Config().ConnString())
+	app, err := pgstore.NewAppPool(ctx, admin.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}

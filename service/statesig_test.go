@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // walletAgent registers a client-managed agent that asks for approval
@@ -81,17 +82,17 @@ func TestClientStateIsSigned(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	ctx := context.Background()
-	pool, err := service.NewAppPool(ctx, url)
+	pool, err := pgstore.NewAppPool(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewAccounts(pool)
+	acc := service.NewAccounts(pgstore.New(pool))
 	if _, err := acc.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}
 	newRT := func() *service.Runtime {
-		rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{})
+		rt := service.NewRuntime(pgstore.New(pool), service.Options{})
 		t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 		return rt
 	}

@@ -120,6 +120,21 @@ func (s Scope) Sees(owner string) bool {
 // operatorScope sees every session of a tenant.
 func operatorScope(tenantID string) Scope { return Scope{TenantID: tenantID, AnyEndUser: true} }
 
+// TurnJob is the durable record of a detached turn: what to run, from which
+// snapshot, for whom.
+type TurnJob struct {
+	TenantID   string
+	SnapshotID string
+	Agent      string
+	SessionID  string
+	ParentID   string
+	EndUser    string
+	Actor      string
+	Inputs     []AgentInput
+	Preclaimed []uuid.UUID
+	Attempts   int
+}
+
 // StoredSession is a session row.
 type StoredSession struct {
 	ID               string

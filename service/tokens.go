@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/holdpoint/holdpoint/db"
 )
 
 // User token parameters. A user token is a JWT signed with HS256 and the
@@ -118,7 +116,7 @@ func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, e
 	}
 	var (
 		lookupErr error
-		state     db.GetTokenVerificationRow
+		state     *TokenVerification
 	)
 	claims := &userClaims{}
 	_, err := tokenParser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
@@ -129,16 +127,16 @@ func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, e
 			return nil, errBadToken
 		}
 		var err error
-		state, err = a.tokenVerification(ctx, c.TenantID, c.ID, c.Subject)
+		state, err = a.store.TokenVerification(ctx, c.TenantID, c.ID, c.Subject)
 		if err != nil {
 			lookupErr = err
 			return nil, err
 		}
 		var keys jwt.VerificationKeySet
 		kid, hasKid := t.Header["kid"].(string)
-		for i, id := range state.KeyIds {
-			if !hasKid || kid == strconv.Itoa(int(id)) {
-				keys.Keys = append(keys.Keys, state.Secrets[i])
+		for _, k := range state.Keys {
+			if !hasKid || kid == strconv.Itoa(k.ID) {
+				keys.Keys = append(keys.Keys, k.Secret)
 			}
 		}
 		if len(keys.Keys) == 0 {
@@ -157,22 +155,10 @@ func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, e
 		ValidateEndUser(claims.Subject) != nil {
 		return Caller{}, errBadToken
 	}
-	if state.TokenRevoked || claims.IssuedAt.Time.Before(state.NotBefore) {
+	if state.Revoked || claims.IssuedAt.Time.Before(state.NotBefore) {
 		return Caller{}, errBadToken
 	}
 	return Caller{TenantID: claims.TenantID, EndUser: claims.Subject, Actor: "user:" + claims.Subject}, nil
-}
-
-// tokenVerification reads a tenant's token keys and the revocations that
-// apply to one token.
-func (a *Accounts) tokenVerification(ctx context.Context, tenantID, tokenID, user string) (db.GetTokenVerificationRow, error) {
-	var row db.GetTokenVerificationRow
-	err := a.store.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		row, err = q.GetTokenVerification(ctx, db.GetTokenVerificationParams{TenantID: tenantID, TokenID: tokenID, EndUser: user})
-		return translate(err)
-	})
-	return row, err
 }
 
 // RevokeUserToken refuses one user token (by its tokenId, the jti claim)
@@ -181,12 +167,8 @@ func (a *Accounts) RevokeUserToken(ctx context.Context, tenantID, tokenID string
 	if !validTokenID(tokenID) {
 		return Errorf(CodeInvalidArgument, "tokenId must be 1-256 printable characters")
 	}
-	return a.store.piped(ctx, tenantID, func(q *db.Queries) error {
-		// A token lives at most MaxTokenTTL: the row is useless after.
-		return translate(q.RevokeUserToken(ctx, db.RevokeUserTokenParams{
-			TenantID: tenantID, TokenID: tokenID, ExpiresAt: time.Now().Add(MaxTokenTTL + tokenLeeway),
-		}))
-	})
+	// A token lives at most MaxTokenTTL: the row is useless after.
+	return a.store.RevokeUserToken(ctx, tenantID, tokenID, time.Now().Add(MaxTokenTTL+tokenLeeway))
 }
 
 // RevokeEndUserTokens refuses every token of an end user issued until now
@@ -195,9 +177,7 @@ func (a *Accounts) RevokeEndUserTokens(ctx context.Context, tenantID, userID str
 	if err := ValidateEndUser(userID); err != nil {
 		return err
 	}
-	return a.store.piped(ctx, tenantID, func(q *db.Queries) error {
-		return translate(q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: userID}))
-	})
+	return a.store.RevokeEndUserTokens(ctx, tenantID, userID)
 }
 
 // validTokenID reports whether a token id (jti) is 1-256 bytes of

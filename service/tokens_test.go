@@ -10,18 +10,19 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // newAccounts returns accounts on a fresh database with tenants a and b.
 func newAccounts(t *testing.T) *service.Accounts {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := service.NewAppPool(ctx, testdb.URL(t))
+	pool, err := pgstore.NewAppPool(ctx, testdb.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewAccounts(pool)
+	acc := service.NewAccounts(pgstore.New(pool))
 	for _, id := range []string{"a", "b"} {
 		if _, err := acc.CreateTenant(ctx, id, "Tenant "+id); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // errSchemaMissing says what to do when the admin commands find a database
@@ -95,12 +96,12 @@ func (a *adminCommand) withAccounts(stderr io.Writer, fn func(ctx context.Contex
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	pool, err := service.NewAppPool(connectCtx, databaseURL())
+	pool, err := pgstore.NewAppPool(connectCtx, databaseURL())
 	if err != nil {
 		return a.fail(stderr, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err))
 	}
 	defer pool.Close()
-	if err := fn(ctx, service.NewAccounts(pool)); err != nil {
+	if err := fn(ctx, service.NewAccounts(pgstore.New(pool))); err != nil {
 		return a.fail(stderr, err)
 	}
 	return 0

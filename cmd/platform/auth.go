@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
 )
@@ -87,11 +85,11 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// authenticator is what authenticates requests: the accounts over pool,
+// authenticator is what authenticates requests: the accounts over store,
 // or none (nil) in dev mode.
-func authenticator(dev bool, pool *pgxpool.Pool) httpapi.Authenticator {
+func authenticator(dev bool, store service.AccountStore) httpapi.Authenticator {
 	if dev {
 		return nil
 	}
-	return service.NewAccounts(pool)
+	return service.NewAccounts(store)
 }

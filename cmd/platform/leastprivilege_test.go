@@ -26,6 +26,7 @@ import (
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // connect opens a pool as the URL's user, closed when the test ends. As
@@ -475,7 +476,7 @@ func TestPrivilegeProblems(t *testing.T) {
 		owner:  "owns the tables under row-level security (interrupts)",
 		super:  "is a superuser",
 	} {
-		pool, err := service.NewAppPool(context.Background(), asRole(t, dbURL, role))
+		pool, err := pgstore.NewAppPool(context.Background(), asRole(t, dbURL, role))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // serveConfig is what the serve flags chose.
@@ -135,7 +136,10 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		warnUnlessLeastPrivilege(ctx, log, pool)
 	}
 
-	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{
+	// One store serves the runtime, the live events and the accounts.
+	store := pgstore.New(pool)
+	defer store.Close()
+	rt := service.NewRuntime(store, service.Options{
 		Logger:            log,
 		HeartbeatInterval: cfg.heartbeat,
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
@@ -152,12 +156,12 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	// Detached turns: take over jobs of stopped instances, and hear aborts
 	// made on any instance.
 	go rt.RunBackground(ctx)
-	hub := service.NewEventHub(pool, log)
+	hub := service.NewEventHub(store, log)
 	go hub.Run(ctx)
 
 	handler := httpapi.New(rt, httpapi.Options{
 		Logger:          log,
-		Auth:            authenticator(cfg.dev, pool),
+		Auth:            authenticator(cfg.dev, store),
 		BodyLimit:       cfg.access.maxBody,
 		RateLimit:       cfg.access.rateLimit,
 		RateBurst:       cfg.access.rateBurst,
@@ -289,7 +293,7 @@ func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB
 	defer cancel()
 	// Turns are I/O bound (model calls, short transactions); NewAppPool
 	// keeps a few connections per core.
-	pool, err := service.NewAppPool(connectCtx, databaseURL())
+	pool, err := pgstore.NewAppPool(connectCtx, databaseURL())
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // Config is what to run.
@@ -140,13 +141,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer admin.Close()
 
 	cnt := &counter{}
-	pool, err := service.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = cnt })
+	pool, err := pgstore.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = cnt })
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{Logger: quiet})
+	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: quiet})
 	defer func() { _ = rt.Shutdown(context.Background()) }()
 	if err := Register(rt); err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // InboxConfig sizes the inbox-at-scale run.
@@ -76,12 +77,12 @@ func RunInbox(ctx context.Context, cfg InboxConfig) error {
 		cfg.Tenants, cfg.PerTenant, cfg.Pending, time.Since(start).Round(time.Second))
 
 	cap := &capture{sql: map[string]string{}, args: map[string][]any{}}
-	pool, err := service.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = cap })
+	pool, err := pgstore.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = cap })
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	rt := service.NewRuntime(service.NewPostgresStore(pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer func() { _ = rt.Shutdown(context.Background()) }()
 
 	tenant := func() string { return fmt.Sprintf("bench-t%04d", rand.IntN(cfg.Tenants)) }

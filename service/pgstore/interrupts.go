@@ -1,4 +1,4 @@
-package service
+package pgstore
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
 )
 
 // insertInterrupts records the interrupts a turn paused on, with their
 // created events.
-func insertInterrupts(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
+func insertInterrupts(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) error {
 	if len(w.Interrupts) == 0 {
 		return nil
 	}
@@ -55,7 +56,7 @@ func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uui
 // ClaimInterrupts implements Store. The claim is one statement (one round
 // trip); when only some of the keys could be claimed (another resume or a
 // decision got there first), the ones this call took are given back.
-func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID, resumedSnapshotID string) ([]uuid.UUID, error) {
+func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []service.InterruptClaim, actor, jobSnapshotID, resumedSnapshotID string) ([]uuid.UUID, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -86,11 +87,11 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID stri
 				ids = append(ids, r.ID)
 			case refusal != nil:
 			case r.Status == "expired":
-				refusal = Errorf(CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", r.ID, c.Tool, refSuffix(c.Ref))
+				refusal = service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", r.ID, c.Tool, refSuffix(c.Ref))
 			case r.Status == "pending":
-				refusal = Errorf(CodeAborted, "interrupt %s (%s%s) was claimed by another resume", r.ID, c.Tool, refSuffix(c.Ref))
+				refusal = service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", r.ID, c.Tool, refSuffix(c.Ref))
 			default:
-				refusal = Errorf(CodeAborted, "interrupt %s (%s%s) is already %s", r.ID, c.Tool, refSuffix(c.Ref), r.Status)
+				refusal = service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", r.ID, c.Tool, refSuffix(c.Ref), r.Status)
 			}
 		}
 	}
@@ -115,9 +116,9 @@ func claimable(row *db.Interrupt, tool, ref string) error {
 	case "pending":
 		return nil
 	case "expired":
-		return Errorf(CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", row.ID, tool, refSuffix(ref))
+		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", row.ID, tool, refSuffix(ref))
 	default:
-		return Errorf(CodeAborted, "interrupt %s (%s%s) is already %s", row.ID, tool, refSuffix(ref), row.Status)
+		return service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", row.ID, tool, refSuffix(ref), row.Status)
 	}
 }
 
@@ -140,8 +141,8 @@ func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []
 	return err
 }
 
-func interruptFromRow(r db.Interrupt) Interrupt {
-	out := Interrupt{
+func interruptFromRow(r db.Interrupt) service.Interrupt {
+	out := service.Interrupt{
 		ID:         r.ID,
 		Agent:      r.Agent,
 		SessionID:  r.SessionID,
@@ -174,7 +175,7 @@ func rawOrNilBytes(b []byte) json.RawMessage {
 }
 
 // ListInterrupts implements Store.
-func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f InterruptFilter) ([]Interrupt, error) {
+func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service.InterruptFilter) ([]service.Interrupt, error) {
 	p := db.ListInterruptsParams{
 		TenantID:        tenantID,
 		Status:          f.Status,
@@ -198,7 +199,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f Interru
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Interrupt, len(rows))
+	out := make([]service.Interrupt, len(rows))
 	for i, r := range rows {
 		out[i] = interruptFromRow(r)
 	}
@@ -206,7 +207,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f Interru
 }
 
 // GetInterrupt implements Store.
-func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*Interrupt, error) {
+func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*service.Interrupt, error) {
 	var row db.Interrupt
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -221,7 +222,7 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 }
 
 // ListInterruptEvents implements Store.
-func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]InterruptEvent, error) {
+func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]service.InterruptEvent, error) {
 	var rows []db.InterruptEvent
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -231,16 +232,16 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 	if err != nil {
 		return nil, err
 	}
-	out := make([]InterruptEvent, len(rows))
+	out := make([]service.InterruptEvent, len(rows))
 	for i, r := range rows {
-		out[i] = InterruptEvent{Seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
+		out[i] = service.InterruptEvent{Seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }
 
 // DecideInterrupt implements Store.
-func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*Decision, error) {
-	var out *Decision
+func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*service.Decision, error) {
+	var out *service.Decision
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
 		if err != nil {
@@ -259,7 +260,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 			}
 		}
 		if row == nil {
-			return ErrNotFound
+			return service.ErrNotFound
 		}
 		if err := claimable(row, row.Tool, row.Ref); err != nil {
 			return err
@@ -271,7 +272,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 			return translate(err)
 		}
 		if n == 0 {
-			return Errorf(CodeAborted, "interrupt %s was decided concurrently", id)
+			return service.Errorf(service.CodeAborted, "interrupt %s was decided concurrently", id)
 		}
 		if err := insertEvents(ctx, q, tenantID, []uuid.UUID{id}, "resolved", actor, resolution); err != nil {
 			return err
@@ -282,7 +283,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 		now := time.Now()
 		row.ResolvedAt = &now
 		it := interruptFromRow(*row)
-		out = &Decision{Interrupt: &it}
+		out = &service.Decision{Interrupt: &it}
 		out.Waiting, out.Batch = splitDecided(rows)
 		if len(out.Waiting) > 0 {
 			out.Batch = nil
@@ -297,7 +298,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 
 // splitDecided splits a paused snapshot's interrupts into those still
 // pending and those decided but not yet resumed.
-func splitDecided(rows []db.Interrupt) (waiting, decided []Interrupt) {
+func splitDecided(rows []db.Interrupt) (waiting, decided []service.Interrupt) {
 	for _, r := range rows {
 		switch {
 		case r.Status == "pending":
@@ -310,9 +311,9 @@ func splitDecided(rows []db.Interrupt) (waiting, decided []Interrupt) {
 }
 
 // SweepDueInterrupts implements Store.
-func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []DecidedSnapshot, error) {
+func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []service.DecidedSnapshot, error) {
 	var swept int
-	var decided []DecidedSnapshot
+	var decided []service.DecidedSnapshot
 	// The sweeper serves every tenant: it is the one place that asks for
 	// system visibility.
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
@@ -356,7 +357,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []Dec
 			}
 			waiting, batch := splitDecided(rows)
 			if len(waiting) == 0 && len(batch) > 0 && !anyExpired(rows) {
-				decided = append(decided, DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
+				decided = append(decided, service.DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
 			}
 		}
 		return nil
@@ -377,7 +378,7 @@ func anyExpired(rows []db.Interrupt) bool {
 }
 
 // ReportInterrupts implements Store.
-func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error) {
+func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]service.ReportRow, error) {
 	var rows []db.ReportInterruptsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -387,10 +388,10 @@ func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, t
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ReportRow, len(rows))
+	out := make([]service.ReportRow, len(rows))
 	for i, r := range rows {
 		decided := r.Resolved > 0
-		out[i] = ReportRow{
+		out[i] = service.ReportRow{
 			Key: r.GroupKey, Total: r.Total, Pending: r.Pending, Resolved: r.Resolved, Expired: r.Expired,
 			Cancelled: r.Cancelled, Approved: r.Approved, Denied: r.Denied,
 			DecisionP50: floatIf(decided, r.DecisionP50), DecisionP90: floatIf(decided, r.DecisionP90),

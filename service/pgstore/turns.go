@@ -1,121 +1,25 @@
-package service
+package pgstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
 )
-
-// PgStore is the PostgreSQL Store.
-type PgStore struct {
-	pool *pgxpool.Pool
-	q    *db.Queries
-	// cache keeps completed snapshots this instance wrote or read, with
-	// their state, so the next turn of a conversation does not read back
-	// the history the previous turn just wrote.
-	cache *snapshotCache
-
-	notifyOnce sync.Once
-	notifyCh   chan struct{}
-}
-
-// DefaultSnapshotCacheSize bounds the completed snapshots a store keeps in
-// memory.
-const DefaultSnapshotCacheSize = 4096
-
-// NewPostgresStore returns a store over pool.
-func NewPostgresStore(pool *pgxpool.Pool) *PgStore {
-	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize)}
-}
-
-// errSessionTaken is SQLSTATE HP404, raised by WriteTurn when the session
-// belongs to another end user or agent (holdpoint_session_taken).
-const sqlstateSessionTaken = "HP404"
-
-// translate is the one error translator at the store boundary.
-func translate(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		if pgErr.Code == sqlstateSessionTaken {
-			return ErrNotFound
-		}
-		switch pgErr.Code[:2] {
-		case "08", "57": // connection exception, operator intervention (shutdown)
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		return err
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return err
-}
-
-// inTx runs fn in a transaction scoped to one tenant: the row-level
-// security policies show it only that tenant's rows. The rollback uses a
-// context that survives the caller's cancellation so a cancelled request
-// never leaves a transaction open.
-func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
-	return s.tx(ctx, func(q *db.Queries) error {
-		if err := q.SetTenant(ctx, tenantID); err != nil {
-			return translate(err)
-		}
-		return fn(q)
-	})
-}
-
-// inSystemTx runs fn in a transaction that sees every tenant, for the
-// workers that span tenants.
-func (s *PgStore) inSystemTx(ctx context.Context, fn func(q *db.Queries) error) error {
-	return s.tx(ctx, func(q *db.Queries) error {
-		if err := q.SetSystem(ctx); err != nil {
-			return translate(err)
-		}
-		return fn(q)
-	})
-}
-
-func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return translate(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(s.q.WithTx(tx)); err != nil {
-		return err
-	}
-	return translate(tx.Commit(ctx))
-}
 
 // LoadSnapshot implements Store. A completed snapshot with its state comes
 // from the cache when it is there: it never changes, whichever instance
 // wrote it.
-func (s *PgStore) LoadSnapshot(ctx context.Context, scope Scope, agent, id string, withState bool) (*StoredSnapshot, error) {
+func (s *PgStore) LoadSnapshot(ctx context.Context, scope service.Scope, agent, id string, withState bool) (*service.StoredSnapshot, error) {
 	if snap := s.cache.get(scope.TenantID, id); snap != nil {
 		if snap.Agent != agent || !scope.Sees(snap.EndUser) {
-			return nil, ErrNotFound
+			return nil, service.ErrNotFound
 		}
 		return snap, nil
 	}
@@ -124,7 +28,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, scope Scope, agent, id strin
 		return nil, err
 	}
 	if !scope.Sees(snap.EndUser) {
-		return nil, ErrNotFound
+		return nil, service.ErrNotFound
 	}
 	if withState {
 		s.cache.put(scope.TenantID, snap)
@@ -132,7 +36,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, scope Scope, agent, id strin
 	return snap, nil
 }
 
-func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*StoredSnapshot, error) {
+func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*service.StoredSnapshot, error) {
 	var (
 		row     db.Snapshot
 		endUser *string
@@ -156,9 +60,9 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		return nil, err
 	}
 	if row.Agent != agent {
-		return nil, ErrNotFound
+		return nil, service.ErrNotFound
 	}
-	out := &StoredSnapshot{
+	out := &service.StoredSnapshot{
 		Snapshot:     snapshotFromRow(row),
 		Agent:        row.Agent,
 		EndUser:      deref(endUser),
@@ -167,7 +71,7 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 	if !withState {
 		return out, nil
 	}
-	state := &SessionState{SessionID: row.SessionID}
+	state := &service.SessionState{SessionID: row.SessionID}
 	if len(row.Custom) > 0 {
 		state.Custom = json.RawMessage(row.Custom)
 	}
@@ -181,7 +85,7 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		if len(rows) != int(row.MessageCount) {
 			return nil, fmt.Errorf("snapshot %s: history has %d of %d messages", id, len(rows), row.MessageCount)
 		}
-		state.Messages = make([]Message, len(rows))
+		state.Messages = make([]service.Message, len(rows))
 		out.Bodies = make([][]byte, len(rows))
 		for i, r := range rows {
 			if int(r.Position) != i {
@@ -197,8 +101,8 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 	return out, nil
 }
 
-func snapshotFromRow(row db.Snapshot) Snapshot {
-	snap := Snapshot{
+func snapshotFromRow(row db.Snapshot) service.Snapshot {
+	snap := service.Snapshot{
 		SnapshotID:  row.ID,
 		SessionID:   row.SessionID,
 		CreatedAt:   row.CreatedAt,
@@ -214,7 +118,7 @@ func snapshotFromRow(row db.Snapshot) Snapshot {
 		snap.FinishReason = *row.FinishReason
 	}
 	if len(row.Error) > 0 {
-		var e ErrorDetails
+		var e service.ErrorDetails
 		if json.Unmarshal(row.Error, &e) == nil {
 			snap.Error = &e
 		}
@@ -223,7 +127,7 @@ func snapshotFromRow(row db.Snapshot) Snapshot {
 }
 
 // LoadSession implements Store.
-func (s *PgStore) LoadSession(ctx context.Context, scope Scope, id string) (*StoredSession, error) {
+func (s *PgStore) LoadSession(ctx context.Context, scope service.Scope, id string) (*service.StoredSession, error) {
 	var row db.Session
 	err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
 		var err error
@@ -233,9 +137,9 @@ func (s *PgStore) LoadSession(ctx context.Context, scope Scope, id string) (*Sto
 	if err != nil {
 		return nil, err
 	}
-	out := &StoredSession{ID: row.ID, Agent: row.Agent, EndUser: deref(row.EndUser)}
+	out := &service.StoredSession{ID: row.ID, Agent: row.Agent, EndUser: deref(row.EndUser)}
 	if !scope.Sees(out.EndUser) {
-		return nil, ErrNotFound
+		return nil, service.ErrNotFound
 	}
 	if row.LatestSnapshotID != nil {
 		out.LatestSnapshotID = *row.LatestSnapshotID
@@ -246,7 +150,7 @@ func (s *PgStore) LoadSession(ctx context.Context, scope Scope, id string) (*Sto
 // CreateSession implements Store. A row committed by a concurrent creator
 // after the statement's snapshot is invisible to it, so an empty answer is
 // read again.
-func (s *PgStore) CreateSession(ctx context.Context, scope Scope, agent, id string) (*StoredSession, error) {
+func (s *PgStore) CreateSession(ctx context.Context, scope service.Scope, agent, id string) (*service.StoredSession, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		var row db.CreateSessionRow
 		err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
@@ -254,15 +158,15 @@ func (s *PgStore) CreateSession(ctx context.Context, scope Scope, agent, id stri
 			row, err = q.CreateSession(ctx, db.CreateSessionParams{TenantID: scope.TenantID, ID: id, Agent: agent, EndUser: strPtr(scope.EndUser)})
 			return err
 		})
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, service.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out := &StoredSession{ID: id, Agent: row.Agent, EndUser: deref(row.EndUser)}
+		out := &service.StoredSession{ID: id, Agent: row.Agent, EndUser: deref(row.EndUser)}
 		if !scope.Sees(out.EndUser) {
-			return nil, ErrNotFound
+			return nil, service.ErrNotFound
 		}
 		if !row.Created {
 			// Taken by the same owner meanwhile: continue it as it is now.
@@ -275,7 +179,7 @@ func (s *PgStore) CreateSession(ctx context.Context, scope Scope, agent, id stri
 
 // CreatePendingSnapshot implements Store: the snapshot (through the same
 // statement a turn end uses) and the job, in one batch.
-func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string) error {
+func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string) error {
 	params, err := writeTurnParams(w)
 	if err != nil {
 		return err
@@ -288,7 +192,7 @@ func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *SnapshotWrite, j
 	})
 }
 
-func encodeSnapshotDocs(w *SnapshotWrite) (errJSON, artifacts []byte, err error) {
+func encodeSnapshotDocs(w *service.SnapshotWrite) (errJSON, artifacts []byte, err error) {
 	if w.Error != nil {
 		if errJSON, err = json.Marshal(w.Error); err != nil {
 			return nil, nil, err
@@ -306,7 +210,7 @@ func encodeSnapshotDocs(w *SnapshotWrite) (errJSON, artifacts []byte, err error)
 var errNotPending = errors.New("snapshot is no longer pending")
 
 // CommitTurn implements Store.
-func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error) {
+func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (bool, error) {
 	var err error
 	if w.FinalizePending {
 		err = s.finalizePending(ctx, w)
@@ -322,11 +226,11 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 	if len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) {
 		s.eventsWritten()
 	}
-	if w.Status == StatusCompleted && w.State != nil {
+	if w.Status == service.StatusCompleted && w.State != nil {
 		now := time.Now()
-		s.cache.put(w.TenantID, &StoredSnapshot{
-			Snapshot: Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
-				CreatedAt: now, UpdatedAt: &now, Status: StatusCompleted, FinishReason: w.FinishReason, State: w.State},
+		s.cache.put(w.TenantID, &service.StoredSnapshot{
+			Snapshot: service.Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
+				CreatedAt: now, UpdatedAt: &now, Status: service.StatusCompleted, FinishReason: w.FinishReason, State: w.State},
 			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies,
 		})
 	}
@@ -335,7 +239,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *SnapshotWrite) (bool, error
 
 // writeTurn writes a new snapshot: one statement (WriteTurn) in one batch,
 // so one round trip and one transaction.
-func (s *PgStore) writeTurn(ctx context.Context, w *SnapshotWrite) error {
+func (s *PgStore) writeTurn(ctx context.Context, w *service.SnapshotWrite) error {
 	p, err := writeTurnParams(w)
 	if err != nil {
 		return err
@@ -355,7 +259,7 @@ func (s *PgStore) writeTurn(ctx context.Context, w *SnapshotWrite) error {
 
 // writeTurnParams encodes a snapshot write for the WriteTurn statement, with
 // created events for its interrupts and resolved events for its claims.
-func writeTurnParams(w *SnapshotWrite) (db.WriteTurnParams, error) {
+func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 	errJSON, artifacts, err := encodeSnapshotDocs(w)
 	if err != nil {
 		return db.WriteTurnParams{}, err
@@ -399,7 +303,7 @@ func writeTurnParams(w *SnapshotWrite) (db.WriteTurnParams, error) {
 
 // setResumed records the snapshot a resume produced on the interrupts it
 // answered, unless their claim already did.
-func setResumed(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
+func setResumed(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) error {
 	if w.ResumedSet {
 		return nil
 	}
@@ -416,7 +320,7 @@ func setResumed(ctx context.Context, q *db.Queries, w *SnapshotWrite) error {
 // finalizePending rewrites a detached turn's pending snapshot, only if it
 // is still pending (it reads the rows it changed to stay abort-aware, so it
 // takes a transaction of its own), and drops the turn's job.
-func (s *PgStore) finalizePending(ctx context.Context, w *SnapshotWrite) error {
+func (s *PgStore) finalizePending(ctx context.Context, w *service.SnapshotWrite) error {
 	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
 		errJSON, artifacts, err := encodeSnapshotDocs(w)
 		if err != nil {
@@ -476,7 +380,7 @@ func (s *PgStore) finalizePending(ctx context.Context, w *SnapshotWrite) error {
 }
 
 // AbortSnapshot implements Store.
-func (s *PgStore) AbortSnapshot(ctx context.Context, scope Scope, agent, id string) (string, error) {
+func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent, id string) (string, error) {
 	var prev string
 	err := s.inTx(ctx, scope.TenantID, func(q *db.Queries) error {
 		r, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: scope.TenantID, ID: id})
@@ -485,70 +389,14 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, scope Scope, agent, id stri
 		}
 		row := r.Snapshot
 		if row.Agent != agent || !scope.Sees(deref(r.SessionEndUser)) {
-			return ErrNotFound
+			return service.ErrNotFound
 		}
 		prev = row.Status
-		if row.Status != StatusPending {
+		if row.Status != service.StatusPending {
 			return nil
 		}
 		_, err = q.AbortPendingSnapshot(ctx, db.AbortPendingSnapshotParams{TenantID: scope.TenantID, ID: id})
 		return translate(err)
 	})
 	return prev, err
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func strPtr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func nullableJSON(r json.RawMessage) []byte {
-	if isNull(r) {
-		return nil
-	}
-	return r
-}
-
-// translateConflict is translate, with a unique violation reported as
-// ALREADY_EXISTS and the given public message.
-func translateConflict(err error, format string, args ...any) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return Errorf(CodeAlreadyExists, format, args...)
-	}
-	return translate(err)
-}
-
-func refSuffix(ref string) string {
-	if ref == "" {
-		return ""
-	}
-	return "#" + ref
-}
-
-// SigningKeys implements Store.
-func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error) {
-	var rows []db.ListTenantSecretsRow
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		rows, err = q.ListTenantSecrets(ctx, db.ListTenantSecretsParams{TenantID: tenantID, Purpose: purpose})
-		return translate(err)
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]SigningKey, len(rows))
-	for i, r := range rows {
-		out[i] = SigningKey{ID: int(r.KeyID), Secret: r.Secret, ExpiresAt: r.ExpiresAt}
-	}
-	return out, nil
 }

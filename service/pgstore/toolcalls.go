@@ -1,4 +1,4 @@
-package service
+package pgstore
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
 )
 
 // StartToolCall implements Store, in one round trip: the statement returns
 // the row it recorded.
-func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *ToolCallRecord, jobOwner string) (bool, error) {
+func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *service.ToolCallRecord, jobOwner string) (bool, error) {
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		_, err := q.StartToolCall(ctx, db.StartToolCallParams{
 			TenantID: tenantID, TurnID: c.TurnID, CallKey: c.CallKey, SessionID: c.SessionID,
@@ -20,14 +21,14 @@ func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *ToolCal
 		})
 		return translate(err)
 	})
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, service.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
 // FinishToolCalls implements Store.
-func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, outcomes []ToolCallOutcome) error {
+func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, outcomes []service.ToolCallOutcome) error {
 	if len(outcomes) == 0 {
 		return nil
 	}
@@ -38,7 +39,7 @@ func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, 
 
 // finishToolCalls records outcomes through q (a pipeline or a transaction);
 // none is no statement.
-func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string, outcomes []ToolCallOutcome) error {
+func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string, outcomes []service.ToolCallOutcome) error {
 	if len(outcomes) == 0 {
 		return nil
 	}
@@ -59,7 +60,7 @@ type callOutcomes struct {
 	finishedAts     []time.Time
 }
 
-func outcomeArrays(outcomes []ToolCallOutcome) (callOutcomes, error) {
+func outcomeArrays(outcomes []service.ToolCallOutcome) (callOutcomes, error) {
 	var a callOutcomes
 	for _, o := range outcomes {
 		errJSON, err := encodeErrorDetails(o.Error)
@@ -76,7 +77,7 @@ func outcomeArrays(outcomes []ToolCallOutcome) (callOutcomes, error) {
 }
 
 // GetToolCall implements Store.
-func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string) (*ToolCallRecord, error) {
+func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string) (*service.ToolCallRecord, error) {
 	var row db.ToolCall
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -91,7 +92,7 @@ func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string)
 }
 
 // ListSessionToolCalls implements Store.
-func (s *PgStore) ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error) {
+func (s *PgStore) ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *service.ToolCallCursor, limit int) ([]service.ToolCallRecord, error) {
 	p := db.ListSessionToolCallsParams{TenantID: tenantID, SessionID: sessionID, PageSize: int32(limit)}
 	if after != nil {
 		p.AfterStartedAt, p.AfterTurnID, p.AfterCallKey = &after.StartedAt, &after.TurnID, &after.CallKey
@@ -106,7 +107,7 @@ func (s *PgStore) ListSessionToolCalls(ctx context.Context, tenantID, sessionID 
 }
 
 // ListTurnToolCalls implements Store.
-func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]ToolCallRecord, error) {
+func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]service.ToolCallRecord, error) {
 	var rows []db.ToolCall
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -116,22 +117,22 @@ func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnID
 	return toolCallsFromRows(rows), err
 }
 
-func toolCallsFromRows(rows []db.ToolCall) []ToolCallRecord {
-	out := make([]ToolCallRecord, len(rows))
+func toolCallsFromRows(rows []db.ToolCall) []service.ToolCallRecord {
+	out := make([]service.ToolCallRecord, len(rows))
 	for i, r := range rows {
 		out[i] = toolCallFromRow(r)
 	}
 	return out
 }
 
-func toolCallFromRow(r db.ToolCall) ToolCallRecord {
-	out := ToolCallRecord{
+func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
+	out := service.ToolCallRecord{
 		TurnID: r.TurnID, CallKey: r.CallKey, SessionID: r.SessionID, Agent: r.Agent,
 		Tool: r.Tool, Ref: r.Ref, Input: rawOrNilBytes(r.Input), Status: r.Status, Output: rawOrNilBytes(r.Output),
 		Restart: r.Restart, Actor: r.Actor, EndUser: deref(r.EndUser), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}
 	if len(r.Error) > 0 {
-		var e ErrorDetails
+		var e service.ErrorDetails
 		if json.Unmarshal(r.Error, &e) == nil {
 			out.Error = &e
 		}
@@ -140,7 +141,7 @@ func toolCallFromRow(r db.ToolCall) ToolCallRecord {
 }
 
 // encodeErrorDetails is the stored form of an error object (nil for none).
-func encodeErrorDetails(e *ErrorDetails) ([]byte, error) {
+func encodeErrorDetails(e *service.ErrorDetails) ([]byte, error) {
 	if e == nil {
 		return nil, nil
 	}

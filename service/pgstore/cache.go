@@ -1,8 +1,10 @@
-package service
+package pgstore
 
 import (
 	"container/list"
 	"sync"
+
+	"github.com/holdpoint/holdpoint/service"
 )
 
 // snapshotCache keeps recently written or read completed snapshots, with
@@ -23,7 +25,7 @@ type snapshotCache struct {
 
 type cacheEntry struct {
 	key  string
-	snap *StoredSnapshot
+	snap *service.StoredSnapshot
 }
 
 func newSnapshotCache(max int) *snapshotCache {
@@ -33,7 +35,7 @@ func newSnapshotCache(max int) *snapshotCache {
 func cacheKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
 
 // get returns a cached snapshot; callers must not modify it.
-func (c *snapshotCache) get(tenantID, snapshotID string) *StoredSnapshot {
+func (c *snapshotCache) get(tenantID, snapshotID string) *service.StoredSnapshot {
 	if c == nil || c.max <= 0 {
 		return nil
 	}
@@ -48,8 +50,8 @@ func (c *snapshotCache) get(tenantID, snapshotID string) *StoredSnapshot {
 }
 
 // put caches a completed snapshot with its state.
-func (c *snapshotCache) put(tenantID string, snap *StoredSnapshot) {
-	if c == nil || c.max <= 0 || snap == nil || snap.Status != StatusCompleted || snap.State == nil {
+func (c *snapshotCache) put(tenantID string, snap *service.StoredSnapshot) {
+	if c == nil || c.max <= 0 || snap == nil || snap.Status != service.StatusCompleted || snap.State == nil {
 		return
 	}
 	key := cacheKey(tenantID, snap.SnapshotID)

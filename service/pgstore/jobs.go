@@ -1,4 +1,4 @@
-package service
+package pgstore
 
 import (
 	"context"
@@ -10,24 +10,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
 )
 
-// TurnJob is the durable record of a detached turn: what to run, from which
-// snapshot, for whom.
-type TurnJob struct {
-	TenantID   string
-	SnapshotID string
-	Agent      string
-	SessionID  string
-	ParentID   string
-	EndUser    string
-	Actor      string
-	Inputs     []AgentInput
-	Preclaimed []uuid.UUID
-	Attempts   int
-}
-
-func insertJob(ctx context.Context, q *db.Queries, job *TurnJob, owner string) error {
+func insertJob(ctx context.Context, q *db.Queries, job *service.TurnJob, owner string) error {
 	inputs, err := json.Marshal(job.Inputs)
 	if err != nil {
 		return fmt.Errorf("encoding job inputs: %w", err)
@@ -51,7 +37,7 @@ func orSystem(actor string) string {
 }
 
 // ClaimNextJob implements Store.
-func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*TurnJob, error) {
+func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*service.TurnJob, error) {
 	var row db.TurnJob
 	// Jobs of every tenant are claimable here: a system query.
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
@@ -66,13 +52,13 @@ func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []strin
 		_, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: row.TenantID, ID: row.SnapshotID})
 		return translate(err)
 	})
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, service.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	job := &TurnJob{
+	job := &service.TurnJob{
 		TenantID: row.TenantID, SnapshotID: row.SnapshotID, Agent: row.Agent, SessionID: row.SessionID,
 		ParentID: deref(row.ParentID), EndUser: deref(row.EndUser), Actor: row.Actor,
 		Preclaimed: row.Preclaimed, Attempts: int(row.Attempts),
@@ -103,7 +89,7 @@ func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owne
 }
 
 // AppendJobInputs implements Store.
-func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []AgentInput) error {
+func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []service.AgentInput) error {
 	raw, err := json.Marshal(inputs)
 	if err != nil {
 		return err
@@ -135,31 +121,16 @@ func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 	return int(n), err
 }
 
-// ListenAborts implements Store: it blocks, calling fn for every abort
-// announced on the database, until ctx ends or the connection fails.
+// ListenAborts implements service.Store: it blocks, calling fn for every
+// abort announced on the database, until ctx ends or the connection fails.
 func (s *PgStore) ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error {
-	pooled, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return translate(err)
-	}
-	// The connection carries the LISTEN: never hand it back to the pool.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := db.New(conn).ListenAborts(ctx); err != nil {
-		return translate(err)
-	}
-	ready()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return translate(err)
-		}
+	return s.listen(ctx, func(q *db.Queries) error { return q.ListenAborts(ctx) }, ready, func(payload string) {
 		var note struct {
 			TenantID   string `json:"tenantId"`
 			SnapshotID string `json:"snapshotId"`
 		}
-		if json.Unmarshal([]byte(n.Payload), &note) == nil {
+		if json.Unmarshal([]byte(payload), &note) == nil {
 			fn(note.TenantID, note.SnapshotID)
 		}
-	}
+	})
 }

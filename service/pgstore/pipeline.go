@@ -1,4 +1,4 @@
-package service
+package pgstore
 
 import (
 	"context"

@@ -1,0 +1,33 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// keepListening runs listen (a LISTEN connection that blocks until it
+// fails) until ctx ends, reconnecting with backoff: 100 ms, doubling to
+// 5 s, back to 100 ms after a connection that lived 10 s. down runs each
+// time the connection is lost; while it is down, callers poll instead.
+func keepListening(ctx context.Context, log *slog.Logger, what string, listen func(context.Context) error, down func()) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := listen(ctx)
+		down()
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond
+		}
+		log.Warn(what+" lost its connection; polling until it is back", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}

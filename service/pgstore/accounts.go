@@ -1,0 +1,188 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// SigningKeys implements Store.
+func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]service.SigningKey, error) {
+	var rows []db.ListTenantSecretsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListTenantSecrets(ctx, db.ListTenantSecretsParams{TenantID: tenantID, Purpose: purpose})
+		return translate(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.SigningKey, len(rows))
+	for i, r := range rows {
+		out[i] = service.SigningKey{ID: int(r.KeyID), Secret: r.Secret, ExpiresAt: r.ExpiresAt}
+	}
+	return out, nil
+}
+
+// CreateTenant implements service.AccountStore. The tenant's first keys
+// come with it (trigger tenants_create_secrets).
+func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*service.Tenant, error) {
+	var row db.Tenant
+	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+		var err error
+		row, err = q.InsertTenant(ctx, db.InsertTenantParams{ID: id, Name: name})
+		return translateConflict(err, "tenant %s already exists", id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &service.Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt}, nil
+}
+
+// ListTenants implements service.AccountStore (a system query).
+func (s *PgStore) ListTenants(ctx context.Context) ([]service.Tenant, error) {
+	var rows []db.Tenant
+	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListTenants(ctx)
+		return translate(err)
+	})
+	out := make([]service.Tenant, len(rows))
+	for i, r := range rows {
+		out[i] = service.Tenant{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt}
+	}
+	return out, err
+}
+
+// errTenantNotFound is the answer for a tenant-scoped write to a tenant
+// that does not exist.
+func errTenantNotFound(tenantID string) error {
+	return service.Errorf(service.CodeNotFound, "tenant %s not found", tenantID)
+}
+
+// requireTenant fails with NOT_FOUND when the transaction's tenant does
+// not exist.
+func requireTenant(ctx context.Context, q *db.Queries, tenantID string) error {
+	if _, err := q.GetTenant(ctx, tenantID); err != nil {
+		if errors.Is(translate(err), service.ErrNotFound) {
+			return errTenantNotFound(tenantID)
+		}
+		return translate(err)
+	}
+	return nil
+}
+
+// CreateAPIKey implements service.AccountStore.
+func (s *PgStore) CreateAPIKey(ctx context.Context, key *service.APIKey, hash []byte) error {
+	return s.inTx(ctx, key.TenantID, func(q *db.Queries) error {
+		if err := requireTenant(ctx, q, key.TenantID); err != nil {
+			return err
+		}
+		return translate(q.InsertAPIKey(ctx, db.InsertAPIKeyParams{
+			TenantID: key.TenantID, ID: key.ID, Name: key.Name, Role: key.Role, KeyHash: hash, KeyPrefix: key.Prefix,
+		}))
+	})
+}
+
+// ListAPIKeys implements service.AccountStore.
+func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]service.APIKey, error) {
+	var rows []db.ApiKey
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListAPIKeys(ctx, tenantID)
+		return translate(err)
+	})
+	out := make([]service.APIKey, len(rows))
+	for i, r := range rows {
+		out[i] = keyFromRow(r)
+	}
+	return out, err
+}
+
+func keyFromRow(r db.ApiKey) service.APIKey {
+	return service.APIKey{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: r.Role, Prefix: r.KeyPrefix,
+		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt}
+}
+
+// RevokeAPIKey implements service.AccountStore (in a transaction: the
+// answer is the row count).
+func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUID) (bool, error) {
+	var n int64
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		n, err = q.RevokeAPIKey(ctx, db.RevokeAPIKeyParams{TenantID: tenantID, ID: id})
+		return translate(err)
+	})
+	return n > 0, err
+}
+
+// APIKeyByHash implements service.AccountStore. The key decides the
+// tenant, so its lookup is a system query.
+func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*service.APIKey, error) {
+	var row db.ApiKey
+	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+		var err error
+		if row, err = q.GetAPIKeyByHash(ctx, hash); err != nil {
+			return translate(err)
+		}
+		return translate(q.TouchAPIKey(ctx, db.TouchAPIKeyParams{TenantID: row.TenantID, ID: row.ID}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	key := keyFromRow(row)
+	return &key, nil
+}
+
+// RotateSecret implements service.AccountStore.
+func (s *PgStore) RotateSecret(ctx context.Context, p service.RotateSecretParams) (int, error) {
+	var id int32
+	err := s.inTx(ctx, p.TenantID, func(q *db.Queries) error {
+		if err := requireTenant(ctx, q, p.TenantID); err != nil {
+			return err
+		}
+		var err error
+		id, err = q.RotateTenantSecret(ctx, db.RotateTenantSecretParams{
+			TenantID: p.TenantID, Purpose: p.Purpose, GraceSeconds: p.Grace.Seconds(), Secret: p.Secret,
+		})
+		return translate(err)
+	})
+	return int(id), err
+}
+
+// TokenVerification implements service.AccountStore, in one round trip.
+func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endUser string) (*service.TokenVerification, error) {
+	var row db.GetTokenVerificationRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetTokenVerification(ctx, db.GetTokenVerificationParams{TenantID: tenantID, TokenID: tokenID, EndUser: endUser})
+		return translate(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &service.TokenVerification{Revoked: row.TokenRevoked, NotBefore: row.NotBefore}
+	for i, id := range row.KeyIds {
+		out.Keys = append(out.Keys, service.SigningKey{ID: int(id), Secret: row.Secrets[i]})
+	}
+	return out, nil
+}
+
+// RevokeUserToken implements service.AccountStore.
+func (s *PgStore) RevokeUserToken(ctx context.Context, tenantID, tokenID string, expiresAt time.Time) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+		return translate(q.RevokeUserToken(ctx, db.RevokeUserTokenParams{TenantID: tenantID, TokenID: tokenID, ExpiresAt: expiresAt}))
+	})
+}
+
+// RevokeEndUserTokens implements service.AccountStore.
+func (s *PgStore) RevokeEndUserTokens(ctx context.Context, tenantID, endUser string) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+		return translate(q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: endUser}))
+	})
+}

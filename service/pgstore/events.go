@@ -1,0 +1,90 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// RecentEvents implements service.EventSource: the events of every tenant
+// created since a time (the reader feeds every tenant's subscribers: a
+// system query).
+func (s *PgStore) RecentEvents(ctx context.Context, since time.Time) ([]service.Notification, error) {
+	var rows []db.InterruptEvent
+	err := s.pipedAs(ctx, "", true, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListRecentInterruptEvents(ctx, since)
+		return err
+	})
+	out := make([]service.Notification, len(rows))
+	for i, r := range rows {
+		out[i] = service.Notification{TenantID: r.TenantID, Seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, At: r.CreatedAt}
+	}
+	return out, err
+}
+
+// ListenEvents implements service.EventSource: it blocks on a connection
+// of its own that LISTENs for the wake-ups writers send.
+func (s *PgStore) ListenEvents(ctx context.Context, ready, wake func()) error {
+	return s.listen(ctx, func(q *db.Queries) error { return q.ListenInterruptEvents(ctx) }, ready, func(string) { wake() })
+}
+
+// listen holds a connection out of the pool (it carries the LISTEN) until
+// ctx ends or the connection fails, calling fn with each notification's
+// payload.
+func (s *PgStore) listen(ctx context.Context, subscribe func(q *db.Queries) error, ready func(), fn func(payload string)) error {
+	pooled, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := subscribe(db.New(conn)); err != nil {
+		return translate(err)
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return translate(err)
+		}
+		fn(n.Payload)
+	}
+}
+
+// eventsWritten wakes the live-event readers of every instance. Calls are
+// coalesced: at most one NOTIFY is in flight, sent outside the writing
+// transaction (inside it, NOTIFY would serialize every writer's commit).
+func (s *PgStore) eventsWritten() {
+	s.notifyOnce.Do(func() {
+		s.notifyCh = make(chan struct{}, 1)
+		go s.notifyLoop()
+	})
+	select {
+	case s.notifyCh <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLoop sends the wake-ups until Close.
+func (s *PgStore) notifyLoop() {
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-s.notifyCh:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A lost wake-up only delays delivery to the next poll.
+		_ = db.New(s.pool).NotifyInterruptEvents(ctx)
+		cancel()
+		// Coalesce bursts: writers within this pause share one NOTIFY.
+		select {
+		case <-s.closed:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,178 @@
+// Package pgstore is the PostgreSQL implementation of the stores the
+// service package declares (service.Store, service.AccountStore,
+// service.EventSource): sessions, turns, interrupts, jobs, tool calls,
+// tenants and keys, live events. Every statement is scoped to one tenant
+// in its SQL, runs under row-level security as the application role, and
+// its errors pass through the one translator, translate. Only cmd, tests
+// and the public entry point import it; service does not.
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// PgStore is the PostgreSQL Store.
+type PgStore struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+	// closed stops the store's goroutine (the wake-up sender).
+	closed    chan struct{}
+	closeOnce sync.Once
+	// cache keeps completed snapshots this instance wrote or read, with
+	// their state, so the next turn of a conversation does not read back
+	// the history the previous turn just wrote.
+	cache *snapshotCache
+
+	notifyOnce sync.Once
+	notifyCh   chan struct{}
+}
+
+// DefaultSnapshotCacheSize bounds the completed snapshots a store keeps in
+// memory.
+const DefaultSnapshotCacheSize = 4096
+
+// New returns the store over pool (an application-role pool, see
+// NewAppPool). Close stops its background work.
+func New(pool *pgxpool.Pool) *PgStore {
+	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize), closed: make(chan struct{})}
+}
+
+// Close stops the store's background work; the pool is the caller's.
+func (s *PgStore) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// errSessionTaken is SQLSTATE HP404, raised by WriteTurn when the session
+// belongs to another end user or agent (holdpoint_session_taken).
+const sqlstateSessionTaken = "HP404"
+
+// translate is the one error translator at the store boundary.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return service.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if pgErr.Code == sqlstateSessionTaken {
+			return service.ErrNotFound
+		}
+		switch pgErr.Code[:2] {
+		case "08", "57": // connection exception, operator intervention (shutdown)
+			return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
+		}
+		return err
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
+	}
+	return err
+}
+
+// inTx runs fn in a transaction scoped to one tenant: the row-level
+// security policies show it only that tenant's rows. The rollback uses a
+// context that survives the caller's cancellation so a cancelled request
+// never leaves a transaction open.
+func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
+	return s.tx(ctx, func(q *db.Queries) error {
+		if err := q.SetTenant(ctx, tenantID); err != nil {
+			return translate(err)
+		}
+		return fn(q)
+	})
+}
+
+// inSystemTx runs fn in a transaction that sees every tenant, for the
+// workers that span tenants.
+func (s *PgStore) inSystemTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return s.tx(ctx, func(q *db.Queries) error {
+		if err := q.SetSystem(ctx); err != nil {
+			return translate(err)
+		}
+		return fn(q)
+	})
+}
+
+func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(s.q.WithTx(tx)); err != nil {
+		return err
+	}
+	return translate(tx.Commit(ctx))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullableJSON(r json.RawMessage) []byte {
+	if isNull(r) {
+		return nil
+	}
+	return r
+}
+
+// translateConflict is translate, with a unique violation reported as
+// ALREADY_EXISTS and the given public message.
+func translateConflict(err error, format string, args ...any) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return service.Errorf(service.CodeAlreadyExists, format, args...)
+	}
+	return translate(err)
+}
+
+func refSuffix(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return "#" + ref
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// rawOr is raw, or def when raw is absent.
+func rawOr(raw json.RawMessage, def string) json.RawMessage {
+	if raw == nil {
+		return json.RawMessage(def)
+	}
+	return raw
+}
