@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
@@ -17,7 +18,7 @@ func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListTenantSecrets(ctx, db.ListTenantSecretsParams{TenantID: tenantID, Purpose: purpose})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func (s *PgStore) ListTenants(ctx context.Context) ([]service.Tenant, error) {
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListTenants(ctx)
-		return translate(err)
+		return err
 	})
 	out := make([]service.Tenant, len(rows))
 	for i, r := range rows {
@@ -69,10 +70,10 @@ func errTenantNotFound(tenantID string) error {
 // not exist.
 func requireTenant(ctx context.Context, q *db.Queries, tenantID string) error {
 	if _, err := q.GetTenant(ctx, tenantID); err != nil {
-		if errors.Is(translate(err), service.ErrNotFound) {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return errTenantNotFound(tenantID)
 		}
-		return translate(err)
+		return err
 	}
 	return nil
 }
@@ -83,9 +84,9 @@ func (s *PgStore) CreateAPIKey(ctx context.Context, key *service.APIKey, hash []
 		if err := requireTenant(ctx, q, key.TenantID); err != nil {
 			return err
 		}
-		return translate(q.InsertAPIKey(ctx, db.InsertAPIKeyParams{
+		return q.InsertAPIKey(ctx, db.InsertAPIKeyParams{
 			TenantID: key.TenantID, ID: key.ID, Name: key.Name, Role: key.Role, KeyHash: hash, KeyPrefix: key.Prefix,
-		}))
+		})
 	})
 }
 
@@ -95,7 +96,7 @@ func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]service.A
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListAPIKeys(ctx, tenantID)
-		return translate(err)
+		return err
 	})
 	out := make([]service.APIKey, len(rows))
 	for i, r := range rows {
@@ -116,7 +117,7 @@ func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUI
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		n, err = q.RevokeAPIKey(ctx, db.RevokeAPIKeyParams{TenantID: tenantID, ID: id})
-		return translate(err)
+		return err
 	})
 	return n > 0, err
 }
@@ -128,9 +129,9 @@ func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*service.APIKe
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		var err error
 		if row, err = q.GetAPIKeyByHash(ctx, hash); err != nil {
-			return translate(err)
+			return err
 		}
-		return translate(q.TouchAPIKey(ctx, db.TouchAPIKeyParams{TenantID: row.TenantID, ID: row.ID}))
+		return q.TouchAPIKey(ctx, db.TouchAPIKeyParams{TenantID: row.TenantID, ID: row.ID})
 	})
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func (s *PgStore) RotateSecret(ctx context.Context, p service.RotateSecretParams
 		id, err = q.RotateTenantSecret(ctx, db.RotateTenantSecretParams{
 			TenantID: p.TenantID, Purpose: p.Purpose, GraceSeconds: p.Grace.Seconds(), Secret: p.Secret,
 		})
-		return translate(err)
+		return err
 	})
 	return int(id), err
 }
@@ -161,7 +162,7 @@ func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endU
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetTokenVerification(ctx, db.GetTokenVerificationParams{TenantID: tenantID, TokenID: tokenID, EndUser: endUser})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -176,13 +177,13 @@ func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endU
 // RevokeUserToken implements service.AccountStore.
 func (s *PgStore) RevokeUserToken(ctx context.Context, tenantID, tokenID string, expiresAt time.Time) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
-		return translate(q.RevokeUserToken(ctx, db.RevokeUserTokenParams{TenantID: tenantID, TokenID: tokenID, ExpiresAt: expiresAt}))
+		return q.RevokeUserToken(ctx, db.RevokeUserTokenParams{TenantID: tenantID, TokenID: tokenID, ExpiresAt: expiresAt})
 	})
 }
 
 // RevokeEndUserTokens implements service.AccountStore.
 func (s *PgStore) RevokeEndUserTokens(ctx context.Context, tenantID, endUser string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
-		return translate(q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: endUser}))
+		return q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: endUser})
 	})
 }

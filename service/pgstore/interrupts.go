@@ -31,7 +31,7 @@ func insertInterrupts(ctx context.Context, q *db.Queries, w *service.SnapshotWri
 		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
 	}
 	if err := q.InsertInterrupts(ctx, p); err != nil {
-		return translate(err)
+		return err
 	}
 	payload, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
 	return insertEvents(ctx, q, w.TenantID, p.Ids, "created", w.Actor, payload)
@@ -50,7 +50,7 @@ func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uui
 		p.Types = append(p.Types, typ)
 		p.Payloads = append(p.Payloads, nullableJSON(payload))
 	}
-	return translate(q.InsertInterruptEvents(ctx, p))
+	return q.InsertInterruptEvents(ctx, p)
 }
 
 // ClaimInterrupts implements Store. The claim is one statement (one round
@@ -194,7 +194,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListInterrupts(ctx, p)
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: id})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -245,13 +245,13 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
 			TenantID: tenantID, SnapshotID: target.SnapshotID,
 		})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		var row *db.Interrupt
 		for i := range rows {
@@ -269,7 +269,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 			TenantID: tenantID, ID: id, Resolution: nullableJSON(resolution), ResolvedBy: strPtr(actor),
 		})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		if n == 0 {
 			return service.Errorf(service.CodeAborted, "interrupt %s was decided concurrently", id)
@@ -319,7 +319,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		due, err := q.ListDueInterruptsForUpdate(ctx, int32(limit))
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		swept = len(due)
 		type snapKey struct{ tenant, snapshot string }
@@ -335,7 +335,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 				if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
 					TenantID: row.TenantID, ID: row.ID, Resolution: resolution, ResolvedBy: strPtr("system"),
 				}); err != nil {
-					return translate(err)
+					return err
 				}
 				if err := insertEvents(ctx, q, row.TenantID, []uuid.UUID{row.ID}, "resolved", "system", resolution); err != nil {
 					return err
@@ -344,7 +344,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 				continue
 			}
 			if _, err := q.ExpireInterrupt(ctx, db.ExpireInterruptParams{TenantID: row.TenantID, ID: row.ID}); err != nil {
-				return translate(err)
+				return err
 			}
 			if err := insertEvents(ctx, q, row.TenantID, []uuid.UUID{row.ID}, "expired", "system", nil); err != nil {
 				return err
@@ -353,7 +353,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 		for k, agent := range touched {
 			rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{TenantID: k.tenant, SnapshotID: k.snapshot})
 			if err != nil {
-				return translate(err)
+				return err
 			}
 			waiting, batch := splitDecided(rows)
 			if len(waiting) == 0 && len(batch) > 0 && !anyExpired(rows) {
@@ -383,7 +383,7 @@ func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, t
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: tenantID, FromTime: from, ToTime: to, GroupBy: groupBy})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -22,11 +22,11 @@ func insertJob(ctx context.Context, q *db.Queries, job *service.TurnJob, owner s
 	if pre == nil {
 		pre = []uuid.UUID{}
 	}
-	return translate(q.InsertTurnJob(ctx, db.InsertTurnJobParams{
+	return q.InsertTurnJob(ctx, db.InsertTurnJobParams{
 		TenantID: job.TenantID, SnapshotID: job.SnapshotID, Agent: job.Agent, SessionID: job.SessionID,
 		ParentID: strPtr(job.ParentID), EndUser: strPtr(job.EndUser), Actor: orSystem(job.Actor),
 		Inputs: inputs, Preclaimed: pre, Owner: strPtr(owner),
-	}))
+	})
 }
 
 func orSystem(actor string) string {
@@ -44,13 +44,13 @@ func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []strin
 		var err error
 		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: &owner, StaleSeconds: stale.Seconds(), Agents: agents})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		// The snapshot's heartbeat is as old as the dead worker's: refresh
 		// it with the claim, or a client polling between the claim and the
 		// new worker's first heartbeat would read the snapshot as expired.
 		_, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: row.TenantID, ID: row.SnapshotID})
-		return translate(err)
+		return err
 	})
 	if errors.Is(err, service.ErrNotFound) {
 		return nil, nil
@@ -76,14 +76,14 @@ func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owne
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		n, err := q.TouchTurnJob(ctx, db.TouchTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID, Owner: &owner})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		if n == 0 {
 			owned = false
 			return nil
 		}
 		status, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: snapshotID})
-		return translate(err)
+		return err
 	})
 	return status, owned, err
 }
@@ -95,7 +95,7 @@ func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID stri
 		return err
 	}
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
-		return translate(q.AppendTurnJobInputs(ctx, db.AppendTurnJobInputsParams{TenantID: tenantID, SnapshotID: snapshotID, Inputs: raw}))
+		return q.AppendTurnJobInputs(ctx, db.AppendTurnJobInputsParams{TenantID: tenantID, SnapshotID: snapshotID, Inputs: raw})
 	})
 }
 
@@ -107,7 +107,7 @@ func (s *PgStore) DeleteJob(ctx context.Context, tenantID, snapshotID string) er
 }
 
 func deleteJob(ctx context.Context, q *db.Queries, tenantID, snapshotID string) error {
-	return translate(q.DeleteTurnJob(ctx, db.DeleteTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID}))
+	return q.DeleteTurnJob(ctx, db.DeleteTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID})
 }
 
 // ReleaseJobs implements Store.
@@ -116,7 +116,7 @@ func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		var err error
 		n, err = q.ReleaseTurnJobs(ctx, &owner)
-		return translate(err)
+		return err
 	})
 	return int(n), err
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,8 +19,9 @@ import (
 // transaction to the tenant, so row-level security applies to every
 // statement.
 //
-// Exec's command tag is empty: a caller that needs rows affected, or reads
-// results that depend on each other within one transaction, uses inTx.
+// Exec's command tag is empty, except for a statement whose rows affected
+// its caller reads (see Exec). A caller that reads results that depend on
+// each other within one transaction uses inTx.
 type pipeline struct {
 	conn   *pgxpool.Conn
 	tenant string
@@ -55,10 +57,34 @@ func (q queuer) QueryRow(context.Context, string, ...any) pgx.Row {
 	panic("queuer: queries go through the pipeline")
 }
 
-// Exec queues a statement.
-func (p *pipeline) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+// Exec queues a statement. A statement whose row count its caller reads
+// (sqlc's :execrows) cannot wait for the end: what is queued goes out now,
+// with it, and its real command tag is returned.
+func (p *pipeline) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	p.batch.Queue(sql, args...)
-	return pgconn.CommandTag{}, nil
+	if !readsRowCount(sql) {
+		return pgconn.CommandTag{}, nil
+	}
+	n := p.batch.Len()
+	br := p.conn.SendBatch(ctx, p.batch)
+	p.begin(ctx)
+	var tag pgconn.CommandTag
+	for i := 0; i < n; i++ {
+		t, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return pgconn.CommandTag{}, err
+		}
+		tag = t
+	}
+	return tag, br.Close()
+}
+
+// readsRowCount reports whether a sqlc statement's caller reads its rows
+// affected: sqlc starts every statement with "-- name: X :kind".
+func readsRowCount(sql string) bool {
+	first, _, _ := strings.Cut(sql, "\n")
+	return strings.HasSuffix(strings.TrimSpace(first), ":execrows")
 }
 
 // Query sends the queued statements and the query in one batch.

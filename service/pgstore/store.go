@@ -96,7 +96,7 @@ func translate(err error) error {
 func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
 	return s.tx(ctx, func(q *db.Queries) error {
 		if err := q.SetTenant(ctx, tenantID); err != nil {
-			return translate(err)
+			return err
 		}
 		return fn(q)
 	})
@@ -107,7 +107,7 @@ func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queri
 func (s *PgStore) inSystemTx(ctx context.Context, fn func(q *db.Queries) error) error {
 	return s.tx(ctx, func(q *db.Queries) error {
 		if err := q.SetSystem(ctx); err != nil {
-			return translate(err)
+			return err
 		}
 		return fn(q)
 	})
@@ -120,7 +120,7 @@ func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(s.q.WithTx(tx)); err != nil {
-		return err
+		return translate(err)
 	}
 	return translate(tx.Commit(ctx))
 }

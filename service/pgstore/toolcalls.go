@@ -19,7 +19,7 @@ func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *service
 			Agent: c.Agent, Tool: c.Tool, Ref: c.Ref, Input: nullableJSON(c.Input), Restart: c.Restart,
 			Actor: orSystem(c.Actor), EndUser: strPtr(c.EndUser), JobOwner: strPtr(jobOwner),
 		})
-		return translate(err)
+		return err
 	})
 	if errors.Is(err, service.ErrNotFound) {
 		return false, nil
@@ -47,10 +47,10 @@ func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string
 	if err != nil {
 		return err
 	}
-	return translate(q.FinishToolCalls(ctx, db.FinishToolCallsParams{
+	return q.FinishToolCalls(ctx, db.FinishToolCallsParams{
 		TenantID: tenantID, TurnID: turnID,
 		CallKeys: a.keys, Statuses: a.statuses, Outputs: a.outputs, Errors: a.errors, FinishedAts: a.finishedAts,
-	}))
+	})
 }
 
 // callOutcomes are outcomes as the column arrays the statements unnest.
@@ -82,7 +82,7 @@ func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string)
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetToolCall(ctx, db.GetToolCallParams{TenantID: tenantID, TurnID: turnID, CallKey: key})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func (s *PgStore) ListSessionToolCalls(ctx context.Context, tenantID, sessionID 
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListSessionToolCalls(ctx, p)
-		return translate(err)
+		return err
 	})
 	return toolCallsFromRows(rows), err
 }
@@ -112,7 +112,7 @@ func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnID
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListTurnToolCalls(ctx, db.ListTurnToolCallsParams{TenantID: tenantID, TurnIds: turnIDs})
-		return translate(err)
+		return err
 	})
 	return toolCallsFromRows(rows), err
 }

@@ -45,7 +45,7 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		r, err := q.GetSnapshot(ctx, db.GetSnapshotParams{TenantID: tenantID, ID: id})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		row, endUser = r.Snapshot, r.SessionEndUser
 		if !withState || row.MessageCount == 0 || row.Agent != agent {
@@ -54,7 +54,7 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		hist, err = q.ListHistoryMessages(ctx, db.ListHistoryMessagesParams{
 			TenantID: tenantID, SnapshotID: id, MessageCount: row.MessageCount,
 		})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (s *PgStore) LoadSession(ctx context.Context, scope service.Scope, id strin
 	err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetSession(ctx, db.GetSessionParams{TenantID: scope.TenantID, ID: id})
-		return translate(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -311,7 +311,7 @@ func setResumed(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) er
 		if err := q.SetInterruptResumedSnapshot(ctx, db.SetInterruptResumedSnapshotParams{
 			TenantID: w.TenantID, ID: id, ResumedSnapshotID: &w.SnapshotID,
 		}); err != nil {
-			return translate(err)
+			return err
 		}
 	}
 	return nil
@@ -337,7 +337,7 @@ func (s *PgStore) finalizePending(ctx context.Context, w *service.SnapshotWrite)
 			MessageCount: int32(w.MessageCount),
 		})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		if n == 0 {
 			return errNotPending
@@ -353,7 +353,7 @@ func (s *PgStore) finalizePending(ctx context.Context, w *service.SnapshotWrite)
 				p.Bodies = append(p.Bodies, m.Body)
 			}
 			if err := q.InsertMessages(ctx, p); err != nil {
-				return translate(err)
+				return err
 			}
 		}
 		if err := insertInterrupts(ctx, q, w); err != nil {
@@ -373,9 +373,9 @@ func (s *PgStore) finalizePending(ctx context.Context, w *service.SnapshotWrite)
 				return err
 			}
 		}
-		return translate(q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
+		return q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
 			TenantID: w.TenantID, ID: w.SessionID, SnapshotID: &w.SnapshotID,
-		}))
+		})
 	})
 }
 
@@ -385,7 +385,7 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent,
 	err := s.inTx(ctx, scope.TenantID, func(q *db.Queries) error {
 		r, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: scope.TenantID, ID: id})
 		if err != nil {
-			return translate(err)
+			return err
 		}
 		row := r.Snapshot
 		if row.Agent != agent || !scope.Sees(deref(r.SessionEndUser)) {
@@ -396,7 +396,7 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent,
 			return nil
 		}
 		_, err = q.AbortPendingSnapshot(ctx, db.AbortPendingSnapshotParams{TenantID: scope.TenantID, ID: id})
-		return translate(err)
+		return err
 	})
 	return prev, err
 }
