@@ -210,51 +210,6 @@ func (q *Queries) InsertInterruptEvents(ctx context.Context, arg InsertInterrupt
 	return err
 }
 
-const insertInterrupts = `-- name: InsertInterrupts :exec
-INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
-SELECT $1, i.id, $2, $3, $4, i.tool, i.ref, i.input, i.metadata,
-       CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
-       i.on_expire
-FROM (
-    SELECT unnest($5::uuid[]) AS id, unnest($6::text[]) AS tool, unnest($7::text[]) AS ref,
-           unnest($8::jsonb[]) AS input, unnest($9::jsonb[]) AS metadata,
-           unnest($10::bigint[]) AS expires_in_ms, unnest($11::jsonb[]) AS on_expire
-) AS i
-`
-
-type InsertInterruptsParams struct {
-	TenantID    string
-	SessionID   string
-	SnapshotID  string
-	Agent       string
-	Ids         []uuid.UUID
-	Tools       []string
-	Refs        []string
-	Inputs      [][]byte
-	Metadatas   [][]byte
-	ExpiresInMs []int64
-	OnExpires   [][]byte
-}
-
-// Deadlines are given as milliseconds from now (0: none) so they are on the
-// database clock, the one the sweeper compares them with.
-func (q *Queries) InsertInterrupts(ctx context.Context, arg InsertInterruptsParams) error {
-	_, err := q.db.Exec(ctx, insertInterrupts,
-		arg.TenantID,
-		arg.SessionID,
-		arg.SnapshotID,
-		arg.Agent,
-		arg.Ids,
-		arg.Tools,
-		arg.Refs,
-		arg.Inputs,
-		arg.Metadatas,
-		arg.ExpiresInMs,
-		arg.OnExpires,
-	)
-	return err
-}
-
 const listDueInterruptsForUpdate = `-- name: ListDueInterruptsForUpdate :many
 SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
 WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()

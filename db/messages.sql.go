@@ -9,31 +9,6 @@ import (
 	"context"
 )
 
-const insertMessages = `-- name: InsertMessages :exec
-INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-SELECT $1, $2,
-       unnest($3::integer[]), unnest($4::text[]), unnest($5::jsonb[])
-`
-
-type InsertMessagesParams struct {
-	TenantID   string
-	SnapshotID string
-	Positions  []int32
-	Roles      []string
-	Bodies     [][]byte
-}
-
-func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) error {
-	_, err := q.db.Exec(ctx, insertMessages,
-		arg.TenantID,
-		arg.SnapshotID,
-		arg.Positions,
-		arg.Roles,
-		arg.Bodies,
-	)
-	return err
-}
-
 const listHistoryMessages = `-- name: ListHistoryMessages :many
 WITH RECURSIVE chain (id, parent_id, depth) AS (
     SELECT s.id, s.parent_id, 0

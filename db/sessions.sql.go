@@ -74,20 +74,3 @@ func (q *Queries) GetSession(ctx context.Context, arg GetSessionParams) (Session
 	)
 	return i, err
 }
-
-const updateSessionLatestSnapshot = `-- name: UpdateSessionLatestSnapshot :exec
-UPDATE sessions
-SET latest_snapshot_id = $1, updated_at = now()
-WHERE tenant_id = $2 AND id = $3
-`
-
-type UpdateSessionLatestSnapshotParams struct {
-	SnapshotID *string
-	TenantID   string
-	ID         string
-}
-
-func (q *Queries) UpdateSessionLatestSnapshot(ctx context.Context, arg UpdateSessionLatestSnapshotParams) error {
-	_, err := q.db.Exec(ctx, updateSessionLatestSnapshot, arg.SnapshotID, arg.TenantID, arg.ID)
-	return err
-}

@@ -31,44 +31,6 @@ func (q *Queries) AbortPendingSnapshot(ctx context.Context, arg AbortPendingSnap
 	return result.RowsAffected(), nil
 }
 
-const finalizePendingSnapshot = `-- name: FinalizePendingSnapshot :execrows
-UPDATE snapshots
-SET status = $1, finish_reason = $2, error = $3,
-    custom = $4, artifacts = $5, message_count = $6,
-    updated_at = now()
-WHERE tenant_id = $7 AND id = $8 AND status = 'pending'
-`
-
-type FinalizePendingSnapshotParams struct {
-	Status       string
-	FinishReason *string
-	Error        []byte
-	Custom       []byte
-	Artifacts    []byte
-	MessageCount int32
-	TenantID     string
-	ID           string
-}
-
-// Only a pending snapshot is finalized: an abort that got there first wins
-// and the finished work is dropped.
-func (q *Queries) FinalizePendingSnapshot(ctx context.Context, arg FinalizePendingSnapshotParams) (int64, error) {
-	result, err := q.db.Exec(ctx, finalizePendingSnapshot,
-		arg.Status,
-		arg.FinishReason,
-		arg.Error,
-		arg.Custom,
-		arg.Artifacts,
-		arg.MessageCount,
-		arg.TenantID,
-		arg.ID,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const getSnapshot = `-- name: GetSnapshot :one
 SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, sessions.end_user AS session_end_user
 FROM snapshots
@@ -184,15 +146,24 @@ WITH snap AS (
         $1, $2, $3, $4, $5, $6, $7, $8,
         $9, $10, $11, $12
     )
+    ON CONFLICT (tenant_id, id) DO UPDATE
+    SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
+        custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
+        updated_at = now()
+    WHERE $13::boolean AND snapshots.status = 'pending'
+    RETURNING 1
+), job AS (
+    DELETE FROM turn_jobs
+    WHERE $13::boolean AND tenant_id = $1 AND snapshot_id = $2
 ), msgs AS (
     INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
     SELECT $1, $2,
-           unnest($13::integer[]), unnest($14::text[]), unnest($15::jsonb[])
+           unnest($14::integer[]), unnest($15::text[]), unnest($16::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    VALUES ($1, $3, $4, $16, $2)
+    VALUES ($1, $3, $4, $17, $2)
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
@@ -203,19 +174,23 @@ WITH snap AS (
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire
     FROM (
-        SELECT unnest($17::uuid[]) AS id, unnest($18::text[]) AS tool, unnest($19::text[]) AS ref,
-               unnest($20::jsonb[]) AS input, unnest($21::jsonb[]) AS metadata,
-               unnest($22::bigint[]) AS expires_in_ms, unnest($23::jsonb[]) AS on_expire
+        SELECT unnest($18::uuid[]) AS id, unnest($19::text[]) AS tool, unnest($20::text[]) AS ref,
+               unnest($21::jsonb[]) AS input, unnest($22::jsonb[]) AS metadata,
+               unnest($23::bigint[]) AS expires_in_ms, unnest($24::jsonb[]) AS on_expire
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $1, e.interrupt_id, e.type, $24::text, e.payload
+    SELECT $1, e.interrupt_id, e.type, $25::text, e.payload
     FROM (
-        SELECT unnest($25::uuid[]) AS interrupt_id, unnest($26::text[]) AS type,
-               unnest($27::jsonb[]) AS payload
+        SELECT unnest($26::uuid[]) AS interrupt_id, unnest($27::text[]) AS type,
+               unnest($28::jsonb[]) AS payload
     ) AS e
 )
-SELECT CASE WHEN EXISTS (SELECT 1 FROM sess) THEN true ELSE holdpoint_session_taken() END
+SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
+    WHEN NOT EXISTS (SELECT 1 FROM sess) THEN holdpoint_session_taken()
+    ELSE true
+END
 `
 
 type WriteTurnParams struct {
@@ -231,6 +206,7 @@ type WriteTurnParams struct {
 	Artifacts         []byte
 	MessageCount      int32
 	HeartbeatAt       *time.Time
+	FinalizePending   bool
 	Positions         []int32
 	Roles             []string
 	Bodies            [][]byte
@@ -252,7 +228,10 @@ type WriteTurnParams struct {
 // or rewrote, the session's new latest snapshot (creating the session on
 // its first turn), the interrupts it paused on and the audit events. The
 // foreign keys are checked at the end of the statement, when every part is
-// written.
+// written. The same statement writes a detached turn's pending snapshot
+// (status pending, no messages) and later its end (finalize_pending): the
+// pending snapshot is rewritten only while it is still pending, and its
+// job goes with it.
 func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 	_, err := q.db.Exec(ctx, writeTurn,
 		arg.TenantID,
@@ -267,6 +246,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Artifacts,
 		arg.MessageCount,
 		arg.HeartbeatAt,
+		arg.FinalizePending,
 		arg.Positions,
 		arg.Roles,
 		arg.Bodies,

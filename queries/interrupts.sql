@@ -1,16 +1,3 @@
--- name: InsertInterrupts :exec
--- Deadlines are given as milliseconds from now (0: none) so they are on the
--- database clock, the one the sweeper compares them with.
-INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
-SELECT @tenant_id, i.id, @session_id, @snapshot_id, @agent, i.tool, i.ref, i.input, i.metadata,
-       CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
-       i.on_expire
-FROM (
-    SELECT unnest(@ids::uuid[]) AS id, unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
-           unnest(@inputs::jsonb[]) AS input, unnest(@metadatas::jsonb[]) AS metadata,
-           unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire
-) AS i;
-
 -- name: InsertInterruptEvents :exec
 INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
 SELECT @tenant_id, unnest(@interrupt_ids::uuid[]), unnest(@types::text[]), @actor, unnest(@payloads::jsonb[]);

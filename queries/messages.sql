@@ -1,8 +1,3 @@
--- name: InsertMessages :exec
-INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-SELECT @tenant_id, @snapshot_id,
-       unnest(@positions::integer[]), unnest(@roles::text[]), unnest(@bodies::jsonb[]);
-
 -- name: ListHistoryMessages :many
 -- The history of a snapshot: for each position below its message count, the
 -- message written by the nearest snapshot on its ancestor chain.

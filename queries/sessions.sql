@@ -1,11 +1,6 @@
 -- name: GetSession :one
 SELECT * FROM sessions WHERE tenant_id = @tenant_id AND id = @id;
 
--- name: UpdateSessionLatestSnapshot :exec
-UPDATE sessions
-SET latest_snapshot_id = @snapshot_id, updated_at = now()
-WHERE tenant_id = @tenant_id AND id = @id;
-
 -- name: CreateSession :one
 -- Takes a client-chosen session id for its first caller, atomically: the
 -- row names its owner before any turn runs in it. A caller that finds the

@@ -15,15 +15,6 @@ JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snap
 WHERE snapshots.tenant_id = @tenant_id AND snapshots.id = @id
 FOR UPDATE OF snapshots;
 
--- name: FinalizePendingSnapshot :execrows
--- Only a pending snapshot is finalized: an abort that got there first wins
--- and the finished work is dropped.
-UPDATE snapshots
-SET status = @status, finish_reason = @finish_reason, error = @error,
-    custom = @custom, artifacts = @artifacts, message_count = @message_count,
-    updated_at = now()
-WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending';
-
 -- name: AbortPendingSnapshot :execrows
 UPDATE snapshots
 SET status = 'aborted', finish_reason = 'aborted', updated_at = now()
@@ -42,7 +33,10 @@ RETURNING status;
 -- or rewrote, the session's new latest snapshot (creating the session on
 -- its first turn), the interrupts it paused on and the audit events. The
 -- foreign keys are checked at the end of the statement, when every part is
--- written.
+-- written. The same statement writes a detached turn's pending snapshot
+-- (status pending, no messages) and later its end (finalize_pending): the
+-- pending snapshot is rewritten only while it is still pending, and its
+-- job goes with it.
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
@@ -51,6 +45,15 @@ WITH snap AS (
         @tenant_id, @snapshot_id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
         @custom, @artifacts, @message_count, @heartbeat_at
     )
+    ON CONFLICT (tenant_id, id) DO UPDATE
+    SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
+        custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
+        updated_at = now()
+    WHERE @finalize_pending::boolean AND snapshots.status = 'pending'
+    RETURNING 1
+), job AS (
+    DELETE FROM turn_jobs
+    WHERE @finalize_pending::boolean AND tenant_id = @tenant_id AND snapshot_id = @snapshot_id
 ), msgs AS (
     INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
     SELECT @tenant_id, @snapshot_id,
@@ -82,4 +85,8 @@ WITH snap AS (
                unnest(@event_payloads::jsonb[]) AS payload
     ) AS e
 )
-SELECT CASE WHEN EXISTS (SELECT 1 FROM sess) THEN true ELSE holdpoint_session_taken() END;
+SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
+    WHEN NOT EXISTS (SELECT 1 FROM sess) THEN holdpoint_session_taken()
+    ELSE true
+END;

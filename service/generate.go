@@ -302,8 +302,19 @@ type resumePlan struct {
 	claims []InterruptClaim
 }
 
+// stepKind is how a resume resolves one tool request of the interrupted
+// message.
+type stepKind int
+
+const (
+	stepNone    stepKind = iota // not a tool request
+	stepPending                 // ran before the pause: its output waits in metadata
+	stepRespond                 // answered by the client's toolResponse
+	stepRestart                 // run again
+)
+
 type resumeStep struct {
-	kind    string // "", "pending", "respond", "restart"
+	kind    stepKind
 	respond *Part
 	restart *Part
 }
@@ -323,17 +334,17 @@ func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
 			continue
 		}
 		if _, ok := p.Metadata[metaPendingOutput]; ok {
-			plan.steps[i] = resumeStep{kind: "pending"}
+			plan.steps[i] = resumeStep{kind: stepPending}
 			continue
 		}
 		if r := findResponse(res.Respond, tr.Name, tr.Ref); r != nil {
-			plan.steps[i] = resumeStep{kind: "respond", respond: r}
+			plan.steps[i] = resumeStep{kind: stepRespond, respond: r}
 			resolution, _ := json.Marshal(map[string]any{"respond": r.ToolResponse.Output})
 			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: resolution})
 			continue
 		}
 		if r := findRequest(res.Restart, tr.Name, tr.Ref); r != nil {
-			plan.steps[i] = resumeStep{kind: "restart", restart: r}
+			plan.steps[i] = resumeStep{kind: stepRestart, restart: r}
 			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: json.RawMessage(`{"restart":true}`)})
 			continue
 		}
@@ -347,7 +358,7 @@ func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
 // decision: the agent's next step trusts that shape.
 func checkRespondOutputs(plan *resumePlan, a *Agent) error {
 	for _, step := range plan.steps {
-		if step.kind != "respond" {
+		if step.kind != stepRespond {
 			continue
 		}
 		r := step.respond.ToolResponse
@@ -373,7 +384,7 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 	for i, step := range plan.steps {
 		p := last.Content[i]
 		switch step.kind {
-		case "pending":
+		case stepPending:
 			meta := cloneMeta(p.Metadata)
 			out := meta[metaPendingOutput]
 			delete(meta, metaPendingOutput)
@@ -384,10 +395,10 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 				Metadata:     respMeta,
 			})
 			p.Metadata = emptyToNil(meta)
-		case "respond":
+		case stepRespond:
 			responses = append(responses, step.respond.Clone())
 			p.Metadata = resolvedMeta(p.Metadata)
-		case "restart":
+		case stepRestart:
 			resumed := step.restart.Metadata[metaResumed]
 			if isNull(resumed) {
 				resumed = jsonTrue

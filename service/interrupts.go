@@ -19,12 +19,12 @@ import (
 const MaxInboxPage = 200
 
 // InterruptStatuses are the stored statuses of an interrupt.
-var InterruptStatuses = []string{"pending", "resolved", "expired", "cancelled"}
+var InterruptStatuses = []string{InterruptPending, InterruptResolved, InterruptExpired, InterruptCancelled}
 
 // ListInterrupts returns a page of the tenant's interrupts, newest first.
 func (r *Runtime) ListInterrupts(ctx context.Context, c Caller, f InterruptFilter) ([]Interrupt, error) {
 	if f.Status == "" {
-		f.Status = "pending"
+		f.Status = InterruptPending
 	}
 	if !contains(InterruptStatuses, f.Status) {
 		return nil, Errorf(CodeInvalidArgument, "status must be one of %s", strings.Join(InterruptStatuses, ", "))
@@ -146,9 +146,9 @@ func (r *Runtime) interruptTool(ctx context.Context, c Caller, id uuid.UUID) (*I
 		return nil, nil, err
 	}
 	switch it.Status {
-	case "expired":
+	case InterruptExpired:
 		return nil, nil, Errorf(CodeFailedPrecondition, "interrupt %s expired", id)
-	case "pending":
+	case InterruptPending:
 	default:
 		return nil, nil, Errorf(CodeAborted, "interrupt %s is already %s", id, it.Status)
 	}

@@ -216,6 +216,24 @@ type NewInterrupt struct {
 	OnExpire  json.RawMessage
 }
 
+// Interrupt statuses (interrupts.status).
+const (
+	InterruptPending   = "pending"
+	InterruptResolved  = "resolved"
+	InterruptExpired   = "expired"
+	InterruptCancelled = "cancelled"
+)
+
+// Interrupt event types (interrupt_events.type): the audit trail.
+const (
+	EventCreated   = "created"
+	EventClaimed   = "claimed"
+	EventReleased  = "released"
+	EventResolved  = "resolved"
+	EventExpired   = "expired"
+	EventCancelled = "cancelled"
+)
+
 // Tool call statuses.
 const (
 	ToolCallRunning     = "running"

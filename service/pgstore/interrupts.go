@@ -12,45 +12,53 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 )
 
-// insertInterrupts records the interrupts a turn paused on, with their
-// created events.
-func insertInterrupts(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) error {
-	if len(w.Interrupts) == 0 {
-		return nil
-	}
-	p := db.InsertInterruptsParams{
-		TenantID: w.TenantID, SessionID: w.SessionID, SnapshotID: w.SnapshotID, Agent: w.Agent,
-	}
-	for _, in := range w.Interrupts {
-		p.Ids = append(p.Ids, uuid.New())
-		p.Tools = append(p.Tools, in.Tool)
-		p.Refs = append(p.Refs, in.Ref)
-		p.Inputs = append(p.Inputs, nullableJSON(in.Input))
-		p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
-		p.ExpiresInMs = append(p.ExpiresInMs, in.ExpiresIn.Milliseconds())
-		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
-	}
-	if err := q.InsertInterrupts(ctx, p); err != nil {
-		return err
-	}
-	payload, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
-	return insertEvents(ctx, q, w.TenantID, p.Ids, "created", w.Actor, payload)
+// eventBatch collects audit events (rows of interrupt_events) as the
+// column arrays the statements unnest: the one place an event's type and
+// payload are made.
+type eventBatch struct {
+	ids      []uuid.UUID
+	types    []string
+	payloads [][]byte
 }
 
-// insertEvents appends one audit event of the same type per interrupt.
-func insertEvents(ctx context.Context, q *db.Queries, tenantID string, ids []uuid.UUID, typ, actor string, payload json.RawMessage) error {
-	if len(ids) == 0 {
+func (b *eventBatch) add(id uuid.UUID, typ string, payload json.RawMessage) {
+	b.ids = append(b.ids, id)
+	b.types = append(b.types, typ)
+	b.payloads = append(b.payloads, nullableJSON(payload))
+}
+
+// created: the turn that paused on the interrupt, by its snapshot.
+func (b *eventBatch) created(id uuid.UUID, snapshotID string) {
+	payload, _ := json.Marshal(map[string]string{"snapshotId": snapshotID})
+	b.add(id, service.EventCreated, payload)
+}
+
+// resumed: the resume that answered the interrupt, by the snapshot it
+// wrote.
+func (b *eventBatch) resumed(id uuid.UUID, snapshotID string) {
+	payload, _ := json.Marshal(map[string]string{"resumedSnapshotId": snapshotID})
+	b.add(id, service.EventResolved, payload)
+}
+
+// decided: an operator's or a deadline's decision, as stored on the row.
+func (b *eventBatch) decided(id uuid.UUID, resolution json.RawMessage) {
+	b.add(id, service.EventResolved, resolution)
+}
+
+// released: a claim given back.
+func (b *eventBatch) released(id uuid.UUID) { b.add(id, service.EventReleased, nil) }
+
+// expired: a deadline that passed with nothing to answer.
+func (b *eventBatch) expired(id uuid.UUID) { b.add(id, service.EventExpired, nil) }
+
+// insert appends the batch's events of one tenant, by actor.
+func (b *eventBatch) insert(ctx context.Context, q *db.Queries, tenantID, actor string) error {
+	if len(b.ids) == 0 {
 		return nil
 	}
-	if actor == "" {
-		actor = "system"
-	}
-	p := db.InsertInterruptEventsParams{TenantID: tenantID, InterruptIds: ids, Actor: actor}
-	for range ids {
-		p.Types = append(p.Types, typ)
-		p.Payloads = append(p.Payloads, nullableJSON(payload))
-	}
-	return q.InsertInterruptEvents(ctx, p)
+	return q.InsertInterruptEvents(ctx, db.InsertInterruptEventsParams{
+		TenantID: tenantID, InterruptIds: b.ids, Types: b.types, Payloads: b.payloads, Actor: orSystem(actor),
+	})
 }
 
 // ClaimInterrupts implements Store. The claim is one statement (one round
@@ -85,13 +93,10 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID stri
 			switch {
 			case r.ClaimedNow:
 				ids = append(ids, r.ID)
-			case refusal != nil:
-			case r.Status == "expired":
-				refusal = service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", r.ID, c.Tool, refSuffix(c.Ref))
-			case r.Status == "pending":
-				refusal = service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", r.ID, c.Tool, refSuffix(c.Ref))
-			default:
-				refusal = service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", r.ID, c.Tool, refSuffix(c.Ref), r.Status)
+			case refusal == nil:
+				// Still pending when read, yet not claimed: another resume
+				// took it meanwhile.
+				refusal = refuse(r.ID, c.Tool, c.Ref, r.Status, true)
 			}
 		}
 	}
@@ -109,16 +114,20 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID stri
 	return ids, nil
 }
 
-// claimable explains why an interrupt row cannot be claimed: an expired one
-// is a precondition failure, a resolved one a lost race (ABORTED).
-func claimable(row *db.Interrupt, tool, ref string) error {
-	switch row.Status {
-	case "pending":
+// refuse explains why an interrupt cannot be claimed, the one place these
+// messages are made: an expired one is a precondition failure; a resolved
+// one, or (raced) one another resume took while this one read it pending,
+// a lost race (ABORTED). A pending one that did not race is claimable: nil.
+func refuse(id uuid.UUID, tool, ref, status string, raced bool) error {
+	switch {
+	case status == service.InterruptExpired:
+		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", id, tool, refSuffix(ref))
+	case status == service.InterruptPending && raced:
+		return service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, refSuffix(ref))
+	case status == service.InterruptPending:
 		return nil
-	case "expired":
-		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", row.ID, tool, refSuffix(ref))
 	default:
-		return service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", row.ID, tool, refSuffix(ref), row.Status)
+		return service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, refSuffix(ref), status)
 	}
 }
 
@@ -133,7 +142,11 @@ func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []
 				return err
 			}
 		}
-		return insertEvents(ctx, q, tenantID, ids, "released", actor, nil)
+		var events eventBatch
+		for _, id := range ids {
+			events.released(id)
+		}
+		return events.insert(ctx, q, tenantID, actor)
 	})
 	if err == nil {
 		s.eventsWritten()
@@ -262,7 +275,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 		if row == nil {
 			return service.ErrNotFound
 		}
-		if err := claimable(row, row.Tool, row.Ref); err != nil {
+		if err := refuse(row.ID, row.Tool, row.Ref, row.Status, false); err != nil {
 			return err
 		}
 		n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
@@ -274,10 +287,12 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 		if n == 0 {
 			return service.Errorf(service.CodeAborted, "interrupt %s was decided concurrently", id)
 		}
-		if err := insertEvents(ctx, q, tenantID, []uuid.UUID{id}, "resolved", actor, resolution); err != nil {
+		var events eventBatch
+		events.decided(id, resolution)
+		if err := events.insert(ctx, q, tenantID, actor); err != nil {
 			return err
 		}
-		row.Status = "resolved"
+		row.Status = service.InterruptResolved
 		row.Resolution = resolution
 		row.ResolvedBy = strPtr(actor)
 		now := time.Now()
@@ -301,9 +316,9 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.
 func splitDecided(rows []db.Interrupt) (waiting, decided []service.Interrupt) {
 	for _, r := range rows {
 		switch {
-		case r.Status == "pending":
+		case r.Status == service.InterruptPending:
 			waiting = append(waiting, interruptFromRow(r))
-		case r.Status == "resolved" && r.ResumedSnapshotID == nil:
+		case r.Status == service.InterruptResolved && r.ResumedSnapshotID == nil:
 			decided = append(decided, interruptFromRow(r))
 		}
 	}
@@ -337,7 +352,9 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 				}); err != nil {
 					return err
 				}
-				if err := insertEvents(ctx, q, row.TenantID, []uuid.UUID{row.ID}, "resolved", "system", resolution); err != nil {
+				var events eventBatch
+				events.decided(row.ID, resolution)
+				if err := events.insert(ctx, q, row.TenantID, "system"); err != nil {
 					return err
 				}
 				touched[snapKey{row.TenantID, row.SnapshotID}] = row.Agent
@@ -346,7 +363,9 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 			if _, err := q.ExpireInterrupt(ctx, db.ExpireInterruptParams{TenantID: row.TenantID, ID: row.ID}); err != nil {
 				return err
 			}
-			if err := insertEvents(ctx, q, row.TenantID, []uuid.UUID{row.ID}, "expired", "system", nil); err != nil {
+			var events eventBatch
+			events.expired(row.ID)
+			if err := events.insert(ctx, q, row.TenantID, "system"); err != nil {
 				return err
 			}
 		}
@@ -370,7 +389,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 
 func anyExpired(rows []db.Interrupt) bool {
 	for _, r := range rows {
-		if r.Status == "expired" {
+		if r.Status == service.InterruptExpired {
 			return true
 		}
 	}

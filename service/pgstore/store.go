@@ -55,9 +55,15 @@ func (s *PgStore) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
 }
 
-// errSessionTaken is SQLSTATE HP404, raised by WriteTurn when the session
-// belongs to another end user or agent (holdpoint_session_taken).
-const sqlstateSessionTaken = "HP404"
+// SQLSTATEs WriteTurn raises to refuse a write as a whole.
+const (
+	// sqlstateSessionTaken: the session belongs to another end user or
+	// agent (holdpoint_session_taken).
+	sqlstateSessionTaken = "HP404"
+	// sqlstateNotPending: a detached turn's pending snapshot was aborted
+	// before its end was written (holdpoint_snapshot_not_pending).
+	sqlstateNotPending = "HP409"
+)
 
 // translate is the one error translator at the store boundary.
 func translate(err error) error {
@@ -69,8 +75,11 @@ func translate(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		if pgErr.Code == sqlstateSessionTaken {
+		switch pgErr.Code {
+		case sqlstateSessionTaken:
 			return service.ErrNotFound
+		case sqlstateNotPending:
+			return errNotPending
 		}
 		switch pgErr.Code[:2] {
 		case "08", "57": // connection exception, operator intervention (shutdown)

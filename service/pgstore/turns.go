@@ -211,12 +211,7 @@ var errNotPending = errors.New("snapshot is no longer pending")
 
 // CommitTurn implements Store.
 func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (bool, error) {
-	var err error
-	if w.FinalizePending {
-		err = s.finalizePending(ctx, w)
-	} else {
-		err = s.writeTurn(ctx, w)
-	}
+	err := s.writeTurn(ctx, w)
 	if errors.Is(err, errNotPending) {
 		return false, nil
 	}
@@ -269,14 +264,14 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		ParentID: strPtr(w.ParentID), Status: w.Status, FinishReason: strPtr(w.FinishReason),
 		Error: errJSON, Custom: nullableJSON(w.Custom), Artifacts: artifacts,
 		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser),
-		Actor: orSystem(w.Actor),
+		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending,
 	}
 	for _, m := range w.Messages {
 		p.Positions = append(p.Positions, int32(m.Position))
 		p.Roles = append(p.Roles, m.Role)
 		p.Bodies = append(p.Bodies, m.Body)
 	}
-	created, _ := json.Marshal(map[string]string{"snapshotId": w.SnapshotID})
+	var events eventBatch
 	for _, in := range w.Interrupts {
 		id := uuid.New()
 		p.InterruptIds = append(p.InterruptIds, id)
@@ -286,18 +281,14 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
 		p.ExpiresInMs = append(p.ExpiresInMs, in.ExpiresIn.Milliseconds())
 		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
-		p.EventInterruptIds = append(p.EventInterruptIds, id)
-		p.EventTypes = append(p.EventTypes, "created")
-		p.EventPayloads = append(p.EventPayloads, created)
+		events.created(id, w.SnapshotID)
 	}
 	if w.ResolvedEvents {
-		resolved, _ := json.Marshal(map[string]string{"resumedSnapshotId": w.SnapshotID})
 		for _, id := range w.Resolved {
-			p.EventInterruptIds = append(p.EventInterruptIds, id)
-			p.EventTypes = append(p.EventTypes, "resolved")
-			p.EventPayloads = append(p.EventPayloads, resolved)
+			events.resumed(id, w.SnapshotID)
 		}
 	}
+	p.EventInterruptIds, p.EventTypes, p.EventPayloads = events.ids, events.types, events.payloads
 	return p, nil
 }
 
@@ -315,68 +306,6 @@ func setResumed(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) er
 		}
 	}
 	return nil
-}
-
-// finalizePending rewrites a detached turn's pending snapshot, only if it
-// is still pending (it reads the rows it changed to stay abort-aware, so it
-// takes a transaction of its own), and drops the turn's job.
-func (s *PgStore) finalizePending(ctx context.Context, w *service.SnapshotWrite) error {
-	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
-		errJSON, artifacts, err := encodeSnapshotDocs(w)
-		if err != nil {
-			return err
-		}
-		n, err := q.FinalizePendingSnapshot(ctx, db.FinalizePendingSnapshotParams{
-			TenantID:     w.TenantID,
-			ID:           w.SnapshotID,
-			Status:       w.Status,
-			FinishReason: strPtr(w.FinishReason),
-			Error:        errJSON,
-			Custom:       nullableJSON(w.Custom),
-			Artifacts:    artifacts,
-			MessageCount: int32(w.MessageCount),
-		})
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errNotPending
-		}
-		if err := deleteJob(ctx, q, w.TenantID, w.SnapshotID); err != nil {
-			return err
-		}
-		if len(w.Messages) > 0 {
-			p := db.InsertMessagesParams{TenantID: w.TenantID, SnapshotID: w.SnapshotID}
-			for _, m := range w.Messages {
-				p.Positions = append(p.Positions, int32(m.Position))
-				p.Roles = append(p.Roles, m.Role)
-				p.Bodies = append(p.Bodies, m.Body)
-			}
-			if err := q.InsertMessages(ctx, p); err != nil {
-				return err
-			}
-		}
-		if err := insertInterrupts(ctx, q, w); err != nil {
-			return err
-		}
-		// Detached turns record outcomes as they go; this only catches
-		// what a turn left unrecorded.
-		if err := finishToolCalls(ctx, q, w.TenantID, w.SnapshotID, w.ToolCalls); err != nil {
-			return err
-		}
-		if err := setResumed(ctx, q, w); err != nil {
-			return err
-		}
-		if w.ResolvedEvents && len(w.Resolved) > 0 {
-			payload, _ := json.Marshal(map[string]string{"resumedSnapshotId": w.SnapshotID})
-			if err := insertEvents(ctx, q, w.TenantID, w.Resolved, "resolved", w.Actor, payload); err != nil {
-				return err
-			}
-		}
-		return q.UpdateSessionLatestSnapshot(ctx, db.UpdateSessionLatestSnapshotParams{
-			TenantID: w.TenantID, ID: w.SessionID, SnapshotID: &w.SnapshotID,
-		})
-	})
 }
 
 // AbortSnapshot implements Store.
