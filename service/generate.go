@@ -53,7 +53,10 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 			if inv.isDetached() {
 				jobID = inv.detachedID
 			}
-			ids, err := inv.rt.store.ClaimInterrupts(ctx, inv.caller.TenantID, inv.baseID, plan.claims, inv.caller.Actor, jobID, t.snapshotID)
+			ids, err := inv.rt.store.ClaimInterrupts(ctx, ClaimInterruptsParams{
+				TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: plan.claims, Actor: inv.caller.Actor,
+				JobSnapshotID: jobID, ResumedSnapshotID: t.snapshotID,
+			})
 			if err != nil {
 				var e *Error
 				if errors.As(err, &e) {

@@ -56,7 +56,7 @@ func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, last
 		return nil, err
 	}
 	out := &InterruptDetail{Interrupt: *it, Messages: []Message{}}
-	snap, err := r.store.LoadSnapshot(ctx, operatorScope(c.TenantID), it.Agent, it.SnapshotID, true)
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: it.Agent, ID: it.SnapshotID, WithState: true})
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (r *Runtime) interruptTool(ctx context.Context, c Caller, id uuid.UUID) (*I
 // decide records a decision and, when it was the last one the snapshot
 // waited for, runs the resume turn with every decision together.
 func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolution json.RawMessage) (*DecisionResult, error) {
-	d, err := r.store.DecideInterrupt(ctx, c.TenantID, it.ID, resolution, c.Actor)
+	d, err := r.store.DecideInterrupt(ctx, DecideInterruptParams{TenantID: c.TenantID, ID: it.ID, Resolution: resolution, Actor: c.Actor})
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "interrupt %s not found", it.ID)
 	}
@@ -188,7 +188,7 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID string, batch []Interrupt) (*AgentOutput, error) {
 	// The operator (or the deadline) decides; the turn continues the
 	// session of whoever owns it.
-	snap, err := r.store.LoadSnapshot(ctx, operatorScope(c.TenantID), agent, snapshotID, true)
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: agent, ID: snapshotID, WithState: true})
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func (r *Runtime) ReportInterrupts(ctx context.Context, c Caller, from, to time.
 	if !to.After(from) {
 		return nil, Errorf(CodeInvalidArgument, "to must be after from")
 	}
-	return r.store.ReportInterrupts(ctx, c.TenantID, from, to, groupBy)
+	return r.store.ReportInterrupts(ctx, ReportInterruptsParams{TenantID: c.TenantID, From: from, To: to, GroupBy: groupBy})
 }
 
 // compiledSchemas caches compiled schemas by their text: tools are few and

@@ -125,7 +125,7 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 		}
 		id = sess.LatestSnapshotID
 	}
-	snap, err := r.store.LoadSnapshot(ctx, c.scope(), agent, id, true)
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.scope(), Agent: agent, ID: id, WithState: true})
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", id, agent)
 	}
@@ -335,7 +335,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	scope := inv.caller.scope()
 	switch {
 	case init.SnapshotID != "":
-		snap, err := store.LoadSnapshot(ctx, scope, a.Name, init.SnapshotID, true)
+		snap, err := store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: scope, Agent: a.Name, ID: init.SnapshotID, WithState: true})
 		if errors.Is(err, ErrNotFound) {
 			return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
 		}
@@ -375,7 +375,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 				return Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", init.SessionID)
 			}
 			visited[id] = true
-			s, err := store.LoadSnapshot(ctx, scope, a.Name, id, true)
+			s, err := store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: scope, Agent: a.Name, ID: id, WithState: true})
 			if err != nil {
 				return err
 			}

@@ -98,7 +98,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 		return // another instance serves this agent
 	}
 	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
-	snap, err := r.store.LoadSnapshot(r.bg, c.scope(), a.Name, job.SnapshotID, false)
+	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.SnapshotID})
 	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
 		// Aborted (or gone) while nobody ran it: nothing left to do.
 		if err := r.store.DeleteJob(r.bg, c.TenantID, job.SnapshotID); err != nil {
@@ -117,7 +117,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel,
 		detached: true, detachedID: job.SnapshotID}
 	if job.ParentID != "" {
-		parent, err := r.store.LoadSnapshot(workCtx, c.scope(), a.Name, job.ParentID, true)
+		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
 		if err != nil {
 			log.Error("loading the parent of a detached turn failed", "err", err)
 			return

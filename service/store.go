@@ -15,7 +15,7 @@ type Store interface {
 	// rebuilt from the ancestor chain) when withState. ErrNotFound when it
 	// does not exist for this tenant and agent, or its session is not the
 	// scope's to see.
-	LoadSnapshot(ctx context.Context, scope Scope, agent, id string, withState bool) (*StoredSnapshot, error)
+	LoadSnapshot(ctx context.Context, p LoadSnapshotParams) (*StoredSnapshot, error)
 	// LoadSession returns a session. ErrNotFound when missing or not the
 	// scope's to see; a session of another agent is reported with its agent
 	// name set.
@@ -60,7 +60,7 @@ type Store interface {
 	GetToolCall(ctx context.Context, tenantID, turnID, key string) (*ToolCallRecord, error)
 	// ListSessionToolCalls returns a page of a session's tool calls, oldest
 	// first, after the cursor when one is given.
-	ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error)
+	ListSessionToolCalls(ctx context.Context, p ListSessionToolCallsParams) ([]ToolCallRecord, error)
 	// ListTurnToolCalls returns the tool calls of the given turns.
 	ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]ToolCallRecord, error)
 	// SigningKeys returns a tenant's keys of a purpose that still verify,
@@ -75,7 +75,7 @@ type Store interface {
 	// When jobSnapshotID is set, the claims are also recorded on that
 	// detached turn's job, so a takeover knows they are its own.
 	// resumedSnapshotID is the snapshot the resume turn will write.
-	ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []InterruptClaim, actor, jobSnapshotID, resumedSnapshotID string) ([]uuid.UUID, error)
+	ClaimInterrupts(ctx context.Context, p ClaimInterruptsParams) ([]uuid.UUID, error)
 	// ReleaseInterrupts gives claims back (the resume turn failed before any
 	// side effect).
 	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error
@@ -88,13 +88,13 @@ type Store interface {
 	ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]InterruptEvent, error)
 	// DecideInterrupt records an operator's decision on a pending interrupt
 	// and reports whether it was the last one its snapshot waited for.
-	DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*Decision, error)
+	DecideInterrupt(ctx context.Context, p DecideInterruptParams) (*Decision, error)
 	// SweepDueInterrupts applies the deadlines of up to limit due
 	// interrupts (any tenant) and returns the snapshots that became fully
 	// decided and must be resumed.
 	SweepDueInterrupts(ctx context.Context, limit int) (int, []DecidedSnapshot, error)
 	// ReportInterrupts returns the interrupt figures of a tenant.
-	ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]ReportRow, error)
+	ReportInterrupts(ctx context.Context, p ReportInterruptsParams) ([]ReportRow, error)
 }
 
 // Scope is whose sessions a store call may see. A session belongs to the
@@ -133,6 +133,54 @@ type TurnJob struct {
 	Inputs     []AgentInput
 	Preclaimed []uuid.UUID
 	Attempts   int
+}
+
+// LoadSnapshotParams select a snapshot for Store.LoadSnapshot.
+type LoadSnapshotParams struct {
+	Scope Scope
+	Agent string
+	ID    string
+	// WithState asks for the history (rebuilt from the ancestor chain),
+	// custom state and artifacts too.
+	WithState bool
+}
+
+// ListSessionToolCallsParams select a page for Store.ListSessionToolCalls.
+type ListSessionToolCallsParams struct {
+	TenantID  string
+	SessionID string
+	// After is the keyset position the page starts after (nil: the first).
+	After *ToolCallCursor
+	Limit int
+}
+
+// ClaimInterruptsParams are the arguments of Store.ClaimInterrupts.
+type ClaimInterruptsParams struct {
+	TenantID string
+	// SnapshotID is the paused snapshot whose interrupts are claimed.
+	SnapshotID string
+	Claims     []InterruptClaim
+	Actor      string
+	// JobSnapshotID, when set, records the claims on that detached turn's
+	// job, so a takeover knows they are its own.
+	JobSnapshotID string
+	// ResumedSnapshotID is the snapshot the resume turn will write.
+	ResumedSnapshotID string
+}
+
+// DecideInterruptParams are the arguments of Store.DecideInterrupt.
+type DecideInterruptParams struct {
+	TenantID   string
+	ID         uuid.UUID
+	Resolution json.RawMessage
+	Actor      string
+}
+
+// ReportInterruptsParams select the figures of Store.ReportInterrupts.
+type ReportInterruptsParams struct {
+	TenantID string
+	From, To time.Time
+	GroupBy  string
 }
 
 // StoredSession is a session row.

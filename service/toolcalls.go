@@ -169,7 +169,7 @@ func (r *Runtime) SessionToolCalls(ctx context.Context, c Caller, sessionID stri
 	} else if err != nil {
 		return nil, err
 	}
-	return r.store.ListSessionToolCalls(ctx, c.TenantID, sessionID, after, limit)
+	return r.store.ListSessionToolCalls(ctx, ListSessionToolCallsParams{TenantID: c.TenantID, SessionID: sessionID, After: after, Limit: limit})
 }
 
 // InterruptToolCalls returns the tool calls around an interrupt: those the

@@ -64,11 +64,13 @@ func (b *eventBatch) insert(ctx context.Context, q *db.Queries, tenantID, actor 
 // ClaimInterrupts implements Store. The claim is one statement (one round
 // trip); when only some of the keys could be claimed (another resume or a
 // decision got there first), the ones this call took are given back.
-func (s *PgStore) ClaimInterrupts(ctx context.Context, tenantID, snapshotID string, claims []service.InterruptClaim, actor, jobSnapshotID, resumedSnapshotID string) ([]uuid.UUID, error) {
+func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterruptsParams) ([]uuid.UUID, error) {
+	tenantID, claims, actor := cp.TenantID, cp.Claims, cp.Actor
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	p := db.ClaimInterruptsByKeyParams{TenantID: tenantID, SnapshotID: snapshotID, Actor: orSystem(actor), JobSnapshotID: jobSnapshotID, ResumedSnapshotID: resumedSnapshotID}
+	p := db.ClaimInterruptsByKeyParams{TenantID: tenantID, SnapshotID: cp.SnapshotID, Actor: orSystem(actor),
+		JobSnapshotID: cp.JobSnapshotID, ResumedSnapshotID: cp.ResumedSnapshotID}
 	for _, c := range claims {
 		p.Tools = append(p.Tools, c.Tool)
 		p.Refs = append(p.Refs, c.Ref)
@@ -253,7 +255,8 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 }
 
 // DecideInterrupt implements Store.
-func (s *PgStore) DecideInterrupt(ctx context.Context, tenantID string, id uuid.UUID, resolution json.RawMessage, actor string) (*service.Decision, error) {
+func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterruptParams) (*service.Decision, error) {
+	tenantID, id, resolution, actor := p.TenantID, p.ID, p.Resolution, p.Actor
 	var out *service.Decision
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
@@ -397,11 +400,11 @@ func anyExpired(rows []db.Interrupt) bool {
 }
 
 // ReportInterrupts implements Store.
-func (s *PgStore) ReportInterrupts(ctx context.Context, tenantID string, from, to time.Time, groupBy string) ([]service.ReportRow, error) {
+func (s *PgStore) ReportInterrupts(ctx context.Context, p service.ReportInterruptsParams) ([]service.ReportRow, error) {
 	var rows []db.ReportInterruptsRow
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, p.TenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: tenantID, FromTime: from, ToTime: to, GroupBy: groupBy})
+		rows, err = q.ReportInterrupts(ctx, db.ReportInterruptsParams{TenantID: p.TenantID, FromTime: p.From, ToTime: p.To, GroupBy: p.GroupBy})
 		return err
 	})
 	if err != nil {

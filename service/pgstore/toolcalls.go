@@ -92,13 +92,13 @@ func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string)
 }
 
 // ListSessionToolCalls implements Store.
-func (s *PgStore) ListSessionToolCalls(ctx context.Context, tenantID, sessionID string, after *service.ToolCallCursor, limit int) ([]service.ToolCallRecord, error) {
-	p := db.ListSessionToolCallsParams{TenantID: tenantID, SessionID: sessionID, PageSize: int32(limit)}
-	if after != nil {
+func (s *PgStore) ListSessionToolCalls(ctx context.Context, lp service.ListSessionToolCallsParams) ([]service.ToolCallRecord, error) {
+	p := db.ListSessionToolCallsParams{TenantID: lp.TenantID, SessionID: lp.SessionID, PageSize: int32(lp.Limit)}
+	if after := lp.After; after != nil {
 		p.AfterStartedAt, p.AfterTurnID, p.AfterCallKey = &after.StartedAt, &after.TurnID, &after.CallKey
 	}
 	var rows []db.ToolCall
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, lp.TenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListSessionToolCalls(ctx, p)
 		return err

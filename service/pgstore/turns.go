@@ -16,7 +16,8 @@ import (
 // LoadSnapshot implements Store. A completed snapshot with its state comes
 // from the cache when it is there: it never changes, whichever instance
 // wrote it.
-func (s *PgStore) LoadSnapshot(ctx context.Context, scope service.Scope, agent, id string, withState bool) (*service.StoredSnapshot, error) {
+func (s *PgStore) LoadSnapshot(ctx context.Context, p service.LoadSnapshotParams) (*service.StoredSnapshot, error) {
+	scope, agent, id, withState := p.Scope, p.Agent, p.ID, p.WithState
 	if snap := s.cache.get(scope.TenantID, id); snap != nil {
 		if snap.Agent != agent || !scope.Sees(snap.EndUser) {
 			return nil, service.ErrNotFound
