@@ -193,7 +193,7 @@ SELECT $1, unnest($2::uuid[]), unnest($3::text[]), $4, unnest($5::jsonb[])
 
 type InsertInterruptEventsParams struct {
 	TenantID     string
-	InterruptIds []uuid.UUID
+	InterruptIDs []uuid.UUID
 	Types        []string
 	Actor        string
 	Payloads     [][]byte
@@ -202,7 +202,7 @@ type InsertInterruptEventsParams struct {
 func (q *Queries) InsertInterruptEvents(ctx context.Context, arg InsertInterruptEventsParams) error {
 	_, err := q.db.Exec(ctx, insertInterruptEvents,
 		arg.TenantID,
-		arg.InterruptIds,
+		arg.InterruptIDs,
 		arg.Types,
 		arg.Actor,
 		arg.Payloads,

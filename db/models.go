@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-type ApiKey struct {
+type APIKey struct {
 	TenantID   string
 	ID         uuid.UUID
 	Name       string

@@ -211,7 +211,7 @@ type WriteTurnParams struct {
 	Roles             []string
 	Bodies            [][]byte
 	EndUser           *string
-	InterruptIds      []uuid.UUID
+	InterruptIDs      []uuid.UUID
 	Tools             []string
 	Refs              []string
 	Inputs            [][]byte
@@ -219,7 +219,7 @@ type WriteTurnParams struct {
 	ExpiresInMs       []int64
 	OnExpires         [][]byte
 	Actor             string
-	EventInterruptIds []uuid.UUID
+	EventInterruptIDs []uuid.UUID
 	EventTypes        []string
 	EventPayloads     [][]byte
 }
@@ -251,7 +251,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Roles,
 		arg.Bodies,
 		arg.EndUser,
-		arg.InterruptIds,
+		arg.InterruptIDs,
 		arg.Tools,
 		arg.Refs,
 		arg.Inputs,
@@ -259,7 +259,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.ExpiresInMs,
 		arg.OnExpires,
 		arg.Actor,
-		arg.EventInterruptIds,
+		arg.EventInterruptIDs,
 		arg.EventTypes,
 		arg.EventPayloads,
 	)

@@ -17,9 +17,9 @@ SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, 
 `
 
 // Authentication: the tenant is not known yet (a system lookup).
-func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (ApiKey, error) {
+func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (APIKey, error) {
 	row := q.db.QueryRow(ctx, getAPIKeyByHash, keyHash)
-	var i ApiKey
+	var i APIKey
 	err := row.Scan(
 		&i.TenantID,
 		&i.ID,
@@ -63,7 +63,7 @@ type GetTokenVerificationParams struct {
 }
 
 type GetTokenVerificationRow struct {
-	KeyIds       []int32
+	KeyIDs       []int32
 	Secrets      [][]byte
 	TokenRevoked bool
 	NotBefore    time.Time
@@ -76,7 +76,7 @@ func (q *Queries) GetTokenVerification(ctx context.Context, arg GetTokenVerifica
 	row := q.db.QueryRow(ctx, getTokenVerification, arg.TenantID, arg.TokenID, arg.EndUser)
 	var i GetTokenVerificationRow
 	err := row.Scan(
-		&i.KeyIds,
+		&i.KeyIDs,
 		&i.Secrets,
 		&i.TokenRevoked,
 		&i.NotBefore,
@@ -131,15 +131,15 @@ const listAPIKeys = `-- name: ListAPIKeys :many
 SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
 `
 
-func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]ApiKey, error) {
+func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
 	rows, err := q.db.Query(ctx, listAPIKeys, tenantID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ApiKey{}
+	items := []APIKey{}
 	for rows.Next() {
-		var i ApiKey
+		var i APIKey
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.ID,

@@ -154,13 +154,13 @@ ORDER BY started_at, turn_id, call_key
 
 type ListTurnToolCallsParams struct {
 	TenantID string
-	TurnIds  []string
+	TurnIDs  []string
 }
 
 // The tool calls of some turns (an interrupt's paused turn and the turn
 // that resumed it), oldest first.
 func (q *Queries) ListTurnToolCalls(ctx context.Context, arg ListTurnToolCallsParams) ([]ToolCall, error) {
-	rows, err := q.db.Query(ctx, listTurnToolCalls, arg.TenantID, arg.TurnIds)
+	rows, err := q.db.Query(ctx, listTurnToolCalls, arg.TenantID, arg.TurnIDs)
 	if err != nil {
 		return nil, err
 	}

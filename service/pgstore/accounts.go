@@ -92,7 +92,7 @@ func (s *PgStore) CreateAPIKey(ctx context.Context, key *service.APIKey, hash []
 
 // ListAPIKeys implements service.AccountStore.
 func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]service.APIKey, error) {
-	var rows []db.ApiKey
+	var rows []db.APIKey
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListAPIKeys(ctx, tenantID)
@@ -105,7 +105,7 @@ func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]service.A
 	return out, err
 }
 
-func keyFromRow(r db.ApiKey) service.APIKey {
+func keyFromRow(r db.APIKey) service.APIKey {
 	return service.APIKey{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: r.Role, Prefix: r.KeyPrefix,
 		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt}
 }
@@ -125,7 +125,7 @@ func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUI
 // APIKeyByHash implements service.AccountStore. The key decides the
 // tenant, so its lookup is a system query.
 func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*service.APIKey, error) {
-	var row db.ApiKey
+	var row db.APIKey
 	err := s.inSystemTx(ctx, func(q *db.Queries) error {
 		var err error
 		if row, err = q.GetAPIKeyByHash(ctx, hash); err != nil {
@@ -168,7 +168,7 @@ func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endU
 		return nil, err
 	}
 	out := &service.TokenVerification{Revoked: row.TokenRevoked, NotBefore: row.NotBefore}
-	for i, id := range row.KeyIds {
+	for i, id := range row.KeyIDs {
 		out.Keys = append(out.Keys, service.SigningKey{ID: int(id), Secret: row.Secrets[i]})
 	}
 	return out, nil

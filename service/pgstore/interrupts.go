@@ -57,7 +57,7 @@ func (b *eventBatch) insert(ctx context.Context, q *db.Queries, tenantID, actor 
 		return nil
 	}
 	return q.InsertInterruptEvents(ctx, db.InsertInterruptEventsParams{
-		TenantID: tenantID, InterruptIds: b.ids, Types: b.types, Payloads: b.payloads, Actor: orSystem(actor),
+		TenantID: tenantID, InterruptIDs: b.ids, Types: b.types, Payloads: b.payloads, Actor: orSystem(actor),
 	})
 }
 

@@ -111,7 +111,7 @@ func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnID
 	var rows []db.ToolCall
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.ListTurnToolCalls(ctx, db.ListTurnToolCallsParams{TenantID: tenantID, TurnIds: turnIDs})
+		rows, err = q.ListTurnToolCalls(ctx, db.ListTurnToolCallsParams{TenantID: tenantID, TurnIDs: turnIDs})
 		return err
 	})
 	return toolCallsFromRows(rows), err

@@ -275,7 +275,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 	var events eventBatch
 	for _, in := range w.Interrupts {
 		id := uuid.New()
-		p.InterruptIds = append(p.InterruptIds, id)
+		p.InterruptIDs = append(p.InterruptIDs, id)
 		p.Tools = append(p.Tools, in.Tool)
 		p.Refs = append(p.Refs, in.Ref)
 		p.Inputs = append(p.Inputs, nullableJSON(in.Input))
@@ -289,7 +289,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 			events.resumed(id, w.SnapshotID)
 		}
 	}
-	p.EventInterruptIds, p.EventTypes, p.EventPayloads = events.ids, events.types, events.payloads
+	p.EventInterruptIDs, p.EventTypes, p.EventPayloads = events.ids, events.types, events.payloads
 	return p, nil
 }
 
