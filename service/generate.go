@@ -24,108 +24,30 @@ var jsonTrue = json.RawMessage("true")
 // interrupts.
 func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecord, error) {
 	var tr turnRecord
-	a := inv.agent
-	index := 0
+	index := 0 // of the next streamed model or tool message
 	if res := t.input.Resume; res != nil {
-		// Only history the server wrote (not an unsigned client state's
-		// seed) can be answered or restarted.
-		if err := validateResumeAgainstHistory(res, inv.sess.messages[inv.sess.untrusted:]); err != nil {
-			return "", tr, err
-		}
-		plan, err := planResume(res, inv.sess.messages, a)
-		if err != nil {
-			return "", tr, err
-		}
-		if err := checkRespondOutputs(plan, a); err != nil {
-			// A decision the interrupt cannot accept is the client's error,
-			// answered 400 before anything is claimed or run.
-			inv.reject(err)
-			return "", tr, err
-		}
-		if err := t.begin(ctx); err != nil {
-			return "", tr, err
-		}
-		if inv.preclaimed != nil {
-			// An operator's decisions (or deadlines) already claimed these.
-			tr.claimed = inv.preclaimed
-		} else if a.ServerManaged && inv.baseID != "" && len(plan.claims) > 0 {
-			jobID := ""
-			if inv.isDetached() {
-				jobID = inv.detachedID
-			}
-			ids, err := inv.rt.store.ClaimInterrupts(ctx, ClaimInterruptsParams{
-				TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: plan.claims, Actor: inv.caller.Actor,
-				JobSnapshotID: jobID, ResumedSnapshotID: t.snapshotID,
-			})
-			if err != nil {
-				var e *Error
-				if errors.As(err, &e) {
-					// Resuming an interrupt that is already resolved (409) or
-					// expired (400) is answered as an error, not a failed turn.
-					inv.reject(e)
-				}
-				return "", tr, err
-			}
-			tr.claimed = ids
-			tr.resolvedEvents = true
-		}
-		toolMsg, err := inv.applyResume(ctx, t, plan, res, &tr)
+		toolMsg, err := inv.resume(ctx, t, res, &tr)
 		if err != nil {
 			return "", tr, err
 		}
 		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: toolMsg.Content, Index: intPtr(index)}})
 		index++
 	}
-
 	if err := t.begin(ctx); err != nil {
 		return "", tr, err
 	}
-	maxRounds := a.MaxToolRounds
+	maxRounds := inv.agent.MaxToolRounds
 	if maxRounds <= 0 {
 		maxRounds = 5
 	}
 	for round := 0; ; round++ {
-		req := &ModelRequest{Tools: a.toolDefinitions(), Config: a.Config}
-		// The history is shared with the model, not copied deeply: models
-		// must not modify requests, and copying every message of a long
-		// conversation on each call would make a turn cost grow with it.
-		req.Messages = make([]Message, 0, len(inv.sess.messages)+1)
-		if a.System != "" {
-			req.Messages = append(req.Messages, Message{Role: RoleSystem, Content: []Part{TextPart(a.System)}})
-		}
-		req.Messages = append(req.Messages, inv.sess.messages...)
-		chunkIndex := index
-		var resp *ModelResponse
-		err := inv.protect("model", func() error {
-			var err error
-			resp, err = a.Model.Generate(ctx, req, func(c ModelChunk) {
-				if c.Role == "" {
-					c.Role = RoleModel
-				}
-				if c.Index == nil {
-					c.Index = intPtr(chunkIndex)
-				}
-				inv.emit(StreamChunk{ModelChunk: &c})
-			})
-			return err
-		})
+		resp, err := inv.callModel(ctx, index)
 		if err != nil {
-			return "", tr, inv.hideError(err, CodeUnavailable, "the model call")
-		}
-		if resp == nil {
-			return "", tr, Errorf(CodeInternal, "model %s returned no response", a.Model.Name())
-		}
-		msg := resp.Message.Clone()
-		if msg.Role == "" {
-			msg.Role = RoleModel
+			return "", tr, err
 		}
 		index++
-		var requests []int
-		for i, p := range msg.Content {
-			if p.ToolRequest != nil {
-				requests = append(requests, i)
-			}
-		}
+		msg := resp.Message
+		requests := toolRequestIndexes(msg)
 		if len(requests) == 0 {
 			inv.sess.messages = append(inv.sess.messages, msg)
 			return resp.FinishReason, tr, nil
@@ -133,51 +55,184 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		if round+1 > maxRounds {
 			return "", tr, Errorf(CodeAborted, "Exceeded maximum tool call iterations (%d)", maxRounds)
 		}
-		revised := msg.Clone()
-		var responses []Part
-		interrupted := false
-		for _, i := range requests {
-			part := msg.Content[i]
-			out, irq, err := inv.runTool(ctx, t, callKey(round, i, part.ToolRequest), part, nil)
-			if err != nil {
-				return "", tr, err
-			}
-			if irq != nil {
-				revised.Content[i] = *irq
-				interrupted = true
-				continue
-			}
-			responses = append(responses, *out)
-			p := revised.Content[i].Clone()
-			if p.Metadata == nil {
-				p.Metadata = Metadata{}
-			}
-			p.Metadata[metaPendingOutput] = rawOr(out.ToolResponse.Output, "null")
-			revised.Content[i] = p
+		responses, interrupted, err := inv.runRequestedTools(ctx, t, round, msg, requests, &tr)
+		if err != nil {
+			return "", tr, err
 		}
 		if interrupted {
-			inv.sess.messages = append(inv.sess.messages, revised)
-			var paused []Part
-			for _, i := range requests {
-				paused = append(paused, revised.Content[i])
-				if raw, ok := revised.Content[i].Metadata[metaInterrupt]; ok {
-					req := revised.Content[i].ToolRequest
-					ni := NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: raw}
-					if tool := a.tool(req.Name); tool != nil && tool.ExpiresAfter > 0 {
-						ni.ExpiresIn = tool.ExpiresAfter
-						ni.OnExpire = tool.onExpireJSON()
-					}
-					tr.interrupts = append(tr.interrupts, ni)
-				}
-			}
-			inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: paused}})
 			return FinishInterrupted, tr, nil
 		}
-		toolMsg := Message{Role: RoleTool, Content: responses}
 		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: responses, Index: intPtr(index)}})
 		index++
-		inv.sess.messages = append(inv.sess.messages, msg, toolMsg)
+		inv.sess.messages = append(inv.sess.messages, msg, Message{Role: RoleTool, Content: responses})
 	}
+}
+
+// resume validates a resume against the history the server wrote, claims
+// the interrupts it answers (exactly once), and applies it: it returns the
+// tool message of the answers. A resume the request cannot have (an output
+// the interrupt refuses, an interrupt decided already) is answered as an
+// error rather than a failed turn.
+func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *turnRecord) (Message, error) {
+	a := inv.agent
+	// Only history the server wrote (not an unsigned client state's seed)
+	// can be answered or restarted.
+	if err := validateResumeAgainstHistory(res, inv.sess.messages[inv.sess.untrusted:]); err != nil {
+		return Message{}, err
+	}
+	plan, err := planResume(res, inv.sess.messages, a)
+	if err != nil {
+		return Message{}, err
+	}
+	if err := checkRespondOutputs(plan, a); err != nil {
+		// Answered 400 before anything is claimed or run.
+		inv.reject(err)
+		return Message{}, err
+	}
+	if err := t.begin(ctx); err != nil {
+		return Message{}, err
+	}
+	if err := inv.claim(ctx, t, plan, tr); err != nil {
+		return Message{}, err
+	}
+	return inv.applyResume(ctx, t, plan, res, tr)
+}
+
+// claim claims the interrupts a resume answers, unless an operator's
+// decisions (or deadlines) already did.
+func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr *turnRecord) error {
+	if inv.preclaimed != nil {
+		tr.claimed = inv.preclaimed
+		return nil
+	}
+	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {
+		return nil
+	}
+	jobID := ""
+	if inv.isDetached() {
+		jobID = inv.detachedID
+	}
+	ids, err := inv.rt.store.ClaimInterrupts(ctx, ClaimInterruptsParams{
+		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: plan.claims, Actor: inv.caller.Actor,
+		JobSnapshotID: jobID, ResumedSnapshotID: t.snapshotID,
+	})
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			// Resuming an interrupt that is already resolved (409) or
+			// expired (400) is answered as an error, not a failed turn.
+			inv.reject(e)
+		}
+		return err
+	}
+	tr.claimed, tr.resolvedEvents = ids, true
+	return nil
+}
+
+// callModel asks the model for the next message, streaming its chunks as
+// message index. The answer's message is the model's own copy.
+func (inv *invocation) callModel(ctx context.Context, index int) (*ModelResponse, error) {
+	a := inv.agent
+	req := &ModelRequest{Tools: a.toolDefinitions(), Config: a.Config}
+	// The history is shared with the model, not copied deeply: models must
+	// not modify requests, and copying every message of a long
+	// conversation on each call would make a turn cost grow with it.
+	req.Messages = make([]Message, 0, len(inv.sess.messages)+1)
+	if a.System != "" {
+		req.Messages = append(req.Messages, Message{Role: RoleSystem, Content: []Part{TextPart(a.System)}})
+	}
+	req.Messages = append(req.Messages, inv.sess.messages...)
+	var resp *ModelResponse
+	err := inv.protect("model", func() error {
+		var err error
+		resp, err = a.Model.Generate(ctx, req, func(c ModelChunk) {
+			if c.Role == "" {
+				c.Role = RoleModel
+			}
+			if c.Index == nil {
+				c.Index = intPtr(index)
+			}
+			inv.emit(StreamChunk{ModelChunk: &c})
+		})
+		return err
+	})
+	if err != nil {
+		return nil, inv.hideError(err, CodeUnavailable, "the model call")
+	}
+	if resp == nil {
+		return nil, Errorf(CodeInternal, "model %s returned no response", a.Model.Name())
+	}
+	out := *resp
+	out.Message = resp.Message.Clone()
+	if out.Message.Role == "" {
+		out.Message.Role = RoleModel
+	}
+	return &out, nil
+}
+
+// toolRequestIndexes are the positions of a message's tool requests.
+func toolRequestIndexes(m Message) []int {
+	var out []int
+	for i, p := range m.Content {
+		if p.ToolRequest != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// runRequestedTools runs the tool requests of the model's message. When
+// any interrupts, the message is kept with the interrupted requests marked
+// (and the outputs of those that ran as pendingOutput), the interrupts are
+// recorded for the turn's end, and interrupted is true; otherwise it
+// returns the responses, for the tool message that follows.
+func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int, msg Message, requests []int, tr *turnRecord) ([]Part, bool, error) {
+	revised := msg.Clone()
+	var responses []Part
+	interrupted := false
+	for _, i := range requests {
+		part := msg.Content[i]
+		out, irq, err := inv.runTool(ctx, t, callKey(round, i, part.ToolRequest), part, nil)
+		if err != nil {
+			return nil, false, err
+		}
+		if irq != nil {
+			revised.Content[i] = *irq
+			interrupted = true
+			continue
+		}
+		responses = append(responses, *out)
+		p := revised.Content[i].Clone()
+		if p.Metadata == nil {
+			p.Metadata = Metadata{}
+		}
+		p.Metadata[metaPendingOutput] = rawOr(out.ToolResponse.Output, "null")
+		revised.Content[i] = p
+	}
+	if !interrupted {
+		return responses, false, nil
+	}
+	inv.sess.messages = append(inv.sess.messages, revised)
+	var paused []Part
+	for _, i := range requests {
+		paused = append(paused, revised.Content[i])
+		if raw, ok := revised.Content[i].Metadata[metaInterrupt]; ok {
+			tr.interrupts = append(tr.interrupts, inv.newInterrupt(revised.Content[i].ToolRequest, raw))
+		}
+	}
+	inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: paused}})
+	return nil, true, nil
+}
+
+// newInterrupt is the row an interrupted request becomes, with its tool's
+// deadline.
+func (inv *invocation) newInterrupt(req *ToolRequest, meta json.RawMessage) NewInterrupt {
+	ni := NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: meta}
+	if tool := inv.agent.tool(req.Name); tool != nil && tool.ExpiresAfter > 0 {
+		ni.ExpiresIn = tool.ExpiresAfter
+		ni.OnExpire = tool.onExpireJSON()
+	}
+	return ni
 }
 
 // reject makes Invoke fail with err (an HTTP error) instead of a graceful
