@@ -21,31 +21,18 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 				return
 			}
 		case <-ctx.Done():
-			// Keep draining so a sender never blocks forever.
-			go func() {
-				for range inputs {
-				}
-			}()
+			drain(inputs)
 			return
 		}
 		if err := checkInput(in); err != nil {
 			inv.reject(err)
-			go func() {
-				for range inputs {
-				}
-			}()
+			drain(inputs)
 			return
 		}
 		if in.Detach && !inv.isDetached() {
 			if err := inv.detach(ctx, in); err != nil {
-				select {
-				case inv.rejectCh <- err:
-				default:
-				}
-				go func() {
-					for range inputs {
-					}
-				}()
+				inv.reject(err)
+				drain(inputs)
 				return
 			}
 		}
@@ -61,6 +48,15 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 	}
 }
 
+// drain keeps reading inputs in the background until the sender closes
+// them, so a sender never blocks on an invocation that stopped reading.
+func drain(inputs <-chan AgentInput) {
+	go func() {
+		for range inputs {
+		}
+	}()
+}
+
 // track remembers an input until its turn is persisted, so a detach can
 // hand the work still to do to its job; once detached, the input is added
 // to the job directly.
@@ -70,8 +66,8 @@ func (inv *invocation) track(ctx context.Context, in AgentInput) {
 	in.Detach = false
 	inv.unpersisted = append(inv.unpersisted, in)
 	if inv.isDetached() {
-		if err := inv.rt.store.AppendJobInputs(ctx, inv.caller.TenantID, inv.detachedID, []AgentInput{in}); err != nil {
-			inv.rt.log.Error("recording a detached input failed", "snapshot", inv.detachedID, "err", err)
+		if err := inv.rt.store.AppendJobInputs(ctx, inv.caller.TenantID, inv.det.id, []AgentInput{in}); err != nil {
+			inv.rt.log.Error("recording a detached input failed", "snapshot", inv.det.id, "err", err)
 		}
 	}
 }
@@ -97,8 +93,8 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		SnapshotID:   uuid.NewString(),
 		ParentID:     inv.baseID,
 		Status:       StatusPending,
-		Custom:       inv.lastGood.Custom,
-		Artifacts:    inv.lastGood.Artifacts,
+		Custom:       inv.last.good.Custom,
+		Artifacts:    inv.last.good.Artifacts,
 		MessageCount: len(inv.baseBodies),
 		HeartbeatAt:  &now,
 	}
@@ -116,30 +112,30 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		}
 		return err
 	}
-	inv.detachedID = w.SnapshotID
+	inv.det.id = w.SnapshotID
 	inv.startBackground()
 	inv.mu.Lock()
 	inv.detached = true
 	inv.mu.Unlock()
-	close(inv.detachCh)
+	close(inv.det.ch)
 	return nil
 }
 
 // startBackground registers the detached turn for abort and starts its
 // heartbeat.
 func (inv *invocation) startBackground() {
-	inv.journal = true
-	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.detachedID), inv.cancelWork)
+	inv.det.journal = true
+	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.det.id), inv.cancelWork)
 	hbCtx, stop := context.WithCancel(inv.rt.bg)
-	inv.stopHeartbeat = stop
-	inv.heartbeatFinished = make(chan struct{})
-	go inv.heartbeat(hbCtx, inv.detachedID)
+	inv.det.stopHeartbeat = stop
+	inv.det.heartbeatDone = make(chan struct{})
+	go inv.heartbeat(hbCtx, inv.det.id)
 }
 
 // heartbeat refreshes the pending snapshot and, as the fallback for an
 // abort made elsewhere, cancels the work when the snapshot left pending.
 func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
-	defer close(inv.heartbeatFinished)
+	defer close(inv.det.heartbeatDone)
 	last := time.Now()
 	t := time.NewTicker(abortPollInterval)
 	defer t.Stop()
@@ -165,7 +161,7 @@ func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 		if !owned {
 			// Another instance took the job over (this one was too slow to
 			// heartbeat): stop, and write nothing.
-			inv.lostJob.Store(true)
+			inv.det.lostJob.Store(true)
 			inv.cancelWork()
 			return
 		}
@@ -182,13 +178,13 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	if !inv.isDetached() {
 		return
 	}
-	inv.stopHeartbeat()
-	<-inv.heartbeatFinished
-	defer inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.detachedID))
+	inv.det.stopHeartbeat()
+	<-inv.det.heartbeatDone
+	defer inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.det.id))
 	status, finish := StatusCompleted, out.FinishReason
 	var errd *ErrorDetails
 	switch {
-	case inv.lostJob.Load():
+	case inv.det.lostJob.Load():
 		return // another instance runs the job now
 	case out.FinishReason == FinishAborted:
 		// Aborted by a user (the snapshot says so; the job goes) or by this
@@ -202,20 +198,20 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	}
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
-	w, _, err := inv.snapshotWrite(inv.detachedID, status, finish, errd)
+	w, _, err := inv.snapshotWrite(inv.det.id, status, finish, errd)
 	if err != nil {
-		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.det.id, "err", err)
 		return
 	}
 	w.FinalizePending = true
-	w.Interrupts = inv.detachedInterrupts
-	w.Resolved = inv.detachedClaims
-	w.ResolvedEvents = inv.detachedResolvedEvents
+	w.Interrupts = inv.det.interrupts
+	w.Resolved = inv.det.claims
+	w.ResolvedEvents = inv.det.resolvedEvents
 	ctx, cancel := context.WithTimeout(inv.rt.bg, 30*time.Second)
 	defer cancel()
 	committed, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w)
 	if err != nil {
-		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.detachedID, "err", err)
+		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.det.id, "err", err)
 		return
 	}
 	if !committed {
@@ -228,7 +224,7 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 func (inv *invocation) dropJob() {
 	ctx, cancel := context.WithTimeout(inv.rt.bg, 10*time.Second)
 	defer cancel()
-	if err := inv.rt.store.DeleteJob(context.WithoutCancel(ctx), inv.caller.TenantID, inv.detachedID); err != nil {
-		inv.rt.log.Warn("dropping a detached job failed", "snapshot", inv.detachedID, "err", err)
+	if err := inv.rt.store.DeleteJob(context.WithoutCancel(ctx), inv.caller.TenantID, inv.det.id); err != nil {
+		inv.rt.log.Warn("dropping a detached job failed", "snapshot", inv.det.id, "err", err)
 	}
 }

@@ -110,7 +110,7 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 	}
 	jobID := ""
 	if inv.isDetached() {
-		jobID = inv.detachedID
+		jobID = inv.det.id
 	}
 	ids, err := inv.rt.store.ClaimInterrupts(ctx, ClaimInterruptsParams{
 		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: plan.claims, Actor: inv.caller.Actor,

@@ -42,9 +42,15 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 		return inv.failedOutput(inv.resolveFailure), nil
 	}
 
-	// The work runs on the runtime's background context so that it can
-	// outlive the request once detached; until then the request's end
-	// cancels it.
+	done := inv.start(ctx, inputs)
+	return inv.await(done)
+}
+
+// start runs the invocation's turns on the runtime's background context,
+// so that they can outlive the request once detached (until then the
+// request's end cancels them), and returns a channel closed when they end.
+func (inv *invocation) start(ctx context.Context, inputs <-chan AgentInput) <-chan struct{} {
+	r := inv.rt
 	workCtx, cancelWork := context.WithCancel(r.bg)
 	inv.cancelWork = cancelWork
 	stopAfter := context.AfterFunc(ctx, func() {
@@ -52,26 +58,30 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 			cancelWork()
 		}
 	})
-
 	queue := make(chan AgentInput, 16)
-	inv.detachCh = make(chan struct{})
+	inv.det.ch = make(chan struct{})
 	inv.rejectCh = make(chan error, 1)
 	go inv.pump(workCtx, inputs, queue)
 
 	done := make(chan struct{})
-	var out *AgentOutput
 	r.bgWG.Add(1)
 	go func() {
 		defer r.bgWG.Done()
 		defer close(done)
 		defer cancelWork()
 		defer stopAfter()
-		out = inv.runTurns(workCtx, queue)
-		inv.finishDetached(out)
+		inv.result = inv.runTurns(workCtx, queue)
+		inv.finishDetached(inv.result)
 	}()
+	return done
+}
 
+// await answers the invocation: its output once its turns end, the
+// pending snapshot as soon as it detaches, or the error it was rejected
+// with.
+func (inv *invocation) await(done <-chan struct{}) (*AgentOutput, error) {
 	detachedOutput := func() *AgentOutput {
-		return &AgentOutput{SessionID: inv.sess.id, SnapshotID: inv.detachedID, FinishReason: FinishDetached}
+		return &AgentOutput{SessionID: inv.sess.id, SnapshotID: inv.det.id, FinishReason: FinishDetached}
 	}
 	select {
 	case <-done:
@@ -83,11 +93,11 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 			return nil, err
 		default:
 		}
-		return out, nil
-	case <-inv.detachCh:
+		return inv.result, nil
+	case <-inv.det.ch:
 		return detachedOutput(), nil
 	case err := <-inv.rejectCh:
-		cancelWork()
+		inv.cancelWork()
 		<-done
 		return nil, err
 	}
@@ -202,44 +212,65 @@ type invocation struct {
 	// read and move the base below.
 	persistMu sync.Mutex
 	// baseID is the last snapshot persisted for this invocation's branch
-	// (the parent of the next one); baseBodies its stored messages and
-	// baseCount its message count.
+	// (the parent of the next one); baseBodies its stored messages.
 	baseID     string
 	baseBodies [][]byte
-
-	lastGood         SessionState
-	lastGoodID       string
-	lastFinishReason string
-	lastError        *ErrorDetails
-	firstPatchInTurn bool
-	lastSentCustom   json.RawMessage
-	cancelWork       context.CancelFunc
-	detachCh         chan struct{}
-	rejectCh         chan error
-	// rejected is set when the invocation answers with an error rather
-	// than a failed output (see reject).
-	rejected   atomic.Bool
-	detachedID string
-	// detachedInterrupts and detachedClaims collect what the turns of a
-	// detached invocation did, written when its snapshot is finalized.
-	detachedInterrupts []NewInterrupt
-	detachedClaims     []uuid.UUID
-	// detachedResolvedEvents: the detached turns claimed interrupts themselves.
-	detachedResolvedEvents bool
 	// unpersisted are the inputs whose turns are not persisted yet: the
 	// work a detach hands to its job.
 	unpersisted []AgentInput
-	// journal makes tools journal their results (detached turns), so a
-	// takeover does not run them again.
-	journal bool
-	// lostJob is set when another instance took this detached turn over.
-	lostJob           atomic.Bool
-	stopHeartbeat     context.CancelFunc
-	heartbeatFinished chan struct{}
+
+	last    turnOutcome
+	patches customPatches
+	det     detachState
+
+	cancelWork context.CancelFunc
+	rejectCh   chan error
+	// rejected is set when the invocation answers with an error rather
+	// than a failed output (see reject).
+	rejected atomic.Bool
+	// result is the invocation's output, set before its turns' goroutine
+	// ends.
+	result *AgentOutput
 
 	mu       sync.Mutex // serializes sink calls and guards detached
 	sink     func(StreamChunk)
 	detached bool
+}
+
+// turnOutcome is how the invocation's last turn ended, and the state to
+// answer with when it failed.
+type turnOutcome struct {
+	good         SessionState
+	goodID       string
+	finishReason string
+	err          *ErrorDetails
+}
+
+// customPatches tracks the custom state streamed in the current turn.
+type customPatches struct {
+	firstInTurn bool
+	lastSent    json.RawMessage
+}
+
+// detachState is what only a detached invocation uses.
+type detachState struct {
+	// ch is closed once the invocation detached.
+	ch chan struct{}
+	// id is the pending snapshot the detached turns end in.
+	id string
+	// interrupts and claims collect what the detached turns did, written
+	// when the pending snapshot is finalized; resolvedEvents says the
+	// turns claimed interrupts themselves.
+	interrupts     []NewInterrupt
+	claims         []uuid.UUID
+	resolvedEvents bool
+	// journal makes tool calls record their outcomes at once, so a
+	// takeover does not run them again.
+	journal bool
+	// lostJob is set when another instance took this detached turn over.
+	lostJob       atomic.Bool
+	stopHeartbeat context.CancelFunc
+	heartbeatDone chan struct{}
 }
 
 // sessionState is the session an invocation works on.
@@ -317,6 +348,34 @@ func (inv *invocation) isDetached() bool {
 
 // resolveSession loads or creates the session init names.
 func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error {
+	if err := inv.checkInitKind(init); err != nil {
+		return err
+	}
+	if err := checkInit(init); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case init.SnapshotID != "":
+		err = inv.fromSnapshot(ctx, init)
+	case init.SessionID != "":
+		err = inv.fromSession(ctx, init.SessionID)
+	case init.State != nil:
+		err = inv.fromState(ctx, init.State)
+	default:
+		inv.sess = &sessionState{id: uuid.NewString(), owner: inv.caller.EndUser}
+	}
+	if err != nil {
+		return err
+	}
+	inv.last.good = inv.sess.state()
+	inv.last.goodID = inv.baseID
+	return nil
+}
+
+// checkInitKind refuses ids for a client-managed agent and a state for a
+// server-managed one.
+func (inv *invocation) checkInitKind(init AgentInit) error {
 	a := inv.agent
 	if (init.SnapshotID != "" || init.SessionID != "") && !a.ServerManaged {
 		which := "snapshotId"
@@ -328,90 +387,99 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	if init.State != nil && a.ServerManaged {
 		return Errorf(CodeFailedPrecondition, "Cannot send 'state' to agent '%s': this agent uses a server-managed store. Send 'snapshotId' or 'sessionId' instead.", a.Name)
 	}
-	if err := checkInit(init); err != nil {
+	return nil
+}
+
+// fromSnapshot continues from the snapshot init names (of the session it
+// names too, if any). A snapshot that is not completed is kept for
+// inspection: resuming it is a graceful failure.
+func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
+	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true})
+	if errors.Is(err, ErrNotFound) {
+		return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
+	}
+	if err != nil {
 		return err
 	}
-	store := inv.rt.store
-	scope := inv.caller.scope()
-	switch {
-	case init.SnapshotID != "":
-		snap, err := store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: scope, Agent: a.Name, ID: init.SnapshotID, WithState: true})
-		if errors.Is(err, ErrNotFound) {
-			return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
-		}
-		if err != nil {
-			return err
-		}
-		if init.SessionID != "" && snap.SessionID != init.SessionID {
-			return Errorf(CodeInvalidArgument, "Snapshot %s does not belong to session %s.", init.SnapshotID, init.SessionID)
-		}
-		if snap.Status != StatusCompleted {
-			inv.sess = &sessionState{id: snap.SessionID}
-			inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.effectiveStatus(&snap.Snapshot))
-			return nil
-		}
-		inv.useSnapshot(snap)
-	case init.SessionID != "":
-		sess, err := store.LoadSession(ctx, scope, init.SessionID)
-		if errors.Is(err, ErrNotFound) {
-			// A new session under the client's id, or another user's
-			// (which looks the same): the first turn takes the id, or
-			// finds it is not free.
-			inv.sess = &sessionState{id: init.SessionID, owner: inv.caller.EndUser, unclaimed: true}
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if sess.Agent != a.Name {
-			return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", init.SessionID)
-		}
-		// Walk back from the latest snapshot to the newest completed one.
-		id := sess.LatestSnapshotID
-		visited := map[string]bool{}
-		var snap *StoredSnapshot
-		for id != "" {
-			if visited[id] {
-				return Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", init.SessionID)
-			}
-			visited[id] = true
-			s, err := store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: scope, Agent: a.Name, ID: id, WithState: true})
-			if err != nil {
-				return err
-			}
-			if s.Status == StatusCompleted {
-				snap = s
-				break
-			}
-			id = s.ParentID
-		}
-		if snap == nil {
-			inv.sess = &sessionState{id: init.SessionID, owner: sess.EndUser}
-			break
-		}
-		inv.useSnapshot(snap)
-	case init.State != nil:
-		st := init.State
-		id := st.SessionID
-		if id == "" {
-			id = uuid.NewString()
-		}
-		inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
-		// A state this server signed for this caller and agent is history
-		// the server wrote; any other may seed the conversation, but its
-		// tool requests cannot be answered or restarted.
-		verified, err := inv.rt.verifyState(ctx, inv.caller, a.Name, *st)
-		if err != nil {
-			return err
-		}
-		if !verified {
-			inv.sess.untrusted = len(st.Messages)
-		}
-	default:
-		inv.sess = &sessionState{id: uuid.NewString(), owner: inv.caller.EndUser}
+	if init.SessionID != "" && snap.SessionID != init.SessionID {
+		return Errorf(CodeInvalidArgument, "Snapshot %s does not belong to session %s.", init.SnapshotID, init.SessionID)
 	}
-	inv.lastGood = inv.sess.state()
-	inv.lastGoodID = inv.baseID
+	if snap.Status != StatusCompleted {
+		inv.sess = &sessionState{id: snap.SessionID}
+		inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.effectiveStatus(&snap.Snapshot))
+		return nil
+	}
+	inv.useSnapshot(snap)
+	return nil
+}
+
+// fromSession continues a session from its newest completed snapshot, or
+// starts a new one under the client's id.
+func (inv *invocation) fromSession(ctx context.Context, id string) error {
+	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), id)
+	if errors.Is(err, ErrNotFound) {
+		// A new session under the client's id, or another user's (which
+		// looks the same): the first turn takes the id, or finds it is not
+		// free.
+		inv.sess = &sessionState{id: id, owner: inv.caller.EndUser, unclaimed: true}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sess.Agent != inv.agent.Name {
+		return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", id)
+	}
+	snap, err := inv.latestCompleted(ctx, sess)
+	if err != nil {
+		return err
+	}
+	if snap == nil {
+		inv.sess = &sessionState{id: id, owner: sess.EndUser}
+		return nil
+	}
+	inv.useSnapshot(snap)
+	return nil
+}
+
+// latestCompleted walks back from a session's latest snapshot to the
+// newest completed one (nil when there is none).
+func (inv *invocation) latestCompleted(ctx context.Context, sess *StoredSession) (*StoredSnapshot, error) {
+	visited := map[string]bool{}
+	for id := sess.LatestSnapshotID; id != ""; {
+		if visited[id] {
+			return nil, Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", sess.ID)
+		}
+		visited[id] = true
+		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: id, WithState: true})
+		if err != nil {
+			return nil, err
+		}
+		if s.Status == StatusCompleted {
+			return s, nil
+		}
+		id = s.ParentID
+	}
+	return nil, nil
+}
+
+// fromState starts from a client-managed agent's state. A state this
+// server signed for this caller and agent is history the server wrote; any
+// other may seed the conversation, but its tool requests cannot be
+// answered or restarted.
+func (inv *invocation) fromState(ctx context.Context, st *SessionState) error {
+	id := st.SessionID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
+	verified, err := inv.rt.verifyState(ctx, inv.caller, inv.agent.Name, *st)
+	if err != nil {
+		return err
+	}
+	if !verified {
+		inv.sess.untrusted = len(st.Messages)
+	}
 	return nil
 }
 
@@ -451,16 +519,16 @@ func checkID(field, id string) error {
 func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *AgentOutput {
 	for in := range queue {
 		if ctx.Err() != nil {
-			inv.lastFinishReason = FinishAborted
+			inv.last.finishReason = FinishAborted
 			break
 		}
 		if err := inv.runTurn(ctx, in); err != nil {
 			if ctx.Err() != nil {
-				inv.lastFinishReason = FinishAborted
-				inv.lastError = nil
+				inv.last.finishReason = FinishAborted
+				inv.last.err = nil
 			} else {
-				inv.lastFinishReason = FinishFailed
-				inv.lastError = details(err)
+				inv.last.finishReason = FinishFailed
+				inv.last.err = details(err)
 				if e := AsError(err); e.Cause != nil {
 					inv.rt.log.Error("turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause, "request_id", inv.requestID)
 				}
@@ -478,11 +546,11 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 // client-managed agent's state is signed, so that its history can be
 // trusted when the client sends it back.
 func (inv *invocation) output(ctx context.Context) *AgentOutput {
-	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: inv.lastFinishReason}
+	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: inv.last.finishReason}
 	st := inv.sess.state()
-	if inv.lastFinishReason == FinishFailed || inv.lastFinishReason == FinishAborted {
-		st = inv.lastGood
-		out.Error = inv.lastError
+	if inv.last.finishReason == FinishFailed || inv.last.finishReason == FinishAborted {
+		st = inv.last.good
+		out.Error = inv.last.err
 	}
 	if n := len(st.Messages); n > 0 {
 		m := st.Messages[n-1]
@@ -492,7 +560,7 @@ func (inv *invocation) output(ctx context.Context) *AgentOutput {
 		out.Artifacts = st.Artifacts
 	}
 	if inv.agent.ServerManaged {
-		out.SnapshotID = inv.lastGoodID
+		out.SnapshotID = inv.last.goodID
 	} else {
 		if len(st.Messages) > inv.sess.untrusted || inv.sess.untrusted == 0 {
 			sig, err := inv.rt.signState(context.WithoutCancel(ctx), inv.caller, inv.agent.Name, st)
@@ -545,12 +613,12 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 	if in.Message != nil {
 		inv.sess.messages = append(inv.sess.messages, in.Message.Clone())
 	}
-	inv.firstPatchInTurn = true
+	inv.patches.firstInTurn = true
 	t := &Turn{inv: inv, input: in}
 	if inv.agent.ServerManaged {
 		t.snapshotID = uuid.NewString()
 		if inv.isDetached() {
-			t.snapshotID = inv.detachedID
+			t.snapshotID = inv.det.id
 		}
 	}
 	var (
@@ -584,12 +652,12 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 		return err
 	}
 	inv.flushToolCalls(ctx, t)
-	inv.lastFinishReason = finish
-	inv.lastError = nil
-	inv.lastGood = inv.sess.state()
+	inv.last.finishReason = finish
+	inv.last.err = nil
+	inv.last.good = inv.sess.state()
 	end := &TurnEnd{FinishReason: finish}
 	if inv.agent.ServerManaged {
-		end.SnapshotID = inv.lastGoodID
+		end.SnapshotID = inv.last.goodID
 	}
 	inv.emit(StreamChunk{TurnEnd: end})
 	return nil
@@ -660,9 +728,9 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
 	if inv.isDetached() {
-		inv.detachedInterrupts = append(inv.detachedInterrupts, tr.interrupts...)
-		inv.detachedClaims = append(inv.detachedClaims, tr.claimed...)
-		inv.detachedResolvedEvents = inv.detachedResolvedEvents || tr.resolvedEvents
+		inv.det.interrupts = append(inv.det.interrupts, tr.interrupts...)
+		inv.det.claims = append(inv.det.claims, tr.claimed...)
+		inv.det.resolvedEvents = inv.det.resolvedEvents || tr.resolvedEvents
 		return nil
 	}
 	w, bodies, err := inv.snapshotWrite(snapshotID, status, finish, errd)
@@ -689,7 +757,7 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	if status == StatusCompleted {
 		inv.baseID = snapshotID
 		inv.baseBodies = bodies
-		inv.lastGoodID = snapshotID
+		inv.last.goodID = snapshotID
 		inv.sess.touched, inv.sess.replaced = nil, false
 		if len(inv.unpersisted) > 0 {
 			inv.unpersisted = inv.unpersisted[1:]

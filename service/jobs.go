@@ -63,29 +63,34 @@ func (r *Runtime) runJobs(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for !r.stopping.Load() {
-			select {
-			case slots <- struct{}{}:
-			default:
-				goto wait // every slot busy
-			}
-			job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), r.jobStaleAfter())
-			if err != nil || job == nil {
-				<-slots
-				if err != nil && ctx.Err() == nil {
-					r.log.Warn("claiming a detached turn failed", "err", err)
-				}
-				break
-			}
-			r.bgWG.Add(1)
-			go func() {
-				defer r.bgWG.Done()
-				defer func() { <-slots }()
-				r.runJob(job)
-			}()
+		for !r.stopping.Load() && r.startNextJob(ctx, slots) {
 		}
-	wait:
 	}
+}
+
+// startNextJob claims a job and runs it in a free slot; false when every
+// slot is busy or no job is waiting.
+func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+	default:
+		return false // every slot busy
+	}
+	job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), r.jobStaleAfter())
+	if err != nil || job == nil {
+		<-slots
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("claiming a detached turn failed", "err", err)
+		}
+		return false
+	}
+	r.bgWG.Add(1)
+	go func() {
+		defer r.bgWG.Done()
+		defer func() { <-slots }()
+		r.runJob(job)
+	}()
+	return true
 }
 
 // runJob runs a detached turn taken from the queue: from its parent
@@ -114,8 +119,8 @@ func (r *Runtime) runJob(job *TurnJob) {
 
 	workCtx, cancel := context.WithCancel(r.bg)
 	defer cancel()
-	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel,
-		detached: true, detachedID: job.SnapshotID}
+	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel, detached: true}
+	inv.det.id = job.SnapshotID
 	if job.ParentID != "" {
 		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
 		if err != nil {
@@ -126,8 +131,8 @@ func (r *Runtime) runJob(job *TurnJob) {
 	} else {
 		inv.sess = &sessionState{id: job.SessionID}
 	}
-	inv.lastGood = inv.sess.state()
-	inv.lastGoodID = inv.baseID
+	inv.last.good = inv.sess.state()
+	inv.last.goodID = inv.baseID
 	inv.unpersisted = job.Inputs
 	inv.startBackground()
 

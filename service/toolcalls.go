@@ -25,7 +25,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 	key = t.uniqueKey(key)
 	tenant := inv.caller.TenantID
 	owner := ""
-	if inv.journal {
+	if inv.det.journal {
 		owner = inv.rt.instanceID
 		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
 			return resp, irq, err
@@ -40,7 +40,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, err
 	}
 	if !started {
-		if !inv.journal {
+		if !inv.det.journal {
 			return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
 		}
 		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
@@ -48,7 +48,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		}
 		// Not recorded and not ours to start: another instance owns the
 		// job now. Stop without running the tool.
-		inv.lostJob.Store(true)
+		inv.det.lostJob.Store(true)
 		inv.cancelWork()
 		return nil, nil, context.Canceled
 	}
@@ -63,7 +63,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 	default:
 		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
 	}
-	if !inv.journal {
+	if !inv.det.journal {
 		t.outcomes = append(t.outcomes, outcome)
 		return resp, irq, runErr
 	}
@@ -108,8 +108,8 @@ func (inv *invocation) reuseCall(ctx context.Context, turnID, key string, part P
 // turn's pending snapshot), or, for a client-managed agent, an id of its
 // own.
 func (t *Turn) turnID() string {
-	if t.inv.journal {
-		return t.inv.detachedID
+	if t.inv.det.journal {
+		return t.inv.det.id
 	}
 	if t.snapshotID != "" {
 		return t.snapshotID

@@ -136,15 +136,15 @@ func cloneMessages(msgs []Message) []Message {
 func (inv *invocation) sendCustomPatch() {
 	cur := inv.sess.custom
 	var ops []PatchOp
-	if inv.firstPatchInTurn {
+	if inv.patches.firstInTurn {
 		value := cur
 		if value == nil {
 			value = json.RawMessage("null")
 		}
 		ops = []PatchOp{{Op: "replace", Path: "", Value: value}}
-		inv.firstPatchInTurn = false
+		inv.patches.firstInTurn = false
 	} else {
-		before := inv.lastSentCustom
+		before := inv.patches.lastSent
 		if before == nil {
 			before = json.RawMessage("null")
 		}
@@ -169,7 +169,7 @@ func (inv *invocation) sendCustomPatch() {
 			ops = append(ops, p)
 		}
 	}
-	inv.lastSentCustom = cur
+	inv.patches.lastSent = cur
 	if len(ops) > 0 {
 		inv.emit(StreamChunk{CustomPatch: ops})
 	}
