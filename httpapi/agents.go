@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -163,25 +161,13 @@ func (a *api) begin(c echo.Context) (service.Caller, string, envelope, error) {
 
 // readEnvelope reads the (size-limited) body and decodes its envelope.
 func readEnvelope(c echo.Context) (envelope, error) {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		// A *http.MaxBytesError maps to 413; anything else is a broken
-		// connection, which handleError logs.
-		return envelope{}, fmt.Errorf("read request body: %w", err)
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return envelope{}, invalid(`request body is empty: expected a JSON object {"data": ..., "init": ...}`)
-	}
-	// checkJSONBody has refused anything but one valid JSON value.
-	if body[0] != '{' {
-		return envelope{}, invalid(`invalid JSON body: expected an object {"data": ..., "init": ...}, got %s`, jsonKind(string(body)))
-	}
+	const want = `{"data": ..., "init": ...}`
 	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return envelope{}, invalid("invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	present, err := decodeBody(c, &env, want, false)
+	if err == nil && !present {
+		err = invalid("request body is empty: expected a JSON object %s", want)
 	}
-	return env, nil
+	return env, err
 }
 
 // wantsStream reports whether the client asked for an event stream, as the

@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"time"
@@ -273,13 +270,9 @@ func (a *api) beginTokens(c echo.Context, dst any, want string) (service.Caller,
 	if a.opts.Auth == nil {
 		return caller, service.Errorf(service.CodeFailedPrecondition, "user tokens need authentication, which dev mode turns off")
 	}
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return caller, fmt.Errorf("read request body: %w", err)
+	present, err := decodeBody(c, dst, want, false)
+	if err == nil && !present {
+		err = invalid("request body is empty: expected a JSON object %s", want)
 	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || !json.Valid(body) {
-		return caller, invalid("expected a JSON object %s", want)
-	}
-	return caller, decodeMember(body, "body", dst)
+	return caller, err
 }

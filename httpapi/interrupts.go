@@ -1,13 +1,9 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -317,35 +313,13 @@ func (a *api) beginDecision(c echo.Context, withOutput bool) (service.Caller, uu
 	if err != nil {
 		return caller, uuid.Nil, req, err
 	}
-	body, err := io.ReadAll(c.Request().Body)
+	const want = `{"output": ..., "note": ...}`
+	present, err := decodeBody(c, &req, want, true)
 	if err != nil {
-		return caller, uuid.Nil, req, fmt.Errorf("read request body: %w", err)
+		return caller, uuid.Nil, req, err
 	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		if withOutput {
-			return caller, uuid.Nil, req, invalid(`request body is empty: expected a JSON object {"output": ..., "note": ...}`)
-		}
-		return caller, id, req, nil
-	}
-	// checkJSONBody has refused anything but one valid JSON value.
-	if body[0] != '{' {
-		return caller, uuid.Nil, req, invalid("invalid JSON body: expected an object, got %s", jsonKind(string(body)))
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	// A misspelt member (notes, outputs) would otherwise be dropped silently
-	// from a decision that cannot be taken back.
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te) && te.Field != "" && te.Type != nil:
-			return caller, uuid.Nil, req, invalid("invalid %s: expected %s, got %s", te.Field, kindName(te.Type.Kind().String()), te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return caller, uuid.Nil, req, invalid("unknown member %s: expected output and note", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		default:
-			return caller, uuid.Nil, req, invalid("invalid JSON body")
-		}
+	if !present && withOutput {
+		return caller, uuid.Nil, req, invalid("request body is empty: expected a JSON object %s", want)
 	}
 	if !withOutput && req.Output != nil {
 		return caller, uuid.Nil, req, invalid("restart takes no output: it runs the tool again with its original input")
