@@ -210,54 +210,6 @@ func (q *Queries) InsertInterruptEvents(ctx context.Context, arg InsertInterrupt
 	return err
 }
 
-const listDueInterruptsForUpdate = `-- name: ListDueInterruptsForUpdate :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
-WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()
-ORDER BY expires_at
-LIMIT $1
-FOR UPDATE SKIP LOCKED
-`
-
-// Claims due interrupts for this sweeper; SKIP LOCKED lets several
-// instances sweep at once without applying a deadline twice.
-func (q *Queries) ListDueInterruptsForUpdate(ctx context.Context, batchSize int32) ([]Interrupt, error) {
-	rows, err := q.db.Query(ctx, listDueInterruptsForUpdate, batchSize)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Interrupt{}
-	for rows.Next() {
-		var i Interrupt
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.SessionID,
-			&i.SnapshotID,
-			&i.Agent,
-			&i.Tool,
-			&i.Ref,
-			&i.Input,
-			&i.Metadata,
-			&i.Status,
-			&i.ExpiresAt,
-			&i.Resolution,
-			&i.ResolvedBy,
-			&i.ResolvedAt,
-			&i.ResumedSnapshotID,
-			&i.CreatedAt,
-			&i.OnExpire,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const listInterruptEvents = `-- name: ListInterruptEvents :many
 SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM interrupt_events
 WHERE tenant_id = $1 AND interrupt_id = $2
@@ -429,14 +381,11 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 }
 
 const listRecentInterruptEvents = `-- name: ListRecentInterruptEvents :many
-SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM interrupt_events
-WHERE created_at >= $1
-ORDER BY created_at, id
-LIMIT 10000
+SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM holdpoint_recent_interrupt_events($1)
 `
 
-// Events of every tenant since a time, for the live-event reader (a system
-// query).
+// Events of every tenant since a time, for the live-event reader: a
+// system function (holdpoint_system).
 func (q *Queries) ListRecentInterruptEvents(ctx context.Context, since time.Time) ([]InterruptEvent, error) {
 	rows, err := q.db.Query(ctx, listRecentInterruptEvents, since)
 	if err != nil {
@@ -474,6 +423,50 @@ LISTEN holdpoint_events
 func (q *Queries) ListenInterruptEvents(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, listenInterruptEvents)
 	return err
+}
+
+const lockDueInterrupts = `-- name: LockDueInterrupts :many
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM holdpoint_lock_due_interrupts($1::integer)
+`
+
+// The sweeper's batch of due interrupts of every tenant, locked for this
+// transaction: a system function (holdpoint_system).
+func (q *Queries) LockDueInterrupts(ctx context.Context, batchSize int32) ([]Interrupt, error) {
+	rows, err := q.db.Query(ctx, lockDueInterrupts, batchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Interrupt{}
+	for rows.Next() {
+		var i Interrupt
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SessionID,
+			&i.SnapshotID,
+			&i.Agent,
+			&i.Tool,
+			&i.Ref,
+			&i.Input,
+			&i.Metadata,
+			&i.Status,
+			&i.ExpiresAt,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.ResumedSnapshotID,
+			&i.CreatedAt,
+			&i.OnExpire,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const notifyInterruptEvents = `-- name: NotifyInterruptEvents :exec

@@ -28,30 +28,19 @@ func (q *Queries) AppendTurnJobInputs(ctx context.Context, arg AppendTurnJobInpu
 }
 
 const claimNextTurnJob = `-- name: ClaimNextTurnJob :one
-UPDATE turn_jobs
-SET owner = $1, heartbeat_at = now(), attempts = attempts + 1
-WHERE (tenant_id, snapshot_id) = (
-    SELECT j.tenant_id, j.snapshot_id FROM turn_jobs j
-    WHERE (j.owner IS NULL OR j.heartbeat_at < now() - make_interval(secs => $2::float8))
-      AND j.agent = ANY($3::text[])
-    ORDER BY j.heartbeat_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING tenant_id, snapshot_id, agent, session_id, parent_id, end_user, actor, inputs, preclaimed, owner, heartbeat_at, attempts, created_at
+SELECT tenant_id, snapshot_id, agent, session_id, parent_id, end_user, actor, inputs, preclaimed, owner, heartbeat_at, attempts, created_at FROM holdpoint_claim_next_turn_job($1, $2::text[], $3::float8)
 `
 
 type ClaimNextTurnJobParams struct {
-	Owner        *string
-	StaleSeconds float64
+	Owner        string
 	Agents       []string
+	StaleSeconds float64
 }
 
-// Takes the oldest job nobody owns, or whose owner stopped heartbeating.
-// SKIP LOCKED lets every instance's worker poll at once without two of them
-// taking the same job.
+// Takes the oldest job nobody owns, or whose owner stopped heartbeating,
+// across tenants: a system function (holdpoint_system).
 func (q *Queries) ClaimNextTurnJob(ctx context.Context, arg ClaimNextTurnJobParams) (TurnJob, error) {
-	row := q.db.QueryRow(ctx, claimNextTurnJob, arg.Owner, arg.StaleSeconds, arg.Agents)
+	row := q.db.QueryRow(ctx, claimNextTurnJob, arg.Owner, arg.Agents, arg.StaleSeconds)
 	var i TurnJob
 	err := row.Scan(
 		&i.TenantID,
@@ -129,17 +118,17 @@ func (q *Queries) ListenAborts(ctx context.Context) error {
 	return err
 }
 
-const releaseTurnJobs = `-- name: ReleaseTurnJobs :execrows
-UPDATE turn_jobs SET owner = NULL WHERE owner = $1
+const releaseTurnJobs = `-- name: ReleaseTurnJobs :one
+SELECT holdpoint_release_turn_jobs($1)::bigint AS released
 `
 
 // Shutdown: hand this instance's jobs back so another takes them at once.
-func (q *Queries) ReleaseTurnJobs(ctx context.Context, owner *string) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseTurnJobs, owner)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// A system function (holdpoint_system).
+func (q *Queries) ReleaseTurnJobs(ctx context.Context, owner string) (int64, error) {
+	row := q.db.QueryRow(ctx, releaseTurnJobs, owner)
+	var released int64
+	err := row.Scan(&released)
+	return released, err
 }
 
 const touchTurnJob = `-- name: TouchTurnJob :execrows

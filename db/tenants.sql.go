@@ -13,10 +13,11 @@ import (
 )
 
 const getAPIKeyByHash = `-- name: GetAPIKeyByHash :one
-SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE key_hash = $1
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM holdpoint_api_key_by_hash($1)
 `
 
-// Authentication: the tenant is not known yet (a system lookup).
+// Authentication: the tenant is not known yet. A system function
+// (holdpoint_system), which also stamps the key's use.
 func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (APIKey, error) {
 	row := q.db.QueryRow(ctx, getAPIKeyByHash, keyHash)
 	var i APIKey
@@ -111,7 +112,7 @@ func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) erro
 }
 
 const insertTenant = `-- name: InsertTenant :one
-INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, created_at
+SELECT id, name, created_at FROM holdpoint_create_tenant($1, $2)
 `
 
 type InsertTenantParams struct {
@@ -119,7 +120,8 @@ type InsertTenantParams struct {
 	Name string
 }
 
-// The tenant's first keys come with it (trigger tenants_create_secrets).
+// A system function (holdpoint_system); the tenant's first keys come with
+// it (trigger tenants_create_secrets).
 func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Tenant, error) {
 	row := q.db.QueryRow(ctx, insertTenant, arg.ID, arg.Name)
 	var i Tenant
@@ -201,9 +203,10 @@ func (q *Queries) ListTenantSecrets(ctx context.Context, arg ListTenantSecretsPa
 }
 
 const listTenants = `-- name: ListTenants :many
-SELECT id, name, created_at FROM tenants ORDER BY created_at, id
+SELECT id, name, created_at FROM holdpoint_list_tenants()
 `
 
+// A system function (holdpoint_system).
 func (q *Queries) ListTenants(ctx context.Context) ([]Tenant, error) {
 	rows, err := q.db.Query(ctx, listTenants)
 	if err != nil {
@@ -323,17 +326,6 @@ func (q *Queries) SetAppRole(ctx context.Context) error {
 	return err
 }
 
-const setSystem = `-- name: SetSystem :exec
-SELECT set_config('holdpoint.system', 'on', true)
-`
-
-// Marks the transaction as system work that spans tenants (sweeper, key
-// lookup); only code that means it calls this.
-func (q *Queries) SetSystem(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, setSystem)
-	return err
-}
-
 const setTenant = `-- name: SetTenant :exec
 SELECT set_config('holdpoint.tenant_id', $1::text, true)
 `
@@ -341,22 +333,5 @@ SELECT set_config('holdpoint.tenant_id', $1::text, true)
 // Scopes the transaction to one tenant for the row-level security policies.
 func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
 	_, err := q.db.Exec(ctx, setTenant, tenantID)
-	return err
-}
-
-const touchAPIKey = `-- name: TouchAPIKey :exec
-UPDATE api_keys SET last_used_at = now()
-WHERE tenant_id = $1 AND id = $2
-  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
-`
-
-type TouchAPIKeyParams struct {
-	TenantID string
-	ID       uuid.UUID
-}
-
-// Best-effort usage stamp, at most once a minute per key.
-func (q *Queries) TouchAPIKey(ctx context.Context, arg TouchAPIKeyParams) error {
-	_, err := q.db.Exec(ctx, touchAPIKey, arg.TenantID, arg.ID)
 	return err
 }

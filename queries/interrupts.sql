@@ -59,14 +59,10 @@ SELECT * FROM interrupt_events
 WHERE tenant_id = @tenant_id AND interrupt_id = @interrupt_id
 ORDER BY id;
 
--- name: ListDueInterruptsForUpdate :many
--- Claims due interrupts for this sweeper; SKIP LOCKED lets several
--- instances sweep at once without applying a deadline twice.
-SELECT * FROM interrupts
-WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()
-ORDER BY expires_at
-LIMIT @batch_size
-FOR UPDATE SKIP LOCKED;
+-- name: LockDueInterrupts :many
+-- The sweeper's batch of due interrupts of every tenant, locked for this
+-- transaction: a system function (holdpoint_system).
+SELECT * FROM holdpoint_lock_due_interrupts(@batch_size::integer);
 
 -- name: ListenInterruptEvents :exec
 -- Subscribes the connection to the channel the interrupt_events trigger
@@ -116,9 +112,7 @@ ORDER BY i.id;
 SELECT pg_notify('holdpoint_events', '');
 
 -- name: ListRecentInterruptEvents :many
--- Events of every tenant since a time, for the live-event reader (a system
--- query).
-SELECT * FROM interrupt_events
-WHERE created_at >= @since
-ORDER BY created_at, id
-LIMIT 10000;
+-- Events of every tenant since a time, for the live-event reader: a
+-- system function (holdpoint_system).
+SELECT * FROM holdpoint_recent_interrupt_events(@since);
+

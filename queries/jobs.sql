@@ -3,20 +3,9 @@ INSERT INTO turn_jobs (tenant_id, snapshot_id, agent, session_id, parent_id, end
 VALUES (@tenant_id, @snapshot_id, @agent, @session_id, @parent_id, @end_user, @actor, @inputs, @preclaimed, @owner);
 
 -- name: ClaimNextTurnJob :one
--- Takes the oldest job nobody owns, or whose owner stopped heartbeating.
--- SKIP LOCKED lets every instance's worker poll at once without two of them
--- taking the same job.
-UPDATE turn_jobs
-SET owner = @owner, heartbeat_at = now(), attempts = attempts + 1
-WHERE (tenant_id, snapshot_id) = (
-    SELECT j.tenant_id, j.snapshot_id FROM turn_jobs j
-    WHERE (j.owner IS NULL OR j.heartbeat_at < now() - make_interval(secs => @stale_seconds::float8))
-      AND j.agent = ANY(@agents::text[])
-    ORDER BY j.heartbeat_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING *;
+-- Takes the oldest job nobody owns, or whose owner stopped heartbeating,
+-- across tenants: a system function (holdpoint_system).
+SELECT * FROM holdpoint_claim_next_turn_job(@owner, @agents::text[], @stale_seconds::float8);
 
 -- name: TouchTurnJob :execrows
 -- A worker's heartbeat; no row means another instance took the job over.
@@ -30,9 +19,10 @@ WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id;
 -- name: DeleteTurnJob :exec
 DELETE FROM turn_jobs WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id;
 
--- name: ReleaseTurnJobs :execrows
+-- name: ReleaseTurnJobs :one
 -- Shutdown: hand this instance's jobs back so another takes them at once.
-UPDATE turn_jobs SET owner = NULL WHERE owner = @owner;
+-- A system function (holdpoint_system).
+SELECT holdpoint_release_turn_jobs(@owner)::bigint AS released;
 
 -- name: ListenAborts :exec
 -- Subscribes the connection to the abort announcements.

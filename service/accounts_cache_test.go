@@ -32,6 +32,19 @@ func (c *lookupCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.
 
 func (c *lookupCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// The store sends its statements in batches (pipelined).
+func (c *lookupCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *lookupCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if strings.Contains(d.SQL, "name: GetAPIKeyByHash ") {
+		c.n.Add(1)
+	}
+}
+
+func (c *lookupCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // countedPool is an application pool on a fresh database whose key lookups
 // are counted.
 func countedPool(t *testing.T) (*pgxpool.Pool, *lookupCounter) {

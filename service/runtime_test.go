@@ -253,13 +253,18 @@ func TestRowLevelSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	tables := []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events"}
+	tables := []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events", "tool_calls", "tenant_secrets", "api_keys", "turn_jobs"}
 	count := func(tenant string, table string) int {
 		tx, err := app.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
+		// The old system switch is only a setting any role can set: it
+		// must open nothing.
+		if _, err := tx.Exec(ctx, `SELECT set_config('holdpoint.system', 'on', true)`); err != nil {
+			t.Fatal(err)
+		}
 		if tenant != "" {
 			if _, err := tx.Exec(ctx, `SELECT set_config('holdpoint.tenant_id', $1, true)`, tenant); err != nil {
 				t.Fatal(err)
@@ -278,9 +283,27 @@ func TestRowLevelSecurity(t *testing.T) {
 		if n := count("other", table); n != 0 {
 			t.Errorf("%s as another tenant: %d rows visible", table, n)
 		}
-		if n := count("default", table); n == 0 {
+		if n := count("default", table); n == 0 && table != "api_keys" && table != "turn_jobs" && table != "tool_calls" {
 			t.Errorf("%s as its tenant: no rows visible", table)
 		}
+	}
+	// Cross-tenant work is only what the system functions do: the
+	// application role may call them, PUBLIC may not, and the role cannot
+	// become the tables' owner they run as.
+	var callable, public bool
+	if err := app.QueryRow(ctx, `SELECT has_function_privilege('holdpoint_app', 'holdpoint_list_tenants()', 'EXECUTE'),
+		has_function_privilege('public', 'holdpoint_list_tenants()', 'EXECUTE')`).Scan(&callable, &public); err != nil {
+		t.Fatal(err)
+	}
+	if !callable || public {
+		t.Errorf("holdpoint_list_tenants: executable by the app role %v, by PUBLIC %v", callable, public)
+	}
+	var tenants int
+	if err := app.QueryRow(ctx, `SELECT count(*) FROM holdpoint_list_tenants()`).Scan(&tenants); err != nil || tenants == 0 {
+		t.Errorf("the app role lists tenants through the system function: %d (%v)", tenants, err)
+	}
+	if _, err := app.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('forged', 'x')`); err == nil {
+		t.Errorf("the app role inserted a tenant directly")
 	}
 	var role string
 	var bypass bool

@@ -180,9 +180,8 @@ func seedInbox(ctx context.Context, admin *pgxpool.Pool, cfg InboxConfig) error 
 		sql  string
 		args []any
 	}{
-		// The owner is subject to the row-level security policies too (they
-		// are forced); seeding spans tenants, so it says so.
-		{`SET holdpoint.system = 'on'`, nil},
+		// Seeding spans tenants: it runs as the tables' owner, which the
+		// policies let through (as they do the system functions).
 		{`INSERT INTO tenants (id, name) SELECT format('bench-t%s', lpad(t::text, 4, '0')), 'bench' FROM generate_series(0, $1::int - 1) t`, []any{cfg.Tenants}},
 		{`INSERT INTO sessions (tenant_id, id, agent) SELECT id, 's', 'bench' FROM tenants WHERE id LIKE 'bench-t%'`, nil},
 		{`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, message_count) SELECT id, 'snap', 's', 'bench', 'completed', 0 FROM tenants WHERE id LIKE 'bench-t%'`, nil},

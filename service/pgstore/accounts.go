@@ -34,7 +34,7 @@ func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]
 // come with it (trigger tenants_create_secrets).
 func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*service.Tenant, error) {
 	var row db.Tenant
-	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
 		row, err = q.InsertTenant(ctx, db.InsertTenantParams{ID: id, Name: name})
 		return translateConflict(err, "tenant %s already exists", id)
@@ -45,10 +45,10 @@ func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*service.T
 	return &service.Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt}, nil
 }
 
-// ListTenants implements service.AccountStore (a system query).
+// ListTenants implements service.AccountStore (a system function).
 func (s *PgStore) ListTenants(ctx context.Context) ([]service.Tenant, error) {
 	var rows []db.Tenant
-	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListTenants(ctx)
 		return err
@@ -123,15 +123,14 @@ func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUI
 }
 
 // APIKeyByHash implements service.AccountStore. The key decides the
-// tenant, so its lookup is a system query.
+// tenant, so its lookup is a system function (it also stamps the key's
+// use).
 func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*service.APIKey, error) {
 	var row db.APIKey
-	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
-		if row, err = q.GetAPIKeyByHash(ctx, hash); err != nil {
-			return err
-		}
-		return q.TouchAPIKey(ctx, db.TouchAPIKeyParams{TenantID: row.TenantID, ID: row.ID})
+		row, err = q.GetAPIKeyByHash(ctx, hash)
+		return err
 	})
 	if err != nil {
 		return nil, err

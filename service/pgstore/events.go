@@ -10,10 +10,10 @@ import (
 
 // RecentEvents implements service.EventSource: the events of every tenant
 // created since a time (the reader feeds every tenant's subscribers: a
-// system query).
+// system function).
 func (s *PgStore) RecentEvents(ctx context.Context, since time.Time) ([]service.Notification, error) {
 	var rows []db.InterruptEvent
-	err := s.pipedAs(ctx, "", true, func(q *db.Queries) error {
+	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListRecentInterruptEvents(ctx, since)
 		return err

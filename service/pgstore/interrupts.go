@@ -332,10 +332,10 @@ func splitDecided(rows []db.Interrupt) (waiting, decided []service.Interrupt) {
 func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []service.DecidedSnapshot, error) {
 	var swept int
 	var decided []service.DecidedSnapshot
-	// The sweeper serves every tenant: it is the one place that asks for
-	// system visibility.
-	err := s.inSystemTx(ctx, func(q *db.Queries) error {
-		due, err := q.ListDueInterruptsForUpdate(ctx, int32(limit))
+	// The sweeper serves every tenant: its batch comes from the system
+	// function, and each interrupt is changed under its own tenant.
+	err := s.tx(ctx, func(q *db.Queries) error {
+		due, err := q.LockDueInterrupts(ctx, int32(limit))
 		if err != nil {
 			return err
 		}
@@ -348,6 +348,9 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 				Output json.RawMessage `json:"output"`
 			}
 			_ = json.Unmarshal(row.OnExpire, &policy)
+			if err := q.SetTenant(ctx, row.TenantID); err != nil {
+				return err
+			}
 			if policy.Action == "respond" {
 				resolution, _ := json.Marshal(map[string]any{"respond": rawOr(policy.Output, "null"), "reason": "deadline"})
 				if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
@@ -373,6 +376,9 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 			}
 		}
 		for k, agent := range touched {
+			if err := q.SetTenant(ctx, k.tenant); err != nil {
+				return err
+			}
 			rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{TenantID: k.tenant, SnapshotID: k.snapshot})
 			if err != nil {
 				return err

@@ -39,11 +39,15 @@ func orSystem(actor string) string {
 // ClaimNextJob implements Store.
 func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*service.TurnJob, error) {
 	var row db.TurnJob
-	// Jobs of every tenant are claimable here: a system query.
-	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+	// Jobs of every tenant are claimable here: through the system function,
+	// then under the job's tenant.
+	err := s.tx(ctx, func(q *db.Queries) error {
 		var err error
-		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: &owner, StaleSeconds: stale.Seconds(), Agents: agents})
+		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: owner, StaleSeconds: stale.Seconds(), Agents: agents})
 		if err != nil {
+			return err
+		}
+		if err := q.SetTenant(ctx, row.TenantID); err != nil {
 			return err
 		}
 		// The snapshot's heartbeat is as old as the dead worker's: refresh
@@ -113,9 +117,9 @@ func deleteJob(ctx context.Context, q *db.Queries, tenantID, snapshotID string) 
 // ReleaseJobs implements Store.
 func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 	var n int64
-	err := s.inSystemTx(ctx, func(q *db.Queries) error {
+	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
-		n, err = q.ReleaseTurnJobs(ctx, &owner)
+		n, err = q.ReleaseTurnJobs(ctx, owner)
 		return err
 	})
 	return int(n), err

@@ -23,22 +23,18 @@ import (
 // its caller reads (see Exec). A caller that reads results that depend on
 // each other within one transaction uses inTx.
 type pipeline struct {
-	conn   *pgxpool.Conn
+	conn *pgxpool.Conn
+	// tenant scopes every batch ("": no tenant, for the system functions,
+	// which see across tenants as holdpoint_system).
 	tenant string
-	system bool
 	batch  *pgx.Batch
 }
 
-// begin starts a new batch with the statement that scopes it to the tenant
-// (or to system work), queued through db's SetTenant and SetSystem.
+// begin starts a new batch with the statement that scopes it to the
+// tenant, queued through db's SetTenant.
 func (p *pipeline) begin(ctx context.Context) {
 	p.batch = &pgx.Batch{}
-	q := db.New(queuer{p.batch})
-	if p.system {
-		_ = q.SetSystem(ctx)
-	} else {
-		_ = q.SetTenant(ctx, p.tenant)
-	}
+	_ = db.New(queuer{p.batch}).SetTenant(ctx, p.tenant)
 }
 
 // queuer queues the statements sqlc methods execute.
@@ -170,16 +166,12 @@ func (r *firstRow) Scan(dest ...any) error {
 // round trip, and the statements fn only executes go out together at the
 // end, as one transaction.
 func (s *PgStore) piped(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
-	return s.pipedAs(ctx, tenantID, false, fn)
-}
-
-func (s *PgStore) pipedAs(ctx context.Context, tenantID string, system bool, fn func(q *db.Queries) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return translate(err)
 	}
 	defer conn.Release()
-	p := &pipeline{conn: conn, tenant: tenantID, system: system}
+	p := &pipeline{conn: conn, tenant: tenantID}
 	p.begin(ctx)
 	if err := fn(db.New(p)); err != nil {
 		return translate(err)

@@ -111,17 +111,6 @@ func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queri
 	})
 }
 
-// inSystemTx runs fn in a transaction that sees every tenant, for the
-// workers that span tenants.
-func (s *PgStore) inSystemTx(ctx context.Context, fn func(q *db.Queries) error) error {
-	return s.tx(ctx, func(q *db.Queries) error {
-		if err := q.SetSystem(ctx); err != nil {
-			return err
-		}
-		return fn(q)
-	})
-}
-
 func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
