@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/holdpoint/holdpoint/service"
 )
 
 // decodeBody is the one decoder of request bodies. checkJSONBody has read
@@ -39,7 +41,7 @@ func decodeBody(c echo.Context, dst any, want string, strict bool) (bool, error)
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &te) && te.Field != "" && te.Type != nil:
-			return true, invalid("invalid %s: expected %s, got %s", te.Field, kindName(te.Type.Kind().String()), te.Value)
+			return true, invalid("invalid %s: expected %s, got %s", te.Field, service.JSONTypeName(te.Type.Kind().String()), te.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return true, invalid("unknown member %s: expected %s", strings.TrimPrefix(err.Error(), "json: unknown field "), want)
 		default:

@@ -189,7 +189,7 @@ func decodeMember(raw json.RawMessage, name string, dst any) error {
 			if te.Field != "" {
 				field += "." + te.Field
 			}
-			return invalid("invalid %s: expected %s, got %s", field, kindName(te.Type.Kind().String()), te.Value)
+			return invalid("invalid %s: expected %s, got %s", field, service.JSONTypeName(te.Type.Kind().String()), te.Value)
 		}
 		// The service types' decoders return client-facing texts such as
 		// "message.role must be one of user, model, tool, system".
@@ -211,22 +211,6 @@ func jsonKind(text string) string {
 		return "boolean"
 	case 'n':
 		return "null"
-	default:
-		return "number"
-	}
-}
-
-// kindName names the JSON type a Go kind decodes from.
-func kindName(kind string) string {
-	switch kind {
-	case "string":
-		return "string"
-	case "bool":
-		return "boolean"
-	case "slice", "array":
-		return "array"
-	case "map", "struct", "ptr", "interface":
-		return "object"
 	default:
 		return "number"
 	}

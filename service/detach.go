@@ -137,39 +137,32 @@ func (inv *invocation) startBackground() {
 func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 	defer close(inv.det.heartbeatDone)
 	last := time.Now()
-	t := time.NewTicker(abortPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, abortPollInterval, func() bool {
 		// Heartbeat every interval; poll more often while the abort
 		// notifications are not reaching this instance.
 		if time.Since(last) < inv.rt.opts.HeartbeatInterval && inv.rt.abortsHeard.Load() {
-			continue
+			return false
 		}
 		last = time.Now()
 		status, owned, err := inv.rt.store.TouchHeartbeat(ctx, inv.caller.TenantID, snapshotID, inv.rt.instanceID)
-		if err != nil {
+		switch {
+		case err != nil:
 			if ctx.Err() == nil {
 				inv.rt.log.Warn("heartbeat failed", "snapshot", snapshotID, "err", err)
 			}
-			continue
-		}
-		if !owned {
+			return false
+		case !owned:
 			// Another instance took the job over (this one was too slow to
 			// heartbeat): stop, and write nothing.
 			inv.det.lostJob.Store(true)
 			inv.cancelWork()
-			return
-		}
-		if status != StatusPending {
+			return true
+		case status != StatusPending:
 			inv.cancelWork()
-			return
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // finishDetached finalizes the pending snapshot of a detached invocation:

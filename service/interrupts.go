@@ -260,18 +260,12 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 
 // RunDeadlineSweeper sweeps every interval until ctx ends.
 func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	every(ctx, interval, func() bool {
 		if _, err := r.SweepDeadlines(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("deadline sweep failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return false
+	})
 }
 
 // ReportGroups are the groupings the interrupt report accepts.

@@ -53,19 +53,12 @@ func (r *Runtime) jobStaleAfter() time.Duration {
 
 // runJobs polls for claimable jobs and runs them.
 func (r *Runtime) runJobs(ctx context.Context) {
-	poll := max(r.opts.HeartbeatInterval/5, 50*time.Millisecond)
 	slots := make(chan struct{}, maxJobsPerInstance)
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, max(r.opts.HeartbeatInterval/5, 50*time.Millisecond), func() bool {
 		for !r.stopping.Load() && r.startNextJob(ctx, slots) {
 		}
-	}
+		return false
+	})
 }
 
 // startNextJob claims a job and runs it in a free slot; false when every

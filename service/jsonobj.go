@@ -113,12 +113,14 @@ func isNull(raw json.RawMessage) bool {
 // jsonTypeError turns encoding/json's errors into a short client-facing text.
 func jsonTypeError(err error) string {
 	if te, ok := err.(*json.UnmarshalTypeError); ok {
-		return fmt.Sprintf("expected %s, got %s", goTypeToJSON(te.Type.Kind().String()), te.Value)
+		return fmt.Sprintf("expected %s, got %s", JSONTypeName(te.Type.Kind().String()), te.Value)
 	}
 	return err.Error()
 }
 
-func goTypeToJSON(kind string) string {
+// JSONTypeName names the JSON type a Go kind (reflect.Kind's String)
+// decodes from, for messages that must not name Go types.
+func JSONTypeName(kind string) string {
 	switch kind {
 	case "string":
 		return "string"
@@ -126,7 +128,7 @@ func goTypeToJSON(kind string) string {
 		return "boolean"
 	case "slice", "array":
 		return "array"
-	case "map", "struct", "ptr":
+	case "map", "struct", "ptr", "interface":
 		return "object"
 	default:
 		return "number"

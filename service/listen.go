@@ -31,3 +31,17 @@ func keepListening(ctx context.Context, log *slog.Logger, what string, listen fu
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// every runs fn at once and then every interval until ctx ends or fn says
+// stop.
+func every(ctx context.Context, interval time.Duration, fn func() (stop bool)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for !fn() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
