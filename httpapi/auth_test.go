@@ -39,16 +39,12 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 	t.Helper()
 	ctx := context.Background()
 	url := testdb.URL(t)
-	owner, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := testdb.OwnerPool(t, url)
 	app, err := pgstore.NewAppPool(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Cleanups run last-in first-out: server, runtime, hub, then pools.
-	t.Cleanup(owner.Close)
 	t.Cleanup(app.Close)
 
 	logs := &lockedBuffer{}

@@ -27,10 +27,10 @@ import (
 
 // testServer is the API on a loopback HTTP server over a fresh database.
 type testServer struct {
-	srv  *httptest.Server
-	base string // URL of the agent routes
-	pool *pgxpool.Pool
-	logs *lockedBuffer
+	srv   *httptest.Server
+	base  string        // URL of the agent routes
+	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
+	logs  *lockedBuffer
 }
 
 // lockedBuffer collects the server's logs; handlers write from many
@@ -103,6 +103,7 @@ func baseAgents() []*service.Agent {
 func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service.Agent) *testServer {
 	t.Helper()
 	pool := testdb.Pool(t)
+	owner := testdb.OwnerPool(t, pool.Config().ConnString())
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: log})
@@ -127,7 +128,7 @@ func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service
 			t.Logf("server logs:\n%s", logs.String())
 		}
 	})
-	return &testServer{srv: srv, base: srv.URL + "/api/agents", pool: pool, logs: logs}
+	return &testServer{srv: srv, base: srv.URL + "/api/agents", owner: owner, logs: logs}
 }
 
 // response is a finished HTTP exchange.
@@ -183,7 +184,7 @@ func (s *testServer) postJSON(t *testing.T, url string, v any, stream bool) resp
 func (s *testServer) countRows(t *testing.T, table string) int {
 	t.Helper()
 	var n int
-	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+	if err := s.owner.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n

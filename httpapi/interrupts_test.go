@@ -68,23 +68,11 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	if cfg.dbURL == "" {
 		cfg.dbURL = testdb.URL(t)
 	}
-	owner, err := pgxpool.New(ctx, cfg.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(owner.Close)
-	pcfg, err := pgxpool.ParseConfig(cfg.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As service.NewAppPool, plus the tracer.
-	pcfg.MaxConns = 16
-	pcfg.ConnConfig.Tracer = cfg.tracer
-	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, "SET ROLE holdpoint_app")
-		return err
-	}
-	app, err := pgxpool.NewWithConfig(ctx, pcfg)
+	owner := testdb.OwnerPool(t, cfg.dbURL)
+	app, err := pgstore.NewAppPoolWith(ctx, cfg.dbURL, func(c *pgxpool.Config) {
+		c.MaxConns = 16
+		c.ConnConfig.Tracer = cfg.tracer
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

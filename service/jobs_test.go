@@ -132,11 +132,7 @@ func count(t *testing.T, admin *pgxpool.Pool, sql string, args ...any) int {
 // A's runtime and tool counter.
 func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.Pool, string, *service.Runtime, *atomic.Int32) {
 	t.Helper()
-	admin, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := testdb.OwnerPool(t, url)
 	poolA, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

@@ -40,10 +40,7 @@ func text(role, s string) service.Message {
 func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	t.Helper()
 	url := testdb.URL(t)
-	admin, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := testdb.OwnerPool(t, url)
 	app, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +48,6 @@ func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	rt := service.NewRuntime(pgstore.New(app), service.Options{})
 	// Cleanups run last-in first-out: the runtime stops before the pools
 	// close, and both close before testdb drops the database.
-	t.Cleanup(admin.Close)
 	t.Cleanup(app.Close)
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	return rt, admin
