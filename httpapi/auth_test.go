@@ -49,18 +49,19 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(pgstore.New(app), service.Options{Logger: log})
+	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
 	for _, a := range append(append(baseAgents(), demo.BankingAgent(demo.NewModel())), extra...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hubCtx, stopHub := context.WithCancel(ctx)
-	hub := service.NewEventHub(pgstore.New(app), log)
-	go hub.Run(hubCtx)
-	t.Cleanup(stopHub)
+	hub := service.NewEventHub(newStore(t, app), log)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
 
-	acc := service.NewAccounts(pgstore.New(app))
+	acc := service.NewAccounts(newStore(t, app))
 	opts := httpapi.Options{Logger: log, Auth: acc, Events: hub}
 	if configure != nil {
 		configure(&opts)

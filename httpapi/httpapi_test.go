@@ -98,6 +98,14 @@ func baseAgents() []*service.Agent {
 	}
 }
 
+// newStore returns a store over pool, closed (its notifier stopped) when
+// the test ends.
+func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
+	s := pgstore.New(pool)
+	t.Cleanup(s.Close)
+	return s
+}
+
 // newServer starts the API over a fresh database with the base agents and
 // extra ones; configure may change the options.
 func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service.Agent) *testServer {
@@ -106,7 +114,7 @@ func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service
 	owner := testdb.OwnerPool(t, pool.Config().ConnString())
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: log})
+	rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: log})
 	for _, a := range append(baseAgents(), extra...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatalf("register %s: %v", a.Name, err)

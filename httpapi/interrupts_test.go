@@ -80,7 +80,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(pgstore.New(app), service.Options{Logger: log})
+	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
 	for _, a := range append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, cfg.agents...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatalf("register %s: %v", a.Name, err)
@@ -96,7 +96,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	bg, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
-	hub := service.NewEventHub(pgstore.New(app), log)
+	hub := service.NewEventHub(newStore(t, app), log)
 	workers.Go(func() { hub.Run(bg) })
 	if cfg.sweep > 0 {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })

@@ -243,7 +243,7 @@ func runCase(t *testing.T, tc specCase) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := pgstore.New(pool)
+	store := newStore(t, pool)
 	rt := service.NewRuntime(store, service.Options{})
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)

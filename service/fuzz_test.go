@@ -73,7 +73,7 @@ func fuzzRuntime(f *testing.F) (*service.Runtime, *service.Agent, *atomic.Int64)
 		f.Fatal(err)
 	}
 	f.Cleanup(pool.Close)
-	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt := service.NewRuntime(newStore(f, pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	var transfers atomic.Int64
 	agent := fuzzAgent()
 	run := agent.Tools[1].Run

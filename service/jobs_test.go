@@ -28,7 +28,7 @@ func startInstance(t *testing.T, url string, opts service.Options, register func
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(pgstore.New(pool), opts)
+	rt := service.NewRuntime(newStore(t, pool), opts)
 	register(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{rt: rt, cancel: cancel, done: make(chan struct{})}
@@ -138,7 +138,7 @@ func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.
 		t.Fatal(err)
 	}
 	t.Cleanup(poolA.Close)
-	rtA := service.NewRuntime(pgstore.New(poolA), opts)
+	rtA := service.NewRuntime(newStore(t, poolA), opts)
 	t.Cleanup(func() { _ = rtA.Shutdown(context.Background()) })
 	var paidA atomic.Int32
 	slowPayAgent(rtA, &paidA, make(chan struct{}), nil)

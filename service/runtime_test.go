@@ -34,6 +34,14 @@ func text(role, s string) service.Message {
 	return service.Message{Role: role, Content: []service.Part{service.TextPart(s)}}
 }
 
+// newStore returns a store over pool, closed (its notifier stopped) when
+// the test ends.
+func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
+	s := pgstore.New(pool)
+	t.Cleanup(s.Close)
+	return s
+}
+
 // newRuntime returns a runtime on a fresh database whose store runs as the
 // application role (row-level security on), and an owner pool for the
 // test's own assertions.
@@ -45,7 +53,7 @@ func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(pgstore.New(app), service.Options{})
+	rt := service.NewRuntime(newStore(t, app), service.Options{})
 	// Cleanups run last-in first-out: the runtime stops before the pools
 	// close, and both close before testdb drops the database.
 	t.Cleanup(app.Close)
