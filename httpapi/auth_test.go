@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -48,7 +48,7 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 	t.Cleanup(app.Close)
 
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := testlog.Tee(t, logs)
 	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
 	for _, a := range append(append(baseAgents(), demo.BankingAgent(demo.NewModel())), extra...) {
 		if err := rt.Register(a); err != nil {
@@ -73,9 +73,6 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 		defer cancel()
 		if err := rt.Shutdown(ctx); err != nil {
 			t.Errorf("runtime shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("server logs:\n%s", logs.String())
 		}
 	})
 	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -113,7 +113,7 @@ func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service
 	pool := testdb.Pool(t)
 	owner := testdb.OwnerPool(t, pool.Config().ConnString())
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := testlog.Tee(t, logs)
 	rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: log})
 	for _, a := range append(baseAgents(), extra...) {
 		if err := rt.Register(a); err != nil {
@@ -131,9 +131,6 @@ func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service
 		defer cancel()
 		if err := rt.Shutdown(ctx); err != nil {
 			t.Errorf("runtime shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("server logs:\n%s", logs.String())
 		}
 	})
 	return &testServer{srv: srv, base: srv.URL + "/api/agents", owner: owner, logs: logs}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -79,7 +79,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	t.Cleanup(app.Close)
 
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := testlog.Tee(t, logs)
 	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
 	for _, a := range append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, cfg.agents...) {
 		if err := rt.Register(a); err != nil {
@@ -111,12 +111,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 			return httpapi.DevCaller, nil
 		},
 	}))
-	t.Cleanup(func() {
-		srv.Close()
-		if t.Failed() {
-			t.Logf("server logs:\n%s", logs.String())
-		}
-	})
+	t.Cleanup(srv.Close)
 	// Runs first: stopping the hub ends the event streams, which srv.Close
 	// would otherwise wait for.
 	t.Cleanup(func() { stop(); workers.Wait() })

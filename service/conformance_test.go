@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -244,7 +245,7 @@ func runCase(t *testing.T, tc specCase) {
 	}
 	t.Cleanup(pool.Close)
 	store := newStore(t, pool)
-	rt := service.NewRuntime(store, service.Options{})
+	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()

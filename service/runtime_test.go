@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -53,7 +54,7 @@ func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(newStore(t, app), service.Options{})
+	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: testlog.Logger(t)})
 	// Cleanups run last-in first-out: the runtime stops before the pools
 	// close, and both close before testdb drops the database.
 	t.Cleanup(app.Close)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -92,7 +93,7 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	newRT := func() *service.Runtime {
-		rt := service.NewRuntime(newStore(t, pool), service.Options{})
+		rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: testlog.Logger(t)})
 		t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 		return rt
 	}
