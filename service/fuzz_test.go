@@ -75,6 +75,7 @@ func fuzzRuntime(f *testing.F) (*service.Runtime, *service.Agent, *atomic.Int64)
 	// Logs are dropped: kept, those of every input would pile up in memory
 	// for as long as the fuzzer runs.
 	rt := service.NewRuntime(newStore(f, pool), service.Options{Logger: slog.New(slog.DiscardHandler)})
+	f.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	var transfers atomic.Int64
 	agent := fuzzAgent()
 	run := agent.Tools[1].Run
