@@ -128,9 +128,9 @@ func migrationsHash() (string, error) {
 }
 
 // ensureTemplate creates and migrates the template unless a finished one
-// exists. Test binaries of several packages run
-// at once, so the work happens under an advisory lock in the admin database
-// and is re-checked after acquiring it.
+// exists. Test binaries of several packages run at once, so the work happens
+// under an advisory lock in the admin database and is re-checked after
+// acquiring it.
 func (s *state) ensureTemplate(ctx context.Context) error {
 	// The lock is session-level; closing the connection releases it however
 	// this function exits.
