@@ -8,6 +8,7 @@ SHELL := /bin/bash
 
 GO ?= go
 SQLC := $(GO) tool -modfile=tools/go.mod sqlc
+STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
 # The race detector needs cgo, which Go turns off where no C compiler is
 # installed; the tests then run without it rather than not at all.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
@@ -22,7 +23,7 @@ FUZZTIME_CHECK ?= 10s
 help:
 	@echo "make run       serve the demo agent bankingAgent on http://127.0.0.1:8080"
 	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
-	@echo "make check     gofmt, go vet, sqlc generate/vet leaving no diff in db/, fuzzers for 10s each"
+	@echo "make check     gofmt, go mod tidy, go vet, staticcheck, the layers test, sqlc generate/vet leaving no diff in db/, fuzzers for 10s each"
 	@echo "make generate  regenerate db/ from queries/ with sqlc"
 	@echo "make build     build bin/platform"
 	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
@@ -50,7 +51,11 @@ check:
 	@unformatted=$$(find . \( -path ./.git -o -path ./db -o -path ./.pgdata -o -path ./bin \
 		-o -name node_modules \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "not gofmt-ed:" >&2; echo "$$unformatted" >&2; exit 1; fi
+	$(GO) mod tidy -diff
+	$(GO) -C tools mod tidy -diff
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	$(GO) test -count=1 ./tests/layers
 	$(SQLC) generate
 	$(SQLC) vet
 	@git diff --exit-code --stat -- db/ || { echo "db/ differs from sqlc generate: commit the regenerated code" >&2; exit 1; }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -39,32 +39,29 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 	t.Helper()
 	ctx := context.Background()
 	url := testdb.URL(t)
-	owner, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := testdb.OwnerPool(t, url)
 	app, err := pgstore.NewAppPool(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Cleanups run last-in first-out: server, runtime, hub, then pools.
-	t.Cleanup(owner.Close)
 	t.Cleanup(app.Close)
 
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(pgstore.New(app), service.Options{Logger: log})
+	log := testlog.Tee(t, logs)
+	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
 	for _, a := range append(append(baseAgents(), demo.BankingAgent(demo.NewModel())), extra...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hubCtx, stopHub := context.WithCancel(ctx)
-	hub := service.NewEventHub(pgstore.New(app), log)
-	go hub.Run(hubCtx)
-	t.Cleanup(stopHub)
+	hub := service.NewEventHub(newStore(t, app), log)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
 
-	acc := service.NewAccounts(pgstore.New(app))
+	acc := service.NewAccounts(newStore(t, app))
 	opts := httpapi.Options{Logger: log, Auth: acc, Events: hub}
 	if configure != nil {
 		configure(&opts)
@@ -76,9 +73,6 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 		defer cancel()
 		if err := rt.Shutdown(ctx); err != nil {
 			t.Errorf("runtime shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("server logs:\n%s", logs.String())
 		}
 	})
 	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs}

@@ -401,7 +401,7 @@ func TestAgentErrorsStayInTheLog(t *testing.T) {
 	}
 	// The tool call records what the client was told, not the cause.
 	var leaked int
-	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM tool_calls WHERE error::text LIKE '%hunter2%'").Scan(&leaked); err != nil || leaked != 0 {
+	if err := s.owner.QueryRow(context.Background(), "SELECT count(*) FROM tool_calls WHERE error::text LIKE '%hunter2%'").Scan(&leaked); err != nil || leaked != 0 {
 		t.Errorf("%d tool call rows carry the cause (%v)", leaked, err)
 	}
 }

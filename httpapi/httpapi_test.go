@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,16 +20,17 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // testServer is the API on a loopback HTTP server over a fresh database.
 type testServer struct {
-	srv  *httptest.Server
-	base string // URL of the agent routes
-	pool *pgxpool.Pool
-	logs *lockedBuffer
+	srv   *httptest.Server
+	base  string        // URL of the agent routes
+	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
+	logs  *lockedBuffer
 }
 
 // lockedBuffer collects the server's logs; handlers write from many
@@ -98,14 +98,23 @@ func baseAgents() []*service.Agent {
 	}
 }
 
+// newStore returns a store over pool, closed (its notifier stopped) when
+// the test ends.
+func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
+	s := pgstore.New(pool)
+	t.Cleanup(s.Close)
+	return s
+}
+
 // newServer starts the API over a fresh database with the base agents and
 // extra ones; configure may change the options.
 func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service.Agent) *testServer {
 	t.Helper()
 	pool := testdb.Pool(t)
+	owner := testdb.OwnerPool(t, pool.Config().ConnString())
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: log})
+	log := testlog.Tee(t, logs)
+	rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: log})
 	for _, a := range append(baseAgents(), extra...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatalf("register %s: %v", a.Name, err)
@@ -123,11 +132,8 @@ func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service
 		if err := rt.Shutdown(ctx); err != nil {
 			t.Errorf("runtime shutdown: %v", err)
 		}
-		if t.Failed() {
-			t.Logf("server logs:\n%s", logs.String())
-		}
 	})
-	return &testServer{srv: srv, base: srv.URL + "/api/agents", pool: pool, logs: logs}
+	return &testServer{srv: srv, base: srv.URL + "/api/agents", owner: owner, logs: logs}
 }
 
 // response is a finished HTTP exchange.
@@ -183,7 +189,7 @@ func (s *testServer) postJSON(t *testing.T, url string, v any, stream bool) resp
 func (s *testServer) countRows(t *testing.T, table string) int {
 	t.Helper()
 	var n int
-	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+	if err := s.owner.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -68,31 +68,19 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	if cfg.dbURL == "" {
 		cfg.dbURL = testdb.URL(t)
 	}
-	owner, err := pgxpool.New(ctx, cfg.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(owner.Close)
-	pcfg, err := pgxpool.ParseConfig(cfg.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As service.NewAppPool, plus the tracer.
-	pcfg.MaxConns = 16
-	pcfg.ConnConfig.Tracer = cfg.tracer
-	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, "SET ROLE holdpoint_app")
-		return err
-	}
-	app, err := pgxpool.NewWithConfig(ctx, pcfg)
+	owner := testdb.OwnerPool(t, cfg.dbURL)
+	app, err := pgstore.NewAppPoolWith(ctx, cfg.dbURL, func(c *pgxpool.Config) {
+		c.MaxConns = 16
+		c.ConnConfig.Tracer = cfg.tracer
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(app.Close)
 
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt := service.NewRuntime(pgstore.New(app), service.Options{Logger: log})
+	log := testlog.Tee(t, logs)
+	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
 	for _, a := range append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, cfg.agents...) {
 		if err := rt.Register(a); err != nil {
 			t.Fatalf("register %s: %v", a.Name, err)
@@ -108,7 +96,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	bg, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
-	hub := service.NewEventHub(pgstore.New(app), log)
+	hub := service.NewEventHub(newStore(t, app), log)
 	workers.Go(func() { hub.Run(bg) })
 	if cfg.sweep > 0 {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })
@@ -123,12 +111,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 			return httpapi.DevCaller, nil
 		},
 	}))
-	t.Cleanup(func() {
-		srv.Close()
-		if t.Failed() {
-			t.Logf("server logs:\n%s", logs.String())
-		}
-	})
+	t.Cleanup(srv.Close)
 	// Runs first: stopping the hub ends the event streams, which srv.Close
 	// would otherwise wait for.
 	t.Cleanup(func() { stop(); workers.Wait() })

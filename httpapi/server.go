@@ -1,7 +1,3 @@
-// Package httpapi serves the agent runtime over HTTP: the Genkit agent
-// protocol routes, health checks, and the error mapping from domain errors to
-// protocol status codes. It decodes, calls service, and encodes; it holds no
-// SQL and no domain rules.
 package httpapi
 
 import (

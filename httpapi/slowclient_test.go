@@ -24,7 +24,7 @@ import (
 // slowClient is a raw connection that sends a request's head at once and
 // its body a byte per interval, the way a client holding connections open
 // on purpose does. Its trickle stops by itself: after a bounded number of
-// bytes, or when the server closes the connection.
+// bytes, when the server closes the connection, or when the test ends.
 type slowClient struct {
 	conn net.Conn
 	br   *bufio.Reader
@@ -52,6 +52,7 @@ func dialSlow(t *testing.T, addr, head, unit string, interval time.Duration, max
 		return nil, err
 	}
 	c := &slowClient{conn: conn, br: bufio.NewReader(conn), done: make(chan struct{})}
+	stop := make(chan struct{})
 	go func() {
 		defer close(c.done)
 		tick := time.NewTicker(interval)
@@ -61,9 +62,15 @@ func dialSlow(t *testing.T, addr, head, unit string, interval time.Duration, max
 			if _, err := io.WriteString(conn, unit); err != nil {
 				return // the server closed the connection
 			}
-			<-tick.C
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
 		}
 	}()
+	// Runs before the connection closes: the trickle ends with its test.
+	t.Cleanup(func() { close(stop); <-c.done })
 	return c, nil
 }
 

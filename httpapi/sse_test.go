@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -30,7 +30,7 @@ func TestErrorAfterStreamStarted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var logs bytes.Buffer
-			a := &api{log: slog.New(slog.NewTextHandler(&logs, nil))}
+			a := &api{log: testlog.Tee(t, &logs)}
 			rec := httptest.NewRecorder()
 			c := echo.New().NewContext(httptest.NewRequest(http.MethodPost, "/api/agents/x", nil), rec)
 			c.Response().Header().Set(echo.HeaderXRequestID, "rid-1")

@@ -1,4 +1,3 @@
-// Package migrations holds the goose SQL migrations, embedded in the binary.
 package migrations
 
 import "embed"

@@ -19,7 +19,7 @@ func TestAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	acc := service.NewAccounts(pgstore.New(pool))
+	acc := service.NewAccounts(newStore(t, pool))
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -243,8 +244,8 @@ func runCase(t *testing.T, tc specCase) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := pgstore.New(pool)
-	rt := service.NewRuntime(store, service.Options{})
+	store := newStore(t, pool)
+	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()

@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -73,7 +72,10 @@ func fuzzRuntime(f *testing.F) (*service.Runtime, *service.Agent, *atomic.Int64)
 		f.Fatal(err)
 	}
 	f.Cleanup(pool.Close)
-	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// Logs are dropped: kept, those of every input would pile up in memory
+	// for as long as the fuzzer runs.
+	rt := service.NewRuntime(newStore(f, pool), service.Options{Logger: slog.New(slog.DiscardHandler)})
+	f.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	var transfers atomic.Int64
 	agent := fuzzAgent()
 	run := agent.Tools[1].Run

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -28,7 +29,7 @@ func startInstance(t *testing.T, url string, opts service.Options, register func
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(pgstore.New(pool), opts)
+	rt := service.NewRuntime(newStore(t, pool), opts)
 	register(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{rt: rt, cancel: cancel, done: make(chan struct{})}
@@ -132,17 +133,13 @@ func count(t *testing.T, admin *pgxpool.Pool, sql string, args ...any) int {
 // A's runtime and tool counter.
 func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.Pool, string, *service.Runtime, *atomic.Int32) {
 	t.Helper()
-	admin, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := testdb.OwnerPool(t, url)
 	poolA, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(poolA.Close)
-	rtA := service.NewRuntime(pgstore.New(poolA), opts)
+	rtA := service.NewRuntime(newStore(t, poolA), opts)
 	t.Cleanup(func() { _ = rtA.Shutdown(context.Background()) })
 	var paidA atomic.Int32
 	slowPayAgent(rtA, &paidA, make(chan struct{}), nil)
@@ -162,7 +159,7 @@ func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.
 func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
 	admin, snap, rtA, paidA := crashedAfterTool(t, url, opts)
 	crashed := time.Now()
 	var paidB atomic.Int32
@@ -194,7 +191,7 @@ func TestShutdownHandsJobsBack(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	// A long timeout: only the hand-back can explain a quick takeover.
-	opts := service.Options{HeartbeatInterval: 5 * time.Second, HeartbeatTimeout: time.Minute}
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 5 * time.Second, HeartbeatTimeout: time.Minute}
 	var paidA, paidB atomic.Int32
 	never := make(chan struct{})
 	a := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidA, never, nil) })
@@ -219,7 +216,7 @@ func TestShutdownHandsJobsBack(t *testing.T) {
 func TestAbortReachesAnotherInstance(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	opts := service.Options{HeartbeatInterval: 30 * time.Second, HeartbeatTimeout: time.Minute}
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 30 * time.Second, HeartbeatTimeout: time.Minute}
 	var paidA, paidB atomic.Int32
 	never := make(chan struct{})
 	cancelled := make(chan time.Time, 1)
@@ -253,7 +250,7 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	opts := service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
 	admin, snap, _, _ := crashedAfterTool(t, url, opts)
 	// Turn the finished call back into one that started and never ended:
 	// what a crash inside the tool leaves behind.

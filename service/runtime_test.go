@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -34,24 +35,28 @@ func text(role, s string) service.Message {
 	return service.Message{Role: role, Content: []service.Part{service.TextPart(s)}}
 }
 
+// newStore returns a store over pool, closed (its notifier stopped) when
+// the test ends.
+func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
+	s := pgstore.New(pool)
+	t.Cleanup(s.Close)
+	return s
+}
+
 // newRuntime returns a runtime on a fresh database whose store runs as the
 // application role (row-level security on), and an owner pool for the
 // test's own assertions.
 func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	t.Helper()
 	url := testdb.URL(t)
-	admin, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := testdb.OwnerPool(t, url)
 	app, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(pgstore.New(app), service.Options{})
+	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: testlog.Logger(t)})
 	// Cleanups run last-in first-out: the runtime stops before the pools
 	// close, and both close before testdb drops the database.
-	t.Cleanup(admin.Close)
 	t.Cleanup(app.Close)
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	return rt, admin

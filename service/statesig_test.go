@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -87,12 +88,12 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewAccounts(pgstore.New(pool))
+	acc := service.NewAccounts(newStore(t, pool))
 	if _, err := acc.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}
 	newRT := func() *service.Runtime {
-		rt := service.NewRuntime(pgstore.New(pool), service.Options{})
+		rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: testlog.Logger(t)})
 		t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 		return rt
 	}

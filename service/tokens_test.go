@@ -22,7 +22,7 @@ func newAccounts(t *testing.T) *service.Accounts {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewAccounts(pgstore.New(pool))
+	acc := service.NewAccounts(newStore(t, pool))
 	for _, id := range []string{"a", "b"} {
 		if _, err := acc.CreateTenant(ctx, id, "Tenant "+id); err != nil {
 			t.Fatal(err)

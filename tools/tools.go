@@ -1,5 +1,6 @@
 //go:build tools
 
-// Package tools pins the code generators the project runs with `go tool`,
-// kept in their own module so their dependencies stay out of the server's.
+// Package tools pins the tools the project runs with `go tool` (sqlc, the
+// code generator, and staticcheck, the linter), kept in their own module so
+// their dependencies stay out of the server's.
 package tools

@@ -1,6 +1,3 @@
-// Command platform is the Holdpoint server: it serves the agents over the
-// Genkit agent protocol (serve), manages the database schema (migrate), and
-// reports its build (version).
 package main
 
 import (

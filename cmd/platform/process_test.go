@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // runPlatformEnv makes the test binary, started again as a child, run the
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runPlatformEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // platformCommand is `platform args...` with DATABASE_URL set to dbURL and

@@ -1,8 +1,3 @@
-// Package bench measures the approval cycle: a user message, the model asks
-// for approval (the turn pauses on an interrupt, persisted), the approval is
-// sent back, the model answers (persisted). It drives the same runtime,
-// store and HTTP stack as the server, with an instant stub model, and
-// reports throughput, latency, database round trips and storage per cycle.
 package bench
 
 import (

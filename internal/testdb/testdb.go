@@ -1,9 +1,3 @@
-// Package testdb gives every test its own PostgreSQL database, cloned from a
-// template that is migrated once per set of migration files.
-//
-// The server comes from DATABASE_URL, an admin URL (a role allowed to create
-// databases); `make test` provides one. Cloning a template takes a few
-// milliseconds, so tests run in parallel without sharing any rows.
 package testdb
 
 import (
@@ -29,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver that goose runs on
 
+	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/migrations"
 )
 
@@ -53,11 +48,12 @@ const (
 	maxIdentifier = 63
 )
 
-// state is built once per test process and shared by all its tests.
+// state is built once per test process and shared by all its tests. It
+// holds no connection: each operation on the admin database opens one and
+// closes it, so a test binary ends with no goroutines of testdb's running.
 type state struct {
 	adminURL string
 	template string
-	admin    *pgxpool.Pool
 	err      error
 
 	// rebuild serialises rebuilding the template after someone else dropped
@@ -86,26 +82,25 @@ func setup() *state {
 			return
 		}
 		shared.template = templatePrefix + hash
-		cfg, err := pgxpool.ParseConfig(shared.adminURL)
-		if err != nil {
-			shared.err = fmt.Errorf("testdb: parse DATABASE_URL: %w", err)
-			return
-		}
-		// A handful of connections is enough: the admin pool only runs
-		// CREATE/DROP DATABASE, which the server serialises anyway.
-		cfg.MaxConns = 4
-		shared.admin, err = pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			shared.err = fmt.Errorf("testdb: connect to %s: %w", redact(shared.adminURL), err)
-			return
-		}
 		if err := shared.ensureTemplate(ctx); err != nil {
 			shared.err = err
 			return
 		}
-		shared.dropStale(ctx)
+		if conn, err := shared.connect(ctx); err == nil {
+			shared.dropStale(ctx, conn)
+			conn.Close(ctx)
+		}
 	})
 	return &shared
+}
+
+// connect opens a connection to the admin database.
+func (s *state) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, s.adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("testdb: connect to %s: %w", redact(s.adminURL), err)
+	}
+	return conn, nil
 }
 
 // migrationsHash identifies the schema by the names and contents of the
@@ -137,22 +132,21 @@ func migrationsHash() (string, error) {
 // under an advisory lock in the admin database and is re-checked after
 // acquiring it.
 func (s *state) ensureTemplate(ctx context.Context) error {
-	if ready, err := s.templateReady(ctx); err != nil || ready {
+	// The lock is session-level; closing the connection releases it however
+	// this function exits.
+	conn, err := s.connect(ctx)
+	if err != nil {
 		return err
 	}
-	// The lock is session-level, so it gets a connection of its own that is
-	// closed afterwards rather than returned to a pool: closing releases the
-	// lock however this function exits.
-	conn, err := pgx.Connect(ctx, s.adminURL)
-	if err != nil {
-		return fmt.Errorf("testdb: connect to %s: %w", redact(s.adminURL), err)
-	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if ready, err := s.templateReady(ctx, conn); err != nil || ready {
+		return err
+	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey(s.template)); err != nil {
 		return fmt.Errorf("testdb: lock template %s: %w", s.template, err)
 	}
 
-	if ready, err := s.templateReady(ctx); err != nil || ready {
+	if ready, err := s.templateReady(ctx, conn); err != nil || ready {
 		return err
 	}
 	ident := pgx.Identifier{s.template}.Sanitize()
@@ -184,9 +178,9 @@ func (s *state) ensureTemplate(ctx context.Context) error {
 }
 
 // templateReady reports whether the template exists and was finished.
-func (s *state) templateReady(ctx context.Context) (bool, error) {
+func (s *state) templateReady(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	var ready bool
-	err := s.admin.QueryRow(ctx,
+	err := conn.QueryRow(ctx,
 		"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)",
 		s.template).Scan(&ready)
 	if err != nil {
@@ -212,8 +206,8 @@ func migrate(ctx context.Context, url string) error {
 
 // dropStale drops, best effort, templates of other migration hashes and
 // test databases left by killed runs, once they are older than staleAfter.
-func (s *state) dropStale(ctx context.Context) {
-	rows, err := s.admin.Query(ctx, `
+func (s *state) dropStale(ctx context.Context, conn *pgx.Conn) {
+	rows, err := conn.Query(ctx, `
 		SELECT datname, datistemplate, coalesce(shobj_description(oid, 'pg_database'), '')
 		FROM pg_database
 		WHERE datname LIKE 'holdpoint\_tmpl\_%' OR datname LIKE 'hpt\_%'`)
@@ -252,11 +246,11 @@ func (s *state) dropStale(ctx context.Context) {
 		ident := pgx.Identifier{c.name}.Sanitize()
 		if c.isTemplate {
 			// Postgres refuses to drop a database marked as a template.
-			if _, err := s.admin.Exec(ctx, "ALTER DATABASE "+ident+" IS_TEMPLATE false"); err != nil {
+			if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" IS_TEMPLATE false"); err != nil {
 				continue
 			}
 		}
-		s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)") //nolint:errcheck // best effort
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)") //nolint:errcheck // best effort
 	}
 }
 
@@ -279,23 +273,38 @@ func URL(t testing.TB) string {
 		// The test's context is already cancelled when cleanups run.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// FORCE ends sessions the test leaked, so a forgotten pool cannot
-		// leave the database behind.
-		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		if err := s.drop(ctx, ident); err != nil {
 			t.Errorf("testdb: drop database %s: %v", name, err)
 		}
 	})
 	return withDatabase(s.adminURL, name)
 }
 
+// drop drops a test's database. FORCE ends sessions the test leaked, so a
+// forgotten pool cannot leave the database behind.
+func (s *state) drop(ctx context.Context, ident string) error {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+	return err
+}
+
 // createFromTemplate clones the template, retrying while the server reports
 // the template busy and rebuilding it if another process dropped it.
 func (s *state) createFromTemplate(ctx context.Context, ident string) error {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	q := "CREATE DATABASE " + ident + " TEMPLATE " + pgx.Identifier{s.template}.Sanitize()
 	delay := 10 * time.Millisecond
 	rebuilt := false
 	for {
-		_, err := s.admin.Exec(ctx, q)
+		_, err := conn.Exec(ctx, q)
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
@@ -326,14 +335,39 @@ func (s *state) createFromTemplate(ctx context.Context, ident string) error {
 	}
 }
 
-// Pool returns a connection pool on a fresh database for this test. The
-// pool is closed when the test ends, before the database is dropped.
+// Pool returns a connection pool on a fresh database for this test whose
+// connections run as the application role, holdpoint_app, as the server's
+// do (see pgstore.NewAppPool): row-level security applies. The pool is
+// closed when the test ends, before the database is dropped.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	u := URL(t)
+	return open(t, URL(t), func(ctx context.Context, conn *pgx.Conn) error {
+		return db.New(conn).SetAppRole(ctx)
+	})
+}
+
+// OwnerPool returns a connection pool on the database at url (from URL, or
+// one the test created itself) connected as the URL's role: the tables' owner, a superuser under `make
+// test`, which row-level security does not restrict. It is for a test's own
+// set-up and assertions, never for the code under test. The pool is closed
+// when the test ends.
+func OwnerPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	return open(t, url, nil)
+}
+
+// open opens a pool on url, closed when the test ends; afterConnect, when
+// set, runs on each new connection.
+func open(t testing.TB, url string, afterConnect func(context.Context, *pgx.Conn) error) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("testdb: parse the database URL: %v", err)
+	}
+	cfg.AfterConnect = afterConnect
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("testdb: open pool: %v", err)
 	}

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestIsolation runs two parallel tests and checks that each gets its own
 // migrated database: both see the seeded tenant, neither sees the other's
-// writes.
+// writes. It reads every tenant, so it connects as the owner.
 func TestIsolation(t *testing.T) {
 	t.Parallel()
 	var (
@@ -32,7 +31,7 @@ func TestIsolation(t *testing.T) {
 			// sibling would wait forever.
 			done := sync.OnceFunc(written.Done)
 			defer done()
-			pool := Pool(t)
+			pool := OwnerPool(t, URL(t))
 			ctx := t.Context()
 
 			var seeded string
@@ -95,17 +94,41 @@ func TestDropOnCleanup(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgxpool.New(ctx, setup().adminURL)
+	admin, err := setup().connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
+	defer admin.Close(ctx)
 	var exists bool
 	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		t.Fatal(err)
 	}
 	if exists {
 		t.Errorf("database %s still exists after cleanup", name)
+	}
+}
+
+// TestPoolIsTheApplicationRole checks that Pool connects as the server does:
+// as holdpoint_app, which row-level security restricts (no tenant set, no
+// rows), and that OwnerPool on the same database sees every row.
+func TestPoolIsTheApplicationRole(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	app := Pool(t)
+	owner := OwnerPool(t, app.Config().ConnString())
+	var role string
+	var tenants int
+	if err := app.QueryRow(ctx, "SELECT current_user, (SELECT count(*) FROM tenants)").Scan(&role, &tenants); err != nil {
+		t.Fatal(err)
+	}
+	if role != "holdpoint_app" || tenants != 0 {
+		t.Errorf("Pool runs as %s and sees %d tenants without setting one; want holdpoint_app and 0", role, tenants)
+	}
+	if err := owner.QueryRow(ctx, "SELECT current_user, (SELECT count(*) FROM tenants)").Scan(&role, &tenants); err != nil {
+		t.Fatal(err)
+	}
+	if role == "holdpoint_app" || tenants != 1 {
+		t.Errorf("OwnerPool runs as %s and sees %d tenants; want the URL's role and the seeded one", role, tenants)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -328,7 +329,7 @@ func TestTransferMoneyRejectsBadInput(t *testing.T) {
 
 func TestRegister(t *testing.T) {
 	t.Parallel()
-	rt := service.NewRuntime(nil, service.Options{})
+	rt := service.NewRuntime(nil, service.Options{Logger: testlog.Logger(t)})
 	if err := Register(rt, NewModel()); err != nil {
 		t.Fatal(err)
 	}

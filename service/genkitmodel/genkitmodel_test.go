@@ -21,10 +21,20 @@ import (
 	"time"
 
 	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/core/logger"
 	"github.com/firebase/genkit/go/genkit"
 
+	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 )
+
+// fromEnv is FromEnv as a test calls it: genkit logs to the test, and the
+// context ends with the test, taking with it the goroutine of the
+// signal.NotifyContext genkit.Init starts and never stops.
+func fromEnv(t *testing.T) (service.Model, error) {
+	log := testlog.Logger(t)
+	return FromEnv(logger.WithContext(t.Context(), log), log)
+}
 
 // jsonEqual reports whether two JSON texts hold the same value.
 func jsonEqual(t *testing.T, a, b []byte) bool {
@@ -399,7 +409,7 @@ func clearEnv(t *testing.T) {
 
 func TestFromEnvNone(t *testing.T) {
 	clearEnv(t)
-	m, err := FromEnv(context.Background(), nil)
+	m, err := fromEnv(t)
 	if err != nil || m != nil {
 		t.Fatalf("FromEnv = %v, %v; want nil, nil", m, err)
 	}
@@ -539,7 +549,7 @@ func TestOpenAICompatibleEndToEnd(t *testing.T) {
 	t.Setenv("HOLDPOINT_MODEL", "llama3.2")
 
 	ctx := context.Background()
-	model, err := FromEnv(ctx, nil)
+	model, err := fromEnv(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -796,7 +806,7 @@ func TestFromEnvProviders(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			m, err := FromEnv(context.Background(), nil)
+			m, err := fromEnv(t)
 			if err != nil {
 				t.Fatal(err)
 			}

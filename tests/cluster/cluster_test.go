@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
@@ -57,9 +58,10 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 // server is one `platform serve --dev` process started by a test.
@@ -362,19 +364,6 @@ func userMessage(text string) *service.Message {
 	return &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}
 }
 
-// ownerPool connects as the URL's user (the tables' owner, a superuser
-// here), which row-level security does not restrict: the tests read every
-// tenant's rows, the jobs and the tool journal directly.
-func ownerPool(t *testing.T, url string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // count runs a query returning one integer.
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
@@ -475,7 +464,7 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 	o := serverOpts{heartbeat: 5 * time.Second, heartbeatTimeout: 15 * time.Second}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
-	pool := ownerPool(t, url)
+	pool := testdb.OwnerPool(t, url)
 
 	detachedAt := time.Now()
 	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement"), Detach: true})
@@ -593,7 +582,7 @@ func TestKilledWorkerIsTakenOverWithoutRepeatingTheTransfer(t *testing.T) {
 	o := serverOpts{env: []string{demo.EnvLedger + "=" + ledger, demo.EnvToolDelay + "=3s"}}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
-	pool := ownerPool(t, url)
+	pool := testdb.OwnerPool(t, url)
 
 	account := strconv.Itoa(100000 + rand.IntN(900000))
 	first := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Transfer $50 to account " + account)})
@@ -722,7 +711,7 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 	o := serverOpts{heartbeat: time.Second, heartbeatTimeout: 10 * time.Second, grace: 15 * time.Second}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
-	pool := ownerPool(t, url)
+	pool := testdb.OwnerPool(t, url)
 
 	var (
 		mu      sync.Mutex

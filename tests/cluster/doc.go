@@ -10,4 +10,8 @@
 //	go test ./tests/cluster -count=1 -v
 //
 // -v shows the measured figures (abort latency, takeover time, turn counts).
+//
+// It reaches the server only through its processes and HTTP: of this module
+// it imports internal/testdb, and service and service/demo for their types
+// and names, never the runtime's store.
 package cluster

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -296,7 +297,7 @@ func TestPostgresRestartDuringLoad(t *testing.T) {
 	}
 
 	// Every answered turn is stored whole, and nothing is stored in part.
-	pool := ownerPool(t, url)
+	pool := testdb.OwnerPool(t, url)
 	for _, id := range ids {
 		snap := a.mustSnapshot(t, id)
 		want := count(t, pool, "SELECT message_count FROM snapshots WHERE id = $1", id)
