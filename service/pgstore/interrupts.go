@@ -340,60 +340,75 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 			return err
 		}
 		swept = len(due)
-		type snapKey struct{ tenant, snapshot string }
-		touched := map[snapKey]string{} // -> agent, for snapshots that got a respond
+		touched := map[snapshotKey]string{} // -> agent, for snapshots that got a respond
 		for _, row := range due {
-			var policy struct {
-				Action string          `json:"action"`
-				Output json.RawMessage `json:"output"`
-			}
-			_ = json.Unmarshal(row.OnExpire, &policy)
-			if err := q.SetTenant(ctx, row.TenantID); err != nil {
-				return err
-			}
-			if policy.Action == "respond" {
-				resolution, _ := json.Marshal(map[string]any{"respond": rawOr(policy.Output, "null"), "reason": "deadline"})
-				if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
-					TenantID: row.TenantID, ID: row.ID, Resolution: resolution, ResolvedBy: strPtr("system"),
-				}); err != nil {
-					return err
-				}
-				var events eventBatch
-				events.decided(row.ID, resolution)
-				if err := events.insert(ctx, q, row.TenantID, "system"); err != nil {
-					return err
-				}
-				touched[snapKey{row.TenantID, row.SnapshotID}] = row.Agent
-				continue
-			}
-			if _, err := q.ExpireInterrupt(ctx, db.ExpireInterruptParams{TenantID: row.TenantID, ID: row.ID}); err != nil {
-				return err
-			}
-			var events eventBatch
-			events.expired(row.ID)
-			if err := events.insert(ctx, q, row.TenantID, "system"); err != nil {
-				return err
-			}
-		}
-		for k, agent := range touched {
-			if err := q.SetTenant(ctx, k.tenant); err != nil {
-				return err
-			}
-			rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{TenantID: k.tenant, SnapshotID: k.snapshot})
+			responded, err := applyDeadline(ctx, q, row)
 			if err != nil {
 				return err
 			}
-			waiting, batch := splitDecided(rows)
-			if len(waiting) == 0 && len(batch) > 0 && !anyExpired(rows) {
-				decided = append(decided, service.DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
+			if responded {
+				touched[snapshotKey{row.TenantID, row.SnapshotID}] = row.Agent
 			}
 		}
-		return nil
+		decided, err = decidedSnapshots(ctx, q, touched)
+		return err
 	})
 	if err == nil && swept > 0 {
 		s.eventsWritten()
 	}
 	return swept, decided, err
+}
+
+// snapshotKey names a snapshot across tenants.
+type snapshotKey struct{ tenant, snapshot string }
+
+// applyDeadline applies a due interrupt's deadline under its tenant: its
+// fixed answer (responded) or its expiry.
+func applyDeadline(ctx context.Context, q *db.Queries, row db.Interrupt) (responded bool, err error) {
+	var policy struct {
+		Action string          `json:"action"`
+		Output json.RawMessage `json:"output"`
+	}
+	_ = json.Unmarshal(row.OnExpire, &policy)
+	if err := q.SetTenant(ctx, row.TenantID); err != nil {
+		return false, err
+	}
+	var events eventBatch
+	if policy.Action == "respond" {
+		resolution, _ := json.Marshal(map[string]any{"respond": rawOr(policy.Output, "null"), "reason": "deadline"})
+		if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
+			TenantID: row.TenantID, ID: row.ID, Resolution: resolution, ResolvedBy: strPtr("system"),
+		}); err != nil {
+			return false, err
+		}
+		events.decided(row.ID, resolution)
+		return true, events.insert(ctx, q, row.TenantID, "system")
+	}
+	if _, err := q.ExpireInterrupt(ctx, db.ExpireInterruptParams{TenantID: row.TenantID, ID: row.ID}); err != nil {
+		return false, err
+	}
+	events.expired(row.ID)
+	return false, events.insert(ctx, q, row.TenantID, "system")
+}
+
+// decidedSnapshots are the snapshots among touched whose interrupts are
+// all decided now (none expired): they resume with those decisions.
+func decidedSnapshots(ctx context.Context, q *db.Queries, touched map[snapshotKey]string) ([]service.DecidedSnapshot, error) {
+	var out []service.DecidedSnapshot
+	for k, agent := range touched {
+		if err := q.SetTenant(ctx, k.tenant); err != nil {
+			return nil, err
+		}
+		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{TenantID: k.tenant, SnapshotID: k.snapshot})
+		if err != nil {
+			return nil, err
+		}
+		waiting, batch := splitDecided(rows)
+		if len(waiting) == 0 && len(batch) > 0 && !anyExpired(rows) {
+			out = append(out, service.DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
+		}
+	}
+	return out, nil
 }
 
 func anyExpired(rows []db.Interrupt) bool {

@@ -72,34 +72,45 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 	if !withState {
 		return out, nil
 	}
+	state, bodies, err := stateFromRows(row, hist)
+	if err != nil {
+		return nil, err
+	}
+	out.State, out.Bodies = state, bodies
+	return out, nil
+}
+
+// stateFromRows is a snapshot's state: its documents, and its history
+// rebuilt from the messages of its ancestor chain (with each message's
+// stored JSON).
+func stateFromRows(row db.Snapshot, hist []db.ListHistoryMessagesRow) (*service.SessionState, [][]byte, error) {
 	state := &service.SessionState{SessionID: row.SessionID}
 	if len(row.Custom) > 0 {
 		state.Custom = json.RawMessage(row.Custom)
 	}
 	if len(row.Artifacts) > 0 {
 		if err := json.Unmarshal(row.Artifacts, &state.Artifacts); err != nil {
-			return nil, fmt.Errorf("snapshot %s artifacts: %w", id, err)
+			return nil, nil, fmt.Errorf("snapshot %s artifacts: %w", row.ID, err)
 		}
 	}
-	if row.MessageCount > 0 {
-		rows := hist
-		if len(rows) != int(row.MessageCount) {
-			return nil, fmt.Errorf("snapshot %s: history has %d of %d messages", id, len(rows), row.MessageCount)
-		}
-		state.Messages = make([]service.Message, len(rows))
-		out.Bodies = make([][]byte, len(rows))
-		for i, r := range rows {
-			if int(r.Position) != i {
-				return nil, fmt.Errorf("snapshot %s: history position %d missing", id, i)
-			}
-			if err := json.Unmarshal(r.Body, &state.Messages[i]); err != nil {
-				return nil, fmt.Errorf("snapshot %s message %d: %w", id, i, err)
-			}
-			out.Bodies[i] = r.Body
-		}
+	if row.MessageCount == 0 {
+		return state, nil, nil
 	}
-	out.State = state
-	return out, nil
+	if len(hist) != int(row.MessageCount) {
+		return nil, nil, fmt.Errorf("snapshot %s: history has %d of %d messages", row.ID, len(hist), row.MessageCount)
+	}
+	state.Messages = make([]service.Message, len(hist))
+	bodies := make([][]byte, len(hist))
+	for i, r := range hist {
+		if int(r.Position) != i {
+			return nil, nil, fmt.Errorf("snapshot %s: history position %d missing", row.ID, i)
+		}
+		if err := json.Unmarshal(r.Body, &state.Messages[i]); err != nil {
+			return nil, nil, fmt.Errorf("snapshot %s message %d: %w", row.ID, i, err)
+		}
+		bodies[i] = r.Body
+	}
+	return state, bodies, nil
 }
 
 func snapshotFromRow(row db.Snapshot) service.Snapshot {
