@@ -32,6 +32,10 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		}
 		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: toolMsg.Content, Index: intPtr(index)}})
 		index++
+	} else if t.input.Message == nil {
+		if err := checkContinuable(inv.sess.messages); err != nil {
+			return "", tr, err
+		}
 	}
 	if err := t.begin(ctx); err != nil {
 		return "", tr, err
@@ -375,6 +379,36 @@ type resumeStep struct {
 	kind    stepKind
 	respond *Part
 	restart *Part
+}
+
+// checkContinuable refuses a turn with neither message nor resume on a
+// session with no messages to continue from, or whose last message waits
+// for interrupted tool requests: they must be answered or restarted first.
+func checkContinuable(history []Message) error {
+	if len(history) == 0 {
+		return Errorf(CodeInvalidArgument, "The input has neither a message nor a resume, and the session has no messages to continue from.")
+	}
+	if history[len(history)-1].Role != RoleModel {
+		return nil
+	}
+	if names := unresolvedRequests(history[len(history)-1]); len(names) > 0 {
+		return Errorf(CodeInvalidArgument, "The session is paused on interrupted tool requests %s: resume with a reply or a restart for each of them.", strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// unresolvedRequests names the tool requests of a model message that have
+// no pending output, quoted as 'name' or 'name (ref: r)'.
+func unresolvedRequests(m Message) []string {
+	var names []string
+	for _, p := range m.Content {
+		if tr := p.ToolRequest; tr != nil {
+			if _, ok := p.Metadata[metaPendingOutput]; !ok {
+				names = append(names, "'"+tr.Name+refSuffix(tr.Ref)+"'")
+			}
+		}
+	}
+	return names
 }
 
 // planResume matches the resume against the last message, which must be a

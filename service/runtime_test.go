@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -378,5 +379,51 @@ func TestPanickingAgentCodeFailsTheTurn(t *testing.T) {
 	out, err := rt.InvokeOne(context.Background(), testCaller, "boomer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "go"))}, nil)
 	if err != nil || out.FinishReason != "failed" || out.Error.Status != service.CodeInternal || out.Error.Message != "internal error" {
 		t.Fatalf("got %v %+v", err, out)
+	}
+}
+
+// TestEmptyResumeOnPausedSessionFails checks that an empty resume, or an
+// input with neither message nor resume, on a paused session fails with
+// INVALID_ARGUMENT naming the request still to answer, runs no model call,
+// and leaves the interrupt open for a real resume.
+func TestEmptyResumeOnPausedSessionFails(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var fail atomic.Bool
+	model := &failingOnceModel{fail: &fail}
+	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	// A model call now would fail with UNAVAILABLE: an empty input must not
+	// reach the model.
+	fail.Store(true)
+	for name, in := range map[string]service.AgentInput{
+		"resume {}":          {Resume: &service.Resume{}},
+		"resume respond: []": {Resume: &service.Resume{Respond: []service.Part{}}},
+		"empty input":        {},
+	} {
+		got, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, in, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.FinishReason != "failed" || got.Error == nil || got.Error.Status != "INVALID_ARGUMENT" || !strings.Contains(got.Error.Message, "'ask#q'") {
+			t.Fatalf("%s: want a failed turn with INVALID_ARGUMENT naming 'ask#q', got %+v (error %+v)", name, got, got.Error)
+		}
+	}
+	// On a new session there is nothing to continue from.
+	fresh, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{}, nil)
+	if err != nil || fresh.FinishReason != "failed" || fresh.Error == nil || fresh.Error.Status != "INVALID_ARGUMENT" || fresh.SnapshotID != "" {
+		t.Fatalf("empty input on a new session: %v %+v", err, fresh)
+	}
+	fail.Store(false)
+	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "ask", Ref: "q", Output: json.RawMessage(`"yes"`)}}}}}
+	done, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, resume, nil)
+	if err != nil || done.FinishReason != "stop" {
+		t.Fatalf("real resume after the empty ones: %v %+v", err, done)
 	}
 }

@@ -319,8 +319,15 @@ type AgentInput struct {
 	Detach  bool     `json:"detach,omitempty"`
 }
 
-// hasPayload reports whether the input asks for a turn.
+// hasPayload reports whether the input asks for a turn. As in the
+// reference runtime, every input but a detach directive does: an empty
+// resume, or an input with neither message nor resume, runs a turn that
+// fails on a paused session instead of passing unnoticed. A detach
+// directive runs a turn only when it carries a message or resume entries.
 func (in AgentInput) hasPayload() bool {
+	if !in.Detach {
+		return true
+	}
 	return in.Message != nil || (in.Resume != nil && (len(in.Resume.Respond) > 0 || len(in.Resume.Restart) > 0))
 }
 
