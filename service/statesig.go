@@ -73,10 +73,16 @@ func (r *Runtime) verifyState(ctx context.Context, c Caller, agent string, st Se
 	return hmac.Equal(got, want), nil
 }
 
+// signedForm is SessionState without its MarshalJSON.
+type signedForm SessionState
+
 // stateMAC is the HMAC of the canonical state for the caller and agent.
 func stateMAC(secret []byte, c Caller, agent string, st SessionState) ([]byte, error) {
 	st.Signature = ""
-	raw, err := json.Marshal(st)
+	// The MAC covers the form with empty lists left out, as states were
+	// signed before the wire form always carried them: a state signed then
+	// still verifies, and [] and an absent list sign alike.
+	raw, err := json.Marshal(signedForm(st))
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}

@@ -210,3 +210,36 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatalf("key 2 retired at once: %v, want INVALID_ARGUMENT", err)
 	}
 }
+
+// TestSessionStateListsAreArrays checks that a state's messages and
+// artifacts are written as arrays even when empty, as the reference does,
+// and that the form reads back to the same state.
+func TestSessionStateListsAreArrays(t *testing.T) {
+	t.Parallel()
+	for _, st := range []service.SessionState{
+		{},
+		{SessionID: "s1", Custom: json.RawMessage(`{"n":1}`), Signature: "sig"},
+		{Messages: []service.Message{text(service.RoleUser, "hi")}},
+	} {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"messages", "artifacts"} {
+			if v := string(fields[key]); !strings.HasPrefix(v, "[") {
+				t.Errorf("%s: %s is %q, want an array", raw, key, v)
+			}
+		}
+		var back service.SessionState
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.SessionID != st.SessionID || back.Signature != st.Signature || string(back.Custom) != string(st.Custom) || len(back.Messages) != len(st.Messages) {
+			t.Errorf("%s read back as %+v", raw, back)
+		}
+	}
+}

@@ -305,6 +305,25 @@ type SessionState struct {
 	Signature string `json:"signature,omitempty"`
 }
 
+// MarshalJSON writes messages and artifacts as arrays even when empty, as
+// the reference runtime does, so a client can read state.messages and
+// state.artifacts without a check.
+func (s SessionState) MarshalJSON() ([]byte, error) {
+	type plain SessionState
+	out := struct {
+		plain
+		Messages  []Message  `json:"messages"`
+		Artifacts []Artifact `json:"artifacts"`
+	}{plain(s), s.Messages, s.Artifacts}
+	if out.Messages == nil {
+		out.Messages = []Message{}
+	}
+	if out.Artifacts == nil {
+		out.Artifacts = []Artifact{}
+	}
+	return json.Marshal(out)
+}
+
 // Resume answers or restarts interrupted tool requests.
 type Resume struct {
 	Respond  []Part          `json:"respond,omitempty"`

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 
 import { AgentError } from 'genkit/beta/client';
 
-import { account, BANKING_URL, bankingAgent, post } from './helpers.mjs';
+import { account, BANKING_URL, bankingAgent, CLIENT_STATE_URL, clientStateAgent, post } from './helpers.mjs';
 
 test('an empty resume on a paused session fails with INVALID_ARGUMENT naming the open request', async () => {
   const chat = bankingAgent().chat();
@@ -44,4 +44,32 @@ test('an input with neither message nor resume on a new session fails with INVAL
   assert.equal(raw.body.result.error.status, 'INVALID_ARGUMENT');
   assert.match(raw.body.result.error.message, /neither a message nor a resume/);
   assert.equal(raw.body.result.snapshotId, undefined, 'no snapshot is written for it');
+});
+
+test('snapshot and client state always carry messages and artifacts arrays', async () => {
+  const agent = bankingAgent();
+  const res = await agent.chat().send('hello');
+  const snap = await agent.getSnapshot(res.snapshotId);
+  assert.ok(Array.isArray(snap.state.messages) && snap.state.messages.length > 0, JSON.stringify(snap.state));
+  assert.deepEqual(snap.state.artifacts, []);
+
+  // The client-managed state on the wire, as the client stores it.
+  const say = (text) => ({ message: { role: 'user', content: [{ text }] } });
+  const first = await post(CLIENT_STATE_URL, { data: say('hello') });
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+  const { state } = first.body.result;
+  assert.deepEqual(state.artifacts, []);
+  assert.equal(state.messages.length, 2);
+  // The state with its empty artifacts list verifies when sent back.
+  const second = await post(CLIENT_STATE_URL, { data: say('hello again'), init: { state } });
+  assert.equal(second.status, 200, JSON.stringify(second.body));
+  assert.equal(second.body.result.finishReason, 'stop');
+  assert.equal(second.body.result.state.messages.length, 4);
+
+  // And through the client, across turns.
+  const chat = clientStateAgent().chat();
+  await chat.send('hello');
+  const again = await chat.send('hello again');
+  assert.equal(again.finishReason, 'stop');
+  assert.deepEqual(again.artifacts, []);
 });
