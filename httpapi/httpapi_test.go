@@ -694,8 +694,19 @@ func TestBadInput(t *testing.T) {
 		if n := s.countRows(t, "sessions"); n != sessions {
 			t.Errorf("bad input wrote sessions: %d rows, want %d", n, sessions)
 		}
-		if n := s.countRows(t, "snapshots"); n != snapshots {
+		// The one failed turn (the resume of a request not in history) is
+		// kept as a failed snapshot after the chat's last one; every other
+		// bad input wrote nothing.
+		if n := s.countRows(t, "snapshots WHERE status <> 'failed'"); n != snapshots {
 			t.Errorf("bad input wrote snapshots: %d rows, want %d", n, snapshots)
+		}
+		var failed int
+		var parent string
+		if err := s.owner.QueryRow(context.Background(), "SELECT count(*), min(parent_id::text) FROM snapshots WHERE status = 'failed'").Scan(&failed, &parent); err != nil {
+			t.Fatal(err)
+		}
+		if failed != 1 || parent != chat.SnapshotID {
+			t.Errorf("failed snapshots: %d with parent %s, want 1 with parent %s", failed, parent, chat.SnapshotID)
 		}
 	})
 }

@@ -666,11 +666,12 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 // endFailedTurn settles a turn that failed. The interrupts its resume
 // claimed go back to pending, unless a tool already ran: its effect cannot
 // be undone, so they stay resolved. A synchronous turn of a server-managed
-// agent that got as far as running agent code is kept as a failed snapshot
-// (not resumable; a sessionId resume walks back over it), with the tool
-// calls it made; one refused before that (a bad resume, a lost claim)
-// writes nothing. A detached turn's failure is written when its pending
-// snapshot is finalized, and an aborted turn writes no snapshot.
+// agent is kept as a failed snapshot (not resumable; a sessionId resume
+// walks back over it) with the tool calls it made, and streams a turnEnd
+// naming it; one refused on a new session writes nothing, and one
+// answered as an HTTP error (see reject) changes nothing. A detached
+// turn's failure is written when its pending snapshot is finalized, and an
+// aborted turn writes no snapshot.
 func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr turnRecord) {
 	ctx = context.WithoutCancel(ctx)
 	kept := turnRecord{}
@@ -682,7 +683,10 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		inv.rt.log.Warn("resume turn failed after a tool ran; its interrupts stay resolved", "session", inv.sess.id)
 		kept = turnRecord{claimed: tr.claimed, resolvedEvents: tr.resolvedEvents}
 	}
-	keep := t.started && !inv.rejected.Load() && inv.agent.ServerManaged && !inv.isDetached() &&
+	// A turn refused before agent code ran (a forged restart, an unanswered
+	// request) is kept too when the session already has a snapshot to hang
+	// it on; on a new session it writes nothing.
+	keep := (t.started || inv.baseID != "") && !inv.rejected.Load() && inv.agent.ServerManaged && !inv.isDetached() &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrUnavailable)
 	if keep {
 		if perr := inv.persist(ctx, t, StatusFailed, FinishFailed, details(err), kept); perr != nil {

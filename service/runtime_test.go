@@ -427,3 +427,48 @@ func TestEmptyResumeOnPausedSessionFails(t *testing.T) {
 		t.Fatalf("real resume after the empty ones: %v %+v", err, done)
 	}
 }
+
+// TestRefusedResumeKeepsFailedSnapshot checks that a resume refused on an
+// existing session (a restart with forged input) is kept as a failed
+// snapshot after the paused one, with its error, that the stream ends the
+// turn with a turnEnd naming it, that no interrupt is consumed, and that a
+// sessionId resume walks back over it to the paused snapshot.
+func TestRefusedResumeKeepsFailedSnapshot(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var fail atomic.Bool
+	model := &failingOnceModel{fail: &fail}
+	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	forged := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "ask", Ref: "q", Input: json.RawMessage(`{"amount":1}`)}}}}}
+	var ends []service.TurnEnd
+	failed, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, forged, func(c service.StreamChunk) {
+		if c.TurnEnd != nil {
+			ends = append(ends, *c.TurnEnd)
+		}
+	})
+	if err != nil || failed.FinishReason != "failed" || failed.Error == nil || failed.Error.Status != "INVALID_ARGUMENT" {
+		t.Fatalf("forged restart: %v %+v", err, failed)
+	}
+	if len(ends) != 1 || ends[0].FinishReason != "failed" || ends[0].SnapshotID == "" || ends[0].SnapshotID == out.SnapshotID {
+		t.Fatalf("turnEnd chunks %+v, want one failed naming a new snapshot", ends)
+	}
+	snap, err := rt.GetSnapshot(ctx, testCaller, "asker", service.SnapshotLookup{SnapshotID: ends[0].SnapshotID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Status != "failed" || snap.ParentID != out.SnapshotID || snap.Error == nil || !strings.Contains(snap.Error.Message, "modified inputs") {
+		t.Fatalf("failed snapshot %+v (error %+v)", snap, snap.Error)
+	}
+	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "ask", Ref: "q", Output: json.RawMessage(`"yes"`)}}}}}
+	done, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SessionID: out.SessionID}, resume, nil)
+	if err != nil || done.FinishReason != "stop" {
+		t.Fatalf("sessionId resume after the failed turn: %v %+v", err, done)
+	}
+}
