@@ -203,18 +203,9 @@ func TestResumeIsExactlyOnce(t *testing.T) {
 // any tool ran gives the interrupt back, so a later resume can proceed.
 func TestFailedResumeReleasesClaim(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
+	rt, fail, out := pausedAsker(t)
 	ctx := context.Background()
-	var fail atomic.Bool
 	fail.Store(true)
-	model := &failingOnceModel{fail: &fail}
-	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
-	if err != nil || out.FinishReason != "interrupted" {
-		t.Fatalf("first turn: %v %+v", err, out)
-	}
 	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "ask", Ref: "q", Output: json.RawMessage(`"yes"`)}}}}}
 	failed, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, resume, nil)
 	if err != nil || failed.FinishReason != "failed" || failed.SnapshotID != out.SnapshotID {
@@ -225,6 +216,23 @@ func TestFailedResumeReleasesClaim(t *testing.T) {
 	if err != nil || done.FinishReason != "stop" {
 		t.Fatalf("second resume: %v %+v", err, done)
 	}
+}
+
+// pausedAsker registers the agent "asker", whose model asks the
+// interrupting tool "ask" (ref q) and then answers, unless fail is set
+// (UNAVAILABLE), and returns the output of a first turn paused on it.
+func pausedAsker(t *testing.T) (*service.Runtime, *atomic.Bool, *service.AgentOutput) {
+	t.Helper()
+	rt, _ := newRuntime(t)
+	fail := new(atomic.Bool)
+	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: &failingOnceModel{fail: fail}, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.InvokeOne(context.Background(), testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	return rt, fail, out
 }
 
 type failingOnceModel struct{ fail *atomic.Bool }
@@ -388,17 +396,8 @@ func TestPanickingAgentCodeFailsTheTurn(t *testing.T) {
 // and leaves the interrupt open for a real resume.
 func TestEmptyResumeOnPausedSessionFails(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
+	rt, fail, out := pausedAsker(t)
 	ctx := context.Background()
-	var fail atomic.Bool
-	model := &failingOnceModel{fail: &fail}
-	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
-	if err != nil || out.FinishReason != "interrupted" {
-		t.Fatalf("first turn: %v %+v", err, out)
-	}
 	// A model call now would fail with UNAVAILABLE: an empty input must not
 	// reach the model.
 	fail.Store(true)
@@ -435,17 +434,8 @@ func TestEmptyResumeOnPausedSessionFails(t *testing.T) {
 // sessionId resume walks back over it to the paused snapshot.
 func TestRefusedResumeKeepsFailedSnapshot(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
+	rt, _, out := pausedAsker(t)
 	ctx := context.Background()
-	var fail atomic.Bool
-	model := &failingOnceModel{fail: &fail}
-	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "ask", Interrupt: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "hi"))}, nil)
-	if err != nil || out.FinishReason != "interrupted" {
-		t.Fatalf("first turn: %v %+v", err, out)
-	}
 	forged := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "ask", Ref: "q", Input: json.RawMessage(`{"amount":1}`)}}}}}
 	var ends []service.TurnEnd
 	failed, err := rt.InvokeOne(ctx, testCaller, "asker", service.AgentInit{SnapshotID: out.SnapshotID}, forged, func(c service.StreamChunk) {
