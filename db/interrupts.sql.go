@@ -153,7 +153,7 @@ func (q *Queries) ExpireInterrupt(ctx context.Context, arg ExpireInterruptParams
 }
 
 const getInterrupt = `-- name: GetInterrupt :one
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts WHERE tenant_id = $1 AND id = $2
 `
 
 type GetInterruptParams struct {
@@ -182,6 +182,7 @@ func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Int
 		&i.ResumedSnapshotID,
 		&i.CreatedAt,
 		&i.OnExpire,
+		&i.PreviousID,
 	)
 	return i, err
 }
@@ -250,7 +251,7 @@ func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEven
 }
 
 const listInterrupts = `-- name: ListInterrupts :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts
 WHERE tenant_id = $1
   AND status = $2
   AND ($3::text IS NULL OR agent = $3)
@@ -317,6 +318,7 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 			&i.ResumedSnapshotID,
 			&i.CreatedAt,
 			&i.OnExpire,
+			&i.PreviousID,
 		); err != nil {
 			return nil, err
 		}
@@ -329,7 +331,7 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 }
 
 const listInterruptsBySnapshotForUpdate = `-- name: ListInterruptsBySnapshotForUpdate :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM interrupts
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts
 WHERE tenant_id = $1 AND snapshot_id = $2
 ORDER BY id
 FOR UPDATE
@@ -369,6 +371,7 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 			&i.ResumedSnapshotID,
 			&i.CreatedAt,
 			&i.OnExpire,
+			&i.PreviousID,
 		); err != nil {
 			return nil, err
 		}
@@ -426,7 +429,7 @@ func (q *Queries) ListenInterruptEvents(ctx context.Context) error {
 }
 
 const lockDueInterrupts = `-- name: LockDueInterrupts :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire FROM holdpoint_lock_due_interrupts($1::integer)
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM holdpoint_lock_due_interrupts($1::integer)
 `
 
 // The sweeper's batch of due interrupts of every tenant, locked for this
@@ -458,6 +461,7 @@ func (q *Queries) LockDueInterrupts(ctx context.Context, batchSize int32) ([]Int
 			&i.ResumedSnapshotID,
 			&i.CreatedAt,
 			&i.OnExpire,
+			&i.PreviousID,
 		); err != nil {
 			return nil, err
 		}

@@ -47,6 +47,7 @@ type Interrupt struct {
 	ResumedSnapshotID *string
 	CreatedAt         time.Time
 	OnExpire          []byte
+	PreviousID        pgtype.UUID
 }
 
 type InterruptDaily struct {

@@ -169,21 +169,29 @@ WITH snap AS (
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
     RETURNING 1
 ), irq AS (
-    INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
+    -- A re-paused request (a restart that interrupted again) links to the
+    -- interrupt of the same request in the parent snapshot.
+    INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
+                            previous_id)
     SELECT $1, i.id, $3, $2, $4, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
-           i.on_expire
+           i.on_expire,
+           CASE WHEN i.repause THEN (
+               SELECT p.id FROM interrupts p
+               WHERE p.tenant_id = $1 AND p.snapshot_id = $5 AND p.tool = i.tool AND p.ref = i.ref
+           ) END
     FROM (
         SELECT unnest($18::uuid[]) AS id, unnest($19::text[]) AS tool, unnest($20::text[]) AS ref,
                unnest($21::jsonb[]) AS input, unnest($22::jsonb[]) AS metadata,
-               unnest($23::bigint[]) AS expires_in_ms, unnest($24::jsonb[]) AS on_expire
+               unnest($23::bigint[]) AS expires_in_ms, unnest($24::jsonb[]) AS on_expire,
+               unnest($25::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $1, e.interrupt_id, e.type, $25::text, e.payload
+    SELECT $1, e.interrupt_id, e.type, $26::text, e.payload
     FROM (
-        SELECT unnest($26::uuid[]) AS interrupt_id, unnest($27::text[]) AS type,
-               unnest($28::jsonb[]) AS payload
+        SELECT unnest($27::uuid[]) AS interrupt_id, unnest($28::text[]) AS type,
+               unnest($29::jsonb[]) AS payload
     ) AS e
 )
 SELECT CASE
@@ -218,6 +226,7 @@ type WriteTurnParams struct {
 	Metadatas         [][]byte
 	ExpiresInMs       []int64
 	OnExpires         [][]byte
+	Repauses          []bool
 	Actor             string
 	EventInterruptIDs []uuid.UUID
 	EventTypes        []string
@@ -258,6 +267,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Metadatas,
 		arg.ExpiresInMs,
 		arg.OnExpires,
+		arg.Repauses,
 		arg.Actor,
 		arg.EventInterruptIDs,
 		arg.EventTypes,

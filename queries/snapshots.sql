@@ -68,14 +68,22 @@ WITH snap AS (
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
     RETURNING 1
 ), irq AS (
-    INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire)
+    -- A re-paused request (a restart that interrupted again) links to the
+    -- interrupt of the same request in the parent snapshot.
+    INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
+                            previous_id)
     SELECT @tenant_id, i.id, @session_id, @snapshot_id, @agent, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
-           i.on_expire
+           i.on_expire,
+           CASE WHEN i.repause THEN (
+               SELECT p.id FROM interrupts p
+               WHERE p.tenant_id = @tenant_id AND p.snapshot_id = @parent_id AND p.tool = i.tool AND p.ref = i.ref
+           ) END
     FROM (
         SELECT unnest(@interrupt_ids::uuid[]) AS id, unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
                unnest(@inputs::jsonb[]) AS input, unnest(@metadatas::jsonb[]) AS metadata,
-               unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire
+               unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire,
+               unnest(@repauses::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)

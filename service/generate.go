@@ -26,9 +26,12 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 	var tr turnRecord
 	index := 0 // of the next streamed model or tool message
 	if res := t.input.Resume; res != nil {
-		toolMsg, err := inv.resume(ctx, t, res, &tr)
+		toolMsg, repaused, err := inv.resume(ctx, t, res, &tr)
 		if err != nil {
 			return "", tr, err
+		}
+		if repaused {
+			return FinishInterrupted, tr, nil
 		}
 		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: toolMsg.Content, Index: intPtr(index)}})
 		index++
@@ -74,30 +77,31 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 
 // resume validates a resume against the history the server wrote, claims
 // the interrupts it answers (exactly once), and applies it: it returns the
-// tool message of the answers. A resume the request cannot have (an output
-// the interrupt refuses, an interrupt decided already) is answered as an
-// error rather than a failed turn.
-func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *turnRecord) (Message, error) {
+// tool message of the answers, or repaused when a restarted tool
+// interrupted again. A resume the request cannot have (an output the
+// interrupt refuses, an interrupt decided already) is answered as an error
+// rather than a failed turn.
+func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *turnRecord) (Message, bool, error) {
 	a := inv.agent
 	// Only history the server wrote (not an unsigned client state's seed)
 	// can be answered or restarted.
 	if err := validateResumeAgainstHistory(res, inv.sess.messages[inv.sess.untrusted:]); err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
 	plan, err := planResume(res, inv.sess.messages, a)
 	if err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
 	if err := checkRespondOutputs(plan, a); err != nil {
 		// Answered 400 before anything is claimed or run.
 		inv.reject(err)
-		return Message{}, err
+		return Message{}, false, err
 	}
 	if err := t.begin(ctx); err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
 	if err := inv.claim(ctx, t, plan, tr); err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
 	return inv.applyResume(ctx, t, plan, res, tr)
 }
@@ -468,11 +472,17 @@ func checkRespondOutputs(plan *resumePlan, a *Agent) error {
 }
 
 // applyResume rewrites the interrupted model message and appends the tool
-// message carrying every response; restarted tools run here.
-func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePlan, res *Resume, tr *turnRecord) (Message, error) {
+// message carrying every response; restarted tools run here. A restarted
+// tool that interrupts again pauses the turn again (repaused): the model
+// message is kept with that request interrupted anew (recorded as a new
+// interrupt linked to the one the restart resolved) and every other
+// request's output waiting as pendingOutput, so the next resume answers
+// only what is still open and runs nothing twice.
+func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePlan, res *Resume, tr *turnRecord) (Message, bool, error) {
 	lastIdx := len(inv.sess.messages) - 1
 	last := inv.sess.messages[lastIdx].Clone()
 	var responses []Part
+	var again []int // positions of restarted requests that interrupted again
 	for i, step := range plan.steps {
 		p := last.Content[i]
 		switch step.kind {
@@ -497,10 +507,22 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 			}
 			out, irq, err := inv.runTool(ctx, t, "restart:"+callKey(-1, i, step.restart.ToolRequest), step.restart.Clone(), resumed)
 			if err != nil {
-				return Message{}, err
+				return Message{}, false, err
 			}
 			if irq != nil {
-				return Message{}, Errorf(CodeFailedPrecondition, "One or more tools triggered an interrupt during a restarted execution.")
+				// The server's own request, not the client's copy of it,
+				// pauses again, with the tool's new interrupt metadata.
+				meta := cloneMeta(p.Metadata)
+				if meta == nil {
+					meta = Metadata{}
+				}
+				delete(meta, metaResumed)
+				meta[metaInterrupt] = rawOr(irq.Metadata[metaInterrupt], "true")
+				p.Metadata = meta
+				last.Content[i] = p
+				again = append(again, i)
+				responses = append(responses, Part{}) // keeps responses aligned with the requests
+				continue
 			}
 			responses = append(responses, *out)
 			p.Metadata = resolvedMeta(p.Metadata)
@@ -509,6 +531,11 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 		}
 		last.Content[i] = p
 	}
+	if len(again) > 0 {
+		inv.repause(last, responses, again, tr)
+		inv.sess.replaceMessage(lastIdx, last)
+		return Message{}, true, nil
+	}
 	resumedMeta := res.Metadata
 	if isNull(resumedMeta) {
 		resumedMeta = jsonTrue
@@ -516,7 +543,41 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 	toolMsg := Message{Role: RoleTool, Content: responses, Metadata: Metadata{metaResumed: resumedMeta}}
 	inv.sess.replaceMessage(lastIdx, last)
 	inv.sess.messages = append(inv.sess.messages, toolMsg)
-	return toolMsg, nil
+	return toolMsg, false, nil
+}
+
+// repause turns the resumed model message last back into a paused one:
+// every answered request keeps its output as pendingOutput, the requests
+// at positions again stay interrupted (new interrupts, linked to the ones
+// just resolved), and the paused requests are streamed as a tool chunk,
+// as when a tool first interrupts. responses holds one part per tool
+// request of last, in order (a zero part for those interrupted again).
+func (inv *invocation) repause(last Message, responses []Part, again []int, tr *turnRecord) {
+	k := 0
+	var paused []Part
+	for i, p := range last.Content {
+		if p.ToolRequest == nil {
+			continue
+		}
+		resp := responses[k]
+		k++
+		if resp.ToolResponse != nil {
+			meta := cloneMeta(p.Metadata)
+			if meta == nil {
+				meta = Metadata{}
+			}
+			meta[metaPendingOutput] = rawOr(resp.ToolResponse.Output, "null")
+			p.Metadata = meta
+			last.Content[i] = p
+		}
+		paused = append(paused, p)
+	}
+	for _, i := range again {
+		ni := inv.newInterrupt(last.Content[i].ToolRequest, last.Content[i].Metadata[metaInterrupt])
+		ni.Repause = true
+		tr.interrupts = append(tr.interrupts, ni)
+	}
+	inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: paused}})
 }
 
 // resolvedMeta moves metadata.interrupt to metadata.resolvedInterrupt.

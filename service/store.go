@@ -262,6 +262,9 @@ type NewInterrupt struct {
 	Metadata  json.RawMessage
 	ExpiresIn time.Duration // zero: no deadline
 	OnExpire  json.RawMessage
+	// Repause says a restart of the same request interrupted again: the
+	// new interrupt is linked to the parent snapshot's one (previousId).
+	Repause bool
 }
 
 // Interrupt statuses (interrupts.status).
@@ -360,7 +363,10 @@ type Interrupt struct {
 	ResolvedBy        string          `json:"resolvedBy,omitempty"`
 	Resolution        json.RawMessage `json:"resolution,omitempty"`
 	ResumedSnapshotID string          `json:"resumedSnapshotId,omitempty"`
-	OnExpire          json.RawMessage `json:"-"`
+	// PreviousID is the interrupt this one replaces: a restart of the
+	// same request that interrupted again.
+	PreviousID *uuid.UUID      `json:"previousId,omitempty"`
+	OnExpire   json.RawMessage `json:"-"`
 }
 
 // InterruptEvent is one entry of an interrupt's audit trail.

@@ -179,6 +179,10 @@ func interruptFromRow(r db.Interrupt) service.Interrupt {
 	if r.ResumedSnapshotID != nil {
 		out.ResumedSnapshotID = *r.ResumedSnapshotID
 	}
+	if r.PreviousID.Valid {
+		id := uuid.UUID(r.PreviousID.Bytes)
+		out.PreviousID = &id
+	}
 	return out
 }
 

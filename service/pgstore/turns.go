@@ -293,6 +293,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		p.Metadatas = append(p.Metadatas, nullableJSON(in.Metadata))
 		p.ExpiresInMs = append(p.ExpiresInMs, in.ExpiresIn.Milliseconds())
 		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
+		p.Repauses = append(p.Repauses, in.Repause)
 		events.created(id, w.SnapshotID)
 	}
 	if w.ResolvedEvents {

@@ -1,0 +1,190 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// repauseAgent asks a human ("ask", an interrupt) and pays ("pay", a tool
+// that interrupts itself until it is restarted with {"confirmed": true}) in
+// one model answer; once both are answered it repeats what it got.
+func repauseAgent(t *testing.T, rt *service.Runtime) (paid *atomic.Int32, lastTool *atomic.Value) {
+	t.Helper()
+	paid, lastTool = new(atomic.Int32), new(atomic.Value)
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == service.RoleUser {
+			return service.Message{Role: service.RoleModel, Content: []service.Part{
+				{Text: ptr("let me check")},
+				{ToolRequest: &service.ToolRequest{Name: "ask", Ref: "q", Input: json.RawMessage(`{"question":"sure?"}`)}},
+				{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{"amount":5}`)}},
+			}}
+		}
+		b, _ := json.Marshal(last)
+		lastTool.Store(string(b))
+		return text(service.RoleModel, "done")
+	}}
+	err := rt.Register(&service.Agent{Name: "repauser", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "ask", Interrupt: true},
+		{Name: "pay", Run: func(_ context.Context, c service.ToolCall) (json.RawMessage, error) {
+			var r struct{ Confirmed bool }
+			_ = json.Unmarshal(c.Resumed, &r)
+			if !r.Confirmed {
+				return nil, service.InterruptWith(map[string]any{"confirm": 5, "restarted": c.Resumed != nil})
+			}
+			paid.Add(1)
+			return json.RawMessage(`{"paid":5}`), nil
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paid, lastTool
+}
+
+func interruptedRefs(m *service.Message) map[string]string {
+	out := map[string]string{}
+	for _, p := range m.Content {
+		if p.ToolRequest == nil {
+			continue
+		}
+		if raw, ok := p.Metadata["interrupt"]; ok {
+			out[p.ToolRequest.Ref] = "interrupt:" + string(raw)
+		} else if raw, ok := p.Metadata["pendingOutput"]; ok {
+			out[p.ToolRequest.Ref] = "pending:" + string(raw)
+		}
+	}
+	return out
+}
+
+// TestRestartThatInterruptsAgainRepauses checks the seed's re-pausing loop:
+// a restarted tool that interrupts again pauses the turn on a new
+// interrupt linked to the old one, the answers given meanwhile wait as
+// pendingOutput, and the next resume continues with everything, running
+// the paying tool once. Restarting an interrupt that asks a human pauses
+// again too. No interrupt is ever left that can be neither answered nor
+// restarted.
+func TestRestartThatInterruptsAgainRepauses(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	paid, lastTool := repauseAgent(t, rt)
+	init := service.AgentInit{SessionID: "s-repause"}
+
+	first, err := rt.InvokeOne(ctx, testCaller, "repauser", init, service.AgentInput{Message: ptr(text(service.RoleUser, "pay 5"))}, nil)
+	if err != nil || first.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, first)
+	}
+	before, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-repause"})
+	if err != nil || len(before) != 2 {
+		t.Fatalf("inbox after the first turn: %v %+v", err, before)
+	}
+	oldPay := before[0]
+	if oldPay.Tool != "pay" {
+		oldPay = before[1]
+	}
+	req := func(name, ref, input string) *service.ToolRequest {
+		return &service.ToolRequest{Name: name, Ref: ref, Input: json.RawMessage(input)}
+	}
+
+	// Answer the question, restart pay without confirming: pay interrupts
+	// again, so the turn pauses again.
+	var chunks []service.StreamChunk
+	second, err := rt.InvokeOne(ctx, testCaller, "repauser", init, service.AgentInput{Resume: &service.Resume{
+		Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "ask", Ref: "q", Output: json.RawMessage(`"yes"`)}}},
+		Restart: []service.Part{{ToolRequest: req("pay", "p", `{"amount":5}`)}},
+	}}, func(c service.StreamChunk) { chunks = append(chunks, c) })
+	if err != nil || second.FinishReason != "interrupted" || second.Error != nil {
+		t.Fatalf("restart that interrupts again: %v %+v", err, second)
+	}
+	got := interruptedRefs(second.Message)
+	if got["q"] != `pending:"yes"` || got["p"] != `interrupt:{"confirm":5,"restarted":true}` {
+		t.Fatalf("re-paused message: %v", got)
+	}
+	if paid.Load() != 0 {
+		t.Fatal("pay ran without confirmation")
+	}
+	if n := len(chunks); n == 0 || chunks[n-1].TurnEnd == nil || chunks[n-1].TurnEnd.FinishReason != "interrupted" {
+		t.Fatalf("chunks end with %+v", chunks)
+	}
+	pending, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-repause", Status: service.InterruptPending})
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending after the re-pause: %v %+v", err, pending)
+	}
+	newPay := pending[0]
+	if newPay.Tool != "pay" || newPay.SnapshotID != second.SnapshotID || newPay.PreviousID == nil || *newPay.PreviousID != oldPay.ID {
+		t.Fatalf("new interrupt %+v, want pay in %s linked to %s", newPay, second.SnapshotID, oldPay.ID)
+	}
+	old, err := rt.GetInterrupt(ctx, testCaller, oldPay.ID, 0)
+	if err != nil || old.Status != service.InterruptResolved || old.ResumedSnapshotID != second.SnapshotID {
+		t.Fatalf("old interrupt: %v %+v", err, old)
+	}
+
+	// An empty resume names what is still open; answering the question
+	// again is refused (it is no longer interrupted).
+	if out, _ := rt.InvokeOne(ctx, testCaller, "repauser", init, service.AgentInput{Resume: &service.Resume{}}, nil); out == nil || out.Error == nil || out.Error.Status != service.CodeInvalidArgument {
+		t.Fatalf("empty resume after the re-pause: %+v", out)
+	}
+
+	// Confirm: pay runs once, and the model sees both answers.
+	third, err := rt.InvokeOne(ctx, testCaller, "repauser", init, service.AgentInput{Resume: &service.Resume{
+		Restart: []service.Part{{ToolRequest: req("pay", "p", `{"amount":5}`), Metadata: service.Metadata{"resumed": json.RawMessage(`{"confirmed":true}`)}}},
+	}}, nil)
+	if err != nil || third.FinishReason != "stop" || third.Error != nil {
+		t.Fatalf("confirmed restart: %v %+v", err, third)
+	}
+	if paid.Load() != 1 {
+		t.Fatalf("pay ran %d times, want 1", paid.Load())
+	}
+	var tm service.Message
+	if err := json.Unmarshal([]byte(lastTool.Load().(string)), &tm); err != nil || tm.Role != service.RoleTool || len(tm.Content) != 2 ||
+		string(tm.Content[0].ToolResponse.Output) != `"yes"` || string(tm.Content[1].ToolResponse.Output) != `{"paid":5}` {
+		t.Fatalf("tool message the model saw: %v %s", err, lastTool.Load())
+	}
+	final, err := rt.GetInterrupt(ctx, testCaller, newPay.ID, 0)
+	if err != nil || final.Status != service.InterruptResolved {
+		t.Fatalf("new interrupt after the confirmation: %v %+v", err, final)
+	}
+}
+
+// TestRestartingAHumanInterruptRepauses restarts an interrupt that only a
+// human can answer (as `approval.restart()` in the JS client does): the
+// turn pauses again on a new interrupt, which can then be answered.
+func TestRestartingAHumanInterruptRepauses(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	repauseAgent(t, rt)
+	init := service.AgentInit{SessionID: "s-human"}
+	if _, err := rt.InvokeOne(ctx, testCaller, "repauser", init, service.AgentInput{Message: ptr(text(service.RoleUser, "pay 5"))}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ask := &service.ToolRequest{Name: "ask", Ref: "q", Input: json.RawMessage(`{"question":"sure?"}`)}
+	out, err := rt.InvokeOne(ctx, testCaller, "repauser", init, service.AgentInput{Resume: &service.Resume{
+		Restart: []service.Part{{ToolRequest: ask}, {ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{"amount":5}`)}}},
+	}}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("restarting both: %v %+v", err, out)
+	}
+	if got := interruptedRefs(out.Message); got["q"] != "interrupt:true" || got["p"] == "" {
+		t.Fatalf("re-paused message: %v", got)
+	}
+	pending, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-human", Status: service.InterruptPending})
+	if err != nil || len(pending) != 2 || pending[0].PreviousID == nil || pending[1].PreviousID == nil {
+		t.Fatalf("pending after restarting both: %v %+v", err, pending)
+	}
+	for _, it := range pending {
+		if it.Tool == "ask" {
+			// Answered through the inbox; pay is still open, so the
+			// decision is recorded and the turn waits.
+			d, err := rt.RespondInterrupt(ctx, service.Caller{TenantID: "default", Actor: "operator:alice"}, it.ID, json.RawMessage(`"yes"`), "")
+			if err != nil || d.Status != "recorded" {
+				t.Fatalf("deciding the re-paused question: %v %+v", err, d)
+			}
+		}
+	}
+}
