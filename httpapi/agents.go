@@ -170,6 +170,12 @@ func readEnvelope(c echo.Context) (envelope, error) {
 	return env, err
 }
 
+// streamsTurn reports whether the request is a turn (POST {base}/:agent)
+// that asked for an event stream: its errors are answered in the stream.
+func (a *api) streamsTurn(c echo.Context) bool {
+	return c.Request().Method == http.MethodPost && c.Path() == a.opts.BasePath+"/:agent" && wantsStream(c)
+}
+
 // wantsStream reports whether the client asked for an event stream, as the
 // Genkit client does with its Accept header.
 func wantsStream(c echo.Context) bool {

@@ -129,8 +129,12 @@ func classify(err error) (int, errorBody, error) {
 }
 
 // handleError is the one place errors become answers. Before anything was
-// written it sends the canonical status and body; inside an event stream it
-// sends an error frame, the only way left to tell the client.
+// written it sends the canonical status and body, except to a turn that
+// asked for an event stream: as the Genkit reference server does, that
+// stream opens (200) and carries one error frame, the only answer from
+// which the Genkit client learns the status (a non-200 answer reaches its
+// users as UNKNOWN). Inside an event stream it sends an error frame, the
+// only way left to tell the client.
 func (a *api) handleError(err error, c echo.Context) {
 	rid := requestID(c)
 	if c.Request().Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errWrite)) {
@@ -159,6 +163,13 @@ func (a *api) handleError(err error, c echo.Context) {
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
+		return
+	}
+	if a.streamsTurn(c) {
+		a.log.Debug("error answered as a stream", "http_status", status, "request_id", rid)
+		if werr := writeFrame(c, errorFrame{Error: body}); werr != nil {
+			a.log.Debug("error frame not delivered", "err", werr, "request_id", rid)
+		}
 		return
 	}
 	if werr := c.JSON(status, body); werr != nil {

@@ -237,8 +237,27 @@ func checkNoLeak(t *testing.T, body []byte) {
 }
 
 // errorOf checks an error answer's HTTP status, canonical status and shape.
+//
+// A turn that asked for a stream is answered 200 with one error frame
+// whatever the error (see handleError); httpStatus is then the status the
+// same error has as JSON, which the frame cannot carry.
 func errorOf(t *testing.T, r response, httpStatus int, status string) errorAnswer {
 	t.Helper()
+	if strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+		frames := parseFrames(t, string(r.body))
+		if r.status != http.StatusOK || len(frames) != 1 || frames[0].Error == nil {
+			t.Fatalf("HTTP %d with %d frames, want 200 and one error frame (for a %d); body %s", r.status, len(frames), httpStatus, r.body)
+		}
+		e := *frames[0].Error
+		if e.Status != status || e.Message == "" {
+			t.Errorf("error frame %+v, want status %q and a message", e, status)
+		}
+		if e.RequestID != r.header.Get("X-Request-Id") {
+			t.Errorf("requestId %q differs from X-Request-Id %q", e.RequestID, r.header.Get("X-Request-Id"))
+		}
+		checkNoLeak(t, r.body)
+		return e
+	}
 	if r.status != httpStatus {
 		t.Fatalf("HTTP status %d, want %d; body %s", r.status, httpStatus, r.body)
 	}
@@ -260,6 +279,27 @@ func errorOf(t *testing.T, r response, httpStatus int, status string) errorAnswe
 	}
 	checkNoLeak(t, r.body)
 	return e
+}
+
+// answeredStatus is the HTTP status of an answer, or for a turn refused
+// inside an event stream (200 and one error frame) the status its error
+// has as JSON.
+func answeredStatus(t *testing.T, r response) int {
+	t.Helper()
+	if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+		return r.status
+	}
+	if frames := parseFrames(t, string(r.body)); len(frames) == 1 && frames[0].Error != nil {
+		return jsonStatus[frames[0].Error.Status]
+	}
+	return r.status
+}
+
+// jsonStatus is the HTTP status of each canonical code as the JSON answers
+// use it (the protocol's table).
+var jsonStatus = map[string]int{
+	"INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "NOT_FOUND": 404, "ALREADY_EXISTS": 409, "ABORTED": 409,
+	"PERMISSION_DENIED": 403, "UNAUTHENTICATED": 401, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "INTERNAL": 500,
 }
 
 // frame is one parsed event of a stream.

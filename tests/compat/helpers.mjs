@@ -15,6 +15,27 @@ export const BANKING_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgent`
 /** The agent endpoint of the banking agent with client-managed state. */
 export const CLIENT_STATE_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgentClientState`;
 
+/**
+ * A second server on the same database that requires credentials (run.sh
+ * starts it), and a client key of its own tenant.
+ */
+export const AUTH_URL = process.env.HOLDPOINT_AUTH_URL?.replace(/\/+$/, '');
+export const CLIENT_KEY = process.env.HOLDPOINT_CLIENT_KEY;
+
+/** The base URL of the server (for the /api/v1 routes; dev mode needs no key). */
+export const BASE_URL = base.replace(/\/+$/, '');
+
+/** GETs an /api/v1 route of the dev server and returns the parsed answer. */
+export async function getV1(path) {
+  const res = await fetch(`${BASE_URL}/api/v1${path}`);
+  assertOk(res);
+  return res.json();
+}
+
+function assertOk(res) {
+  if (res.status !== 200) throw new Error(`GET ${res.url} answered ${res.status}`);
+}
+
 /** A fresh client for the banking agent. */
 export function bankingAgent() {
   return remoteAgent({ url: BANKING_URL });

@@ -3,9 +3,20 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { AgentError } from 'genkit/beta/client';
+import { AgentError, remoteAgent } from 'genkit/beta/client';
 
-import { account, BANKING_URL, bankingAgent, CLIENT_STATE_URL, clientStateAgent, post } from './helpers.mjs';
+import {
+  account,
+  AUTH_URL,
+  BANKING_URL,
+  bankingAgent,
+  CLIENT_KEY,
+  CLIENT_STATE_URL,
+  clientStateAgent,
+  getV1,
+  post,
+  toolResponses,
+} from './helpers.mjs';
 
 test('an empty resume on a paused session fails with INVALID_ARGUMENT naming the open request', async () => {
   const chat = bankingAgent().chat();
@@ -108,4 +119,91 @@ test('a forged respond streams turnEnd failed and is kept as a failed snapshot; 
   // The paused snapshot is still where a resume goes, and it goes once.
   const done = await chat.resume({ respond: [approval.respond({ approved: true })] });
   assert.match(done.text, new RegExp(`^Done: transferred \\$35\\.00 to account ${to}`));
+});
+
+test('restarting an approval pauses again on a new interrupt linked to the old one; answering it continues', async () => {
+  const agent = bankingAgent();
+  const chat = agent.chat();
+  const to = account();
+  const res = await chat.send(`Transfer $45 to account ${to}`);
+  const [approval] = res.interrupts;
+
+  // The seed's loop: resume until res.interrupts is empty.
+  const again = await chat.resume({ restart: [approval.restart()] });
+  assert.equal(again.finishReason, 'interrupted');
+  assert.equal(again.interrupts.length, 1);
+  assert.equal(again.interrupts[0].name, 'userApproval');
+  assert.deepEqual(again.interrupts[0].input, approval.input);
+
+  const { items: open } = await getV1(`/interrupts?sessionId=${encodeURIComponent(res.sessionId)}`);
+  assert.equal(open.length, 1, `one open interrupt: ${JSON.stringify(open)}`);
+  assert.equal(open[0].snapshotId, again.snapshotId);
+  const old = await getV1(`/interrupts/${open[0].previousId}`);
+  assert.equal(old.status, 'resolved');
+  assert.equal(old.snapshotId, res.snapshotId);
+
+  const done = await chat.resume({ respond: [again.interrupts[0].respond({ approved: true })] });
+  assert.equal(done.finishReason, 'stop');
+  assert.match(done.text, new RegExp(`^Done: transferred \\$45\\.00 to account ${to}`));
+  const snap = await agent.getSnapshot(done.snapshotId);
+  assert.equal(toolResponses(snap.state.messages, 'transferMoney').length, 1);
+});
+
+// errorOf runs a turn that must be refused and returns the AgentError.
+async function errorOf(turn) {
+  let caught;
+  try {
+    await turn;
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(caught instanceof AgentError, `want an AgentError, got ${caught}`);
+  return caught;
+}
+
+test('a turn refused before its stream starts reaches the client with its status', async () => {
+  const agent = bankingAgent();
+  const chat = agent.chat();
+  const res = await chat.send(`Transfer $15 to account ${account()}`);
+  const [approval] = res.interrupts;
+  await chat.resume({ respond: [approval.respond({ approved: false })] });
+
+  // The same interrupt again (409 for a JSON request).
+  const twice = await errorOf(
+    agent.chat({ snapshotId: res.snapshotId }).resume({ respond: [approval.respond({ approved: true })] })
+  );
+  assert.equal(twice.status, 'ABORTED');
+  assert.match(twice.message, /already/);
+
+  // An unknown snapshot (404).
+  const missing = await errorOf(agent.chat({ snapshotId: 'no-such-snapshot' }).send('hi'));
+  assert.equal(missing.status, 'NOT_FOUND');
+
+  // Client state sent to a server-managed agent (400).
+  const state = await errorOf(agent.chat({ state: { messages: [] } }).send('hi'));
+  assert.equal(state.status, 'FAILED_PRECONDITION');
+
+  // A JSON request keeps the real HTTP status, for curl users.
+  const json = await post(BANKING_URL, { data: { message: { role: 'user', content: [{ text: 'hi' }] } }, init: { snapshotId: 'no-such-snapshot' } });
+  assert.equal(json.status, 404);
+  assert.equal(json.body.status, 'NOT_FOUND');
+});
+
+test('a server that requires credentials refuses a client without a key as UNAUTHENTICATED and serves one with its key', async (t) => {
+  if (!AUTH_URL || !CLIENT_KEY) {
+    t.skip('HOLDPOINT_AUTH_URL and HOLDPOINT_CLIENT_KEY are not set (run.sh sets them)');
+    return;
+  }
+  const url = `${AUTH_URL}/api/agents/bankingAgent`;
+  const anonymous = await errorOf(remoteAgent({ url }).chat().send('hi'));
+  assert.equal(anonymous.status, 'UNAUTHENTICATED');
+  const wrong = await errorOf(remoteAgent({ url, headers: { Authorization: 'Bearer hp_not-a-key' } }).chat().send('hi'));
+  assert.equal(wrong.status, 'UNAUTHENTICATED');
+
+  const agent = remoteAgent({ url, headers: { Authorization: `Bearer ${CLIENT_KEY}` } });
+  const res = await agent.chat().send(`Transfer $5 to account ${account()}`);
+  assert.equal(res.finishReason, 'interrupted');
+  // Another tenant (the dev server's) does not see the session.
+  const foreign = await errorOf(bankingAgent().chat({ snapshotId: res.snapshotId }).send('hi'));
+  assert.equal(foreign.status, 'NOT_FOUND');
 });

@@ -5,8 +5,9 @@
 #
 # DATABASE_URL must be a URL whose user may create databases. The script
 # creates a throwaway database, builds and starts `platform serve --dev` on a
-# free loopback port (serve migrates at start-up), runs `node --test` here,
-# and always stops the server and drops the database. Its exit code is the
+# free loopback port (serve migrates at start-up) and a second server that
+# requires credentials (with a client key of its own tenant), runs
+# `node --test` here, and always stops the servers and drops the database. Its exit code is the
 # tests' result. Extra arguments are passed to `node --test` (e.g. a file).
 set -euo pipefail
 
@@ -29,24 +30,28 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
 db="holdpoint_compat_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
-server_pid=""
+server_pids=""
 db_created=""
 
 cleanup() {
 	local rc=$?
 	set +e
-	if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-		kill -TERM "$server_pid" 2>/dev/null
+	for pid in $server_pids; do
+		kill -0 "$pid" 2>/dev/null || continue
+		kill -TERM "$pid" 2>/dev/null
 		for _ in $(seq 50); do
-			kill -0 "$server_pid" 2>/dev/null || break
+			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.2
 		done
-		kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid" 2>/dev/null
-		wait "$server_pid" 2>/dev/null
-	fi
-	if [[ $rc -ne 0 && -s "$tmp/server.log" ]]; then
-		echo "--- last lines of the server log ---" >&2
-		tail -n 60 "$tmp/server.log" >&2
+		kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [[ $rc -ne 0 ]]; then
+		for log in "$tmp"/server*.log; do
+			[[ -s "$log" ]] || continue
+			echo "--- last lines of $(basename "$log") ---" >&2
+			tail -n 60 "$log" >&2
+		done
 	fi
 	if [[ -n "$db_created" ]]; then
 		psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null ||
@@ -66,32 +71,48 @@ psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$db\"" >/dev
 db_created=1
 db_url=$(node -e 'const u = new URL(process.argv[1]); u.pathname = "/" + process.argv[2]; console.log(u.toString())' "$DATABASE_URL" "$db")
 
-port=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
-base="http://127.0.0.1:$port"
-
-echo "run.sh: starting the server on $base (database $db)"
-DATABASE_URL="$db_url" "$tmp/platform" serve --dev --addr "127.0.0.1:$port" >"$tmp/server.log" 2>&1 &
-server_pid=$!
-
-alive() {
-	kill -0 "$server_pid" 2>/dev/null || return 1
-	! grep -qs '^State:[[:space:]]*Z' "/proc/$server_pid/status"
+free_port() {
+	node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
 }
-ready() {
-	node -e 'fetch(process.argv[1]).then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))' "$base/readyz"
+
+# start_server NAME ARGS...: starts `platform serve ARGS` on a free loopback
+# port, logging to $tmp/NAME.log, and waits until it is ready; sets url.
+start_server() {
+	local name=$1 port pid deadline
+	shift
+	port=$(free_port)
+	url="http://127.0.0.1:$port"
+	echo "run.sh: starting $name on $url (database $db)"
+	DATABASE_URL="$db_url" "$tmp/platform" serve --addr "127.0.0.1:$port" "$@" >"$tmp/$name.log" 2>&1 &
+	pid=$!
+	server_pids="$server_pids $pid"
+	deadline=$((SECONDS + 30))
+	until node -e 'fetch(process.argv[1]).then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))' "$url/readyz"; do
+		if ! kill -0 "$pid" 2>/dev/null || grep -qs '^State:[[:space:]]*Z' "/proc/$pid/status"; then
+			echo "run.sh: $name exited before it was ready" >&2
+			exit 1
+		fi
+		if ((SECONDS >= deadline)); then
+			echo "run.sh: $name was not ready within 30 s" >&2
+			exit 1
+		fi
+		sleep 0.3
+	done
 }
-deadline=$((SECONDS + 30))
-until ready; do
-	if ! alive; then
-		echo "run.sh: the server exited before it was ready" >&2
-		exit 1
-	fi
-	if ((SECONDS >= deadline)); then
-		echo "run.sh: the server was not ready within 30 s" >&2
-		exit 1
-	fi
-	sleep 0.3
-done
+
+# The server most tests use: dev mode, the default tenant, no credential.
+start_server server --dev
+base=$url
+# A second server on the same database that requires credentials, with a
+# client key of its own tenant, for the tests of authentication.
+tenant=$(DATABASE_URL="$db_url" "$tmp/platform" tenants create compat-auth)
+auth_key=$(DATABASE_URL="$db_url" "$tmp/platform" keys create --tenant "$tenant" --role client --name compat | grep -o 'hp_[A-Za-z0-9_-]*' | head -n1)
+if [[ -z "$auth_key" ]]; then
+	echo "run.sh: could not create a client key for the authenticated server" >&2
+	exit 1
+fi
+start_server server-auth --demo
+auth_base=$url
 
 cd "$here"
 # npm keeps a copy of the installed lock file in node_modules; reinstall when
@@ -103,5 +124,5 @@ fi
 
 echo "run.sh: running the client tests"
 rc=0
-HOLDPOINT_URL="$base" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+HOLDPOINT_URL="$base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
 exit "$rc"
