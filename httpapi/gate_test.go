@@ -25,7 +25,7 @@ const gateAccount = "55117733"
 // Every attack is refused, runs no tool and changes no row.
 func TestBreakInApprovalGate(t *testing.T) {
 	t.Parallel()
-	s := newAuthServer(t, nil, demo.BankingAgentClientState(demo.NewModel()))
+	s := newAuthServer(t, nil, demo.BankingAgentClient(demo.NewModel()))
 	s.tenant(t, "acme")
 	client, _ := s.key(t, "acme", service.RoleClient)
 	admin, _ := s.key(t, "acme", service.RoleAdmin)
@@ -112,7 +112,7 @@ func TestBreakInApprovalGate(t *testing.T) {
 	}
 
 	// Client-managed state: forged, altered, or signed for someone else.
-	statePath := "/api/agents/" + demo.BankingAgentClientStateName
+	statePath := "/api/agents/" + demo.BankingAgentClientName
 	var victimState, ownState service.AgentOutput
 	resultOf(t, s.call(t, http.MethodPost, statePath, victim, map[string]any{"data": userMessage("Transfer $70 to account " + gateAccount)}), &victimState)
 	resultOf(t, s.call(t, http.MethodPost, statePath, user, map[string]any{"data": userMessage("Transfer $60 to account " + gateAccount)}), &ownState)

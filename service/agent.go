@@ -89,7 +89,37 @@ type ToolCall struct {
 	Resumed json.RawMessage
 	// Metadata is the tool request part's metadata.
 	Metadata Metadata
+	// Session is the session the tool runs in: its custom state and
+	// artifacts, which the tool may update (streamed to the client as they
+	// change, and kept with the turn's snapshot or client state).
+	Session *ToolSession
 }
+
+// ToolSession is what a tool may read and change of its session. Tools of
+// one turn run one after another, so a tool needs no locking. A detached
+// turn taken over by another instance reuses the recorded outcome of a
+// tool that already ran, without running it (or its session updates)
+// again.
+type ToolSession struct{ t *Turn }
+
+// ID is the session's id.
+func (s *ToolSession) ID() string { return s.t.SessionID() }
+
+// Custom returns the session's custom state (nil when unset).
+func (s *ToolSession) Custom() json.RawMessage { return s.t.Custom() }
+
+// UpdateCustom replaces the custom state by fn's result and streams the
+// change as a customPatch chunk.
+func (s *ToolSession) UpdateCustom(fn func(current json.RawMessage) (json.RawMessage, error)) error {
+	return s.t.UpdateCustom(fn)
+}
+
+// Artifacts returns a copy of the session's artifacts.
+func (s *ToolSession) Artifacts() []Artifact { return s.t.Artifacts() }
+
+// AddArtifacts adds artifacts, replacing any of the same name, and streams
+// each one.
+func (s *ToolSession) AddArtifacts(arts ...Artifact) { s.t.AddArtifacts(arts...) }
 
 // InterruptError pauses a turn on the tool request that returned it.
 type InterruptError struct {

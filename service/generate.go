@@ -265,7 +265,7 @@ func (inv *invocation) runTool(ctx context.Context, t *Turn, key string, part Pa
 	if !tool.Interrupt {
 		return inv.recordedTool(ctx, t, key, tool, part, resumed)
 	}
-	return inv.execTool(ctx, tool, part, resumed)
+	return inv.execTool(ctx, t, tool, part, resumed)
 }
 
 // callKey names a tool call within its turn for the journal: by ref when
@@ -290,12 +290,13 @@ func interruptedPart(part Part, meta json.RawMessage) *Part {
 }
 
 // execTool runs (or, for an interrupt, pauses on) one tool request.
-func (inv *invocation) execTool(ctx context.Context, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
 	req := part.ToolRequest
 	if tool.Interrupt {
 		return nil, interruptedPart(part, nil), nil
 	}
-	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata)}
+	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata),
+		Session: &ToolSession{t: t}}
 	var out json.RawMessage
 	err := inv.protect("tool "+req.Name, func() error {
 		var err error

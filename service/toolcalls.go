@@ -53,7 +53,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, context.Canceled
 	}
 	t.ranTool = true
-	resp, irq, runErr := inv.execTool(ctx, tool, part, resumed)
+	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed)
 	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now()}
 	switch {
 	case runErr != nil:

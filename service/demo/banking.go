@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,8 +44,9 @@ var (
 		`"feedback":{"type":"string"}},` +
 		`"required":["approved"]}`)
 	transferMoneyInput = json.RawMessage(`{"type":"object","properties":{` +
-		`"amount":{"type":"number","description":"Amount in dollars."},` +
-		`"toAccount":{"type":"string","description":"Destination account number."}},` +
+		`"amount":{"type":"number","exclusiveMinimum":0,"description":"Amount in the currency (dollars unless currency says EUR)."},` +
+		`"toAccount":{"type":"string","minLength":1,"description":"Destination: an account number, savings or checking (the user's own accounts), or a payee's name."},` +
+		`"currency":{"type":"string","enum":["USD","EUR"],"description":"Currency of the amount; USD when absent."}},` +
 		`"required":["amount","toAccount"]}`)
 	transferMoneyOutput = json.RawMessage(`{"type":"object","properties":{` +
 		`"success":{"type":"boolean"},` +
@@ -51,8 +54,21 @@ var (
 		`"required":["success","transactionId"]}`)
 )
 
+// DefaultApprovalDeadline is how long a demo approval waits for a human
+// before it is answered for them: denied, so no money moves
+// (HOLDPOINT_DEMO_APPROVAL_DEADLINE changes it).
+const DefaultApprovalDeadline = 24 * time.Hour
+
 // BankingAgent returns the demo banking agent answered by model.
+//
+// It asks a human before each transfer (userApproval, one interrupt per
+// transfer, denied for them when nobody decides within the approval
+// deadline), and transferMoney interrupts itself above DailyLimit until the
+// client restarts it. It keeps the session's executed transfers as custom
+// state ({"transfers": [...]}, streamed as customPatch chunks) and a
+// "statement" artifact listing them.
 func BankingAgent(model service.Model) *service.Agent {
+	deadline, _ := approvalDeadlineFromEnv()
 	return &service.Agent{
 		Name:          BankingAgentName,
 		Description:   "Demo banking assistant: transfers money after a human approves each transfer.",
@@ -66,6 +82,10 @@ func BankingAgent(model service.Model) *service.Agent {
 				InputSchema:  userApprovalInput,
 				OutputSchema: userApprovalOutput,
 				Interrupt:    true,
+				ExpiresAfter: deadline,
+				OnExpire: &service.ExpireRespond{Output: mustJSON(approvalOutput{
+					Feedback: fmt.Sprintf("No decision within %s: the transfer was not executed.", deadline),
+				})},
 			},
 			{
 				Name:         ToolTransferMoney,
@@ -78,26 +98,35 @@ func BankingAgent(model service.Model) *service.Agent {
 	}
 }
 
-// BankingAgentClientStateName is the route name of the banking agent that
-// keeps its state on the client.
-const BankingAgentClientStateName = "bankingAgentClientState"
+// BankingAgentClientName is the route name of the banking agent that keeps
+// its state on the client.
+const BankingAgentClientName = "bankingAgentClient"
 
-// BankingAgentClientState returns the banking agent with client-managed
-// state: the server stores no session; every answer carries the whole
-// state, signed by the server, and the client sends it back with the next
-// turn. Only an approval of a state the server signed is honoured.
-func BankingAgentClientState(model service.Model) *service.Agent {
+// BankingAgentClient returns the banking agent with client-managed state
+// (the seed's "no store required"): the server stores no session; every
+// answer carries the whole state, signed by the server, and the client
+// sends it back with the next turn. Only an approval of a state the server
+// signed is honoured. Its approvals have no deadline: nothing is stored
+// that a deadline could act on.
+func BankingAgentClient(model service.Model) *service.Agent {
 	a := BankingAgent(model)
-	a.Name = BankingAgentClientStateName
+	a.Name = BankingAgentClientName
 	a.Description = "Demo banking assistant with client-managed (signed) state: transfers money after a human approves each transfer."
 	a.ServerManaged = false
+	for _, t := range a.Tools {
+		t.ExpiresAfter, t.OnExpire = 0, nil
+	}
 	return a
 }
 
 // Register registers the demo agents on rt, answered by model (the demo
-// model or a real provider).
+// model or a real provider). It fails when HOLDPOINT_DEMO_APPROVAL_DEADLINE
+// is set to something that is not a positive duration.
 func Register(rt *service.Runtime, model service.Model) error {
-	for _, a := range []*service.Agent{BankingAgent(model), BankingAgentClientState(model)} {
+	if _, err := approvalDeadlineFromEnv(); err != nil {
+		return err
+	}
+	for _, a := range []*service.Agent{BankingAgent(model), BankingAgentClient(model)} {
 		if err := rt.Register(a); err != nil {
 			return err
 		}
@@ -109,8 +138,10 @@ func Register(rt *service.Runtime, model service.Model) error {
 type Transfer struct {
 	// TransactionID is what transferMoney returned to the model.
 	TransactionID string
-	// Amount is in dollars.
+	// Amount is in Currency.
 	Amount float64
+	// Currency is USD or EUR.
+	Currency string
 	// ToAccount is the destination account.
 	ToAccount string
 	// Ref is the ref of the transferMoney request that executed it.
@@ -141,6 +172,7 @@ func recordTransfer(t Transfer) {
 type transferInput struct {
 	Amount    *float64 `json:"amount"`
 	ToAccount string   `json:"toAccount"`
+	Currency  string   `json:"currency,omitempty"`
 }
 
 // transferOutput is transferMoney's output.
@@ -169,6 +201,7 @@ func runTransferMoney(ctx context.Context, call service.ToolCall) (json.RawMessa
 	t := Transfer{
 		TransactionID: newTransactionID(),
 		Amount:        amount,
+		Currency:      currencyOf(in.Currency),
 		ToAccount:     in.ToAccount,
 		Ref:           call.Ref,
 		At:            time.Now().UTC(),
@@ -179,6 +212,11 @@ func runTransferMoney(ctx context.Context, call service.ToolCall) (json.RawMessa
 		return nil, err
 	}
 	recordTransfer(t)
+	if call.Session != nil {
+		if err := recordInSession(call.Session, t); err != nil {
+			return nil, err
+		}
+	}
 	return json.Marshal(transferOutput{Success: true, TransactionID: t.TransactionID})
 }
 
@@ -206,4 +244,76 @@ func newTransactionID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "tx-" + hex.EncodeToString(b[:])
+}
+
+// SessionTransfer is one executed transfer as the session's custom state
+// lists it.
+type SessionTransfer struct {
+	TransactionID string  `json:"transactionId"`
+	Amount        float64 `json:"amount"`
+	Currency      string  `json:"currency"`
+	ToAccount     string  `json:"toAccount"`
+	At            string  `json:"at"`
+}
+
+// StatementArtifact is the name of the artifact listing a session's
+// transfers.
+const StatementArtifact = "statement"
+
+// recordInSession appends the transfer to the session's custom state
+// ({"transfers": [...]}, other keys kept) and rewrites the statement
+// artifact from it.
+func recordInSession(s *service.ToolSession, t Transfer) error {
+	var list []SessionTransfer
+	err := s.UpdateCustom(func(cur json.RawMessage) (json.RawMessage, error) {
+		doc := map[string]json.RawMessage{}
+		if len(cur) > 0 && string(cur) != "null" {
+			if err := json.Unmarshal(cur, &doc); err != nil {
+				doc = map[string]json.RawMessage{} // not an object: start over
+			}
+		}
+		if raw, ok := doc["transfers"]; ok {
+			_ = json.Unmarshal(raw, &list)
+		}
+		list = append(list, SessionTransfer{TransactionID: t.TransactionID, Amount: t.Amount, Currency: t.Currency,
+			ToAccount: t.ToAccount, At: t.At.Format(time.RFC3339)})
+		doc["transfers"] = mustJSON(list)
+		return json.Marshal(doc)
+	})
+	if err != nil {
+		return err
+	}
+	s.AddArtifacts(service.Artifact{
+		Name:     StatementArtifact,
+		Parts:    []service.Part{service.TextPart(statementText(list))},
+		Metadata: mustJSON(map[string]any{"transfers": len(list)}),
+	})
+	return nil
+}
+
+// statementText is the statement artifact: one line per transfer and the
+// totals per currency.
+func statementText(list []SessionTransfer) string {
+	var b strings.Builder
+	b.WriteString("Statement of this conversation's transfers\n")
+	totals := map[string]float64{}
+	for i, t := range list {
+		dest := transfer{amount: t.Amount, currency: t.Currency, account: t.ToAccount}
+		fmt.Fprintf(&b, "%d. %s  %s  %s\n", i+1, t.At, dest.summary(), t.TransactionID)
+		totals[t.Currency] += t.Amount
+	}
+	for _, c := range []string{currencyUSD, currencyEUR} {
+		if v, ok := totals[c]; ok {
+			fmt.Fprintf(&b, "Total %s: %s\n", c, formatMoney(v, c))
+		}
+	}
+	return b.String()
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -55,13 +55,13 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) {
 func TestTransferRequestAsksForApproval(t *testing.T) {
 	t.Parallel()
 	r := decide(conversation(user("Transfer $50 to account 12345")))
-	if r.toolRequest == nil || r.toolRequest.Name != ToolUserApproval {
+	if len(r.toolRequests) != 1 || r.toolRequests[0].Name != ToolUserApproval {
 		t.Fatalf("want a userApproval request, got %+v", r)
 	}
-	if r.toolRequest.Ref == "" {
+	if r.toolRequests[0].Ref == "" {
 		t.Fatal("the approval request has no ref")
 	}
-	jsonEqual(t, r.toolRequest.Input, `{"action":"transferMoney","details":"Transfer $50.00 to account 12345"}`)
+	jsonEqual(t, r.toolRequests[0].Input, `{"action":"transferMoney","details":"Transfer $50.00 to account 12345"}`)
 	if !strings.Contains(r.text, "approval") {
 		t.Fatalf("text %q does not mention the approval", r.text)
 	}
@@ -71,14 +71,14 @@ func TestApprovedTransferRequestsTransferMoney(t *testing.T) {
 	t.Parallel()
 	first := decide(conversation(user("Transfer $50 to account 12345")))
 	req := conversation(user("Transfer $50 to account 12345"), modelMsg(first),
-		toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"approved":true}`))
+		toolMsg(ToolUserApproval, first.toolRequests[0].Ref, `{"approved":true}`))
 	r := decide(req)
-	if r.toolRequest == nil || r.toolRequest.Name != ToolTransferMoney {
+	if len(r.toolRequests) != 1 || r.toolRequests[0].Name != ToolTransferMoney {
 		t.Fatalf("want a transferMoney request, got %+v", r)
 	}
-	jsonEqual(t, r.toolRequest.Input, `{"amount":50,"toAccount":"12345"}`)
-	if r.toolRequest.Ref == first.toolRequest.Ref {
-		t.Fatalf("transferMoney reuses the approval's ref %q", r.toolRequest.Ref)
+	jsonEqual(t, r.toolRequests[0].Input, `{"amount":50,"toAccount":"12345"}`)
+	if r.toolRequests[0].Ref == first.toolRequests[0].Ref {
+		t.Fatalf("transferMoney reuses the approval's ref %q", r.toolRequests[0].Ref)
 	}
 }
 
@@ -86,9 +86,9 @@ func TestDeniedTransferIsCancelled(t *testing.T) {
 	t.Parallel()
 	first := decide(conversation(user("Transfer $50 to account 12345")))
 	r := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first),
-		toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"approved":false,"feedback":"wrong account"}`)))
-	if r.toolRequest != nil {
-		t.Fatalf("a denied transfer must not request a tool, got %+v", r.toolRequest)
+		toolMsg(ToolUserApproval, first.toolRequests[0].Ref, `{"approved":false,"feedback":"wrong account"}`)))
+	if len(r.toolRequests) > 0 {
+		t.Fatalf("a denied transfer must not request a tool, got %+v", r.toolRequests[0])
 	}
 	for _, want := range []string{"Cancelled", "$50.00", "12345", "wrong account"} {
 		if !strings.Contains(r.text, want) {
@@ -101,8 +101,8 @@ func TestApprovalWithoutApprovedFieldIsADenial(t *testing.T) {
 	t.Parallel()
 	first := decide(conversation(user("Transfer $50 to account 12345")))
 	r := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first),
-		toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"ok":"yes"}`)))
-	if r.toolRequest != nil || !strings.HasPrefix(r.text, "Cancelled") {
+		toolMsg(ToolUserApproval, first.toolRequests[0].Ref, `{"ok":"yes"}`)))
+	if len(r.toolRequests) > 0 || !strings.HasPrefix(r.text, "Cancelled") {
 		t.Fatalf("want a cancellation, got %+v", r)
 	}
 }
@@ -110,15 +110,15 @@ func TestApprovalWithoutApprovedFieldIsADenial(t *testing.T) {
 func TestTransferResultIsConfirmed(t *testing.T) {
 	t.Parallel()
 	first := decide(conversation(user("Transfer $50 to account 12345")))
-	approval := toolMsg(ToolUserApproval, first.toolRequest.Ref, `{"approved":true}`)
+	approval := toolMsg(ToolUserApproval, first.toolRequests[0].Ref, `{"approved":true}`)
 	second := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first), approval))
 	r := decide(conversation(user("Transfer $50 to account 12345"), modelMsg(first), approval, modelMsg(second),
-		toolMsg(ToolTransferMoney, second.toolRequest.Ref, `{"success":true,"transactionId":"tx-1"}`)))
+		toolMsg(ToolTransferMoney, second.toolRequests[0].Ref, `{"success":true,"transactionId":"tx-1"}`)))
 	if want := "Done: transferred $50.00 to account 12345 (transaction tx-1)."; r.text != want {
 		t.Fatalf("text %q, want %q", r.text, want)
 	}
-	if r.toolRequest != nil {
-		t.Fatalf("unexpected tool request %+v", r.toolRequest)
+	if len(r.toolRequests) > 0 {
+		t.Fatalf("unexpected tool request %+v", r.toolRequests[0])
 	}
 }
 
@@ -133,9 +133,9 @@ func TestFailedTransferResult(t *testing.T) {
 
 func TestOtherMessagesGetHelp(t *testing.T) {
 	t.Parallel()
-	for _, text := range []string{"hello", "Transfer money please", "Transfer $50 to savings", ""} {
+	for _, text := range []string{"hello", "Transfer money please", "Transfer $50 to my friend", "Send 0 to Bob", "$50 to account 12345", ""} {
 		r := decide(conversation(user(text)))
-		if r.toolRequest != nil || r.text != helpText {
+		if len(r.toolRequests) > 0 || r.text != helpText {
 			t.Errorf("%q: want the help text, got %+v", text, r)
 		}
 	}
@@ -151,8 +151,8 @@ func TestNoApprovalToolNoTransfer(t *testing.T) {
 	t.Parallel()
 	req := conversation(user("Transfer $50 to account 12345"))
 	req.Tools = nil
-	if r := decide(req); r.toolRequest != nil {
-		t.Fatalf("requested %q without the tools being offered", r.toolRequest.Name)
+	if r := decide(req); len(r.toolRequests) > 0 {
+		t.Fatalf("requested %q without the tools being offered", r.toolRequests[0].Name)
 	}
 }
 
@@ -165,30 +165,63 @@ func TestDecisionsAreDeterministic(t *testing.T) {
 	if string(am) != string(bm) {
 		t.Fatalf("two answers to one conversation differ:\n%s\n%s", am, bm)
 	}
-	jsonEqual(t, a.toolRequest.Input, `{"action":"transferMoney","details":"Transfer $1,234.50 to account 42"}`)
+	jsonEqual(t, a.toolRequests[0].Input, `{"action":"transferMoney","details":"Transfer $1,234.50 to account 42"}`)
 }
 
-func TestParseTransfer(t *testing.T) {
+func TestParseTransfers(t *testing.T) {
 	t.Parallel()
+	type tr = transfer
+	usd := func(amount float64, account string) tr {
+		return tr{amount: amount, currency: currencyUSD, account: account}
+	}
+	eur := func(amount float64, account string) tr {
+		return tr{amount: amount, currency: currencyEUR, account: account}
+	}
 	cases := []struct {
-		in      string
-		ok      bool
-		amount  float64
-		account string
+		in   string
+		want []tr
 	}{
-		{"Transfer $50 to account 12345", true, 50, "12345"},
-		{"transfer $50.00 to account 12345", true, 50, "12345"},
-		{"Please send 20 dollars to my account 555-1.", true, 20, "555-1"},
-		{"Transfer $25,000 to account 777", true, 25000, "777"},
-		{"wire $3.999 into account #A12", true, 4, "A12"},
-		{"Transfer $0 to account 1", false, 0, ""},
-		{"Transfer $50 to savings", false, 0, ""},
-		{"What is my balance?", false, 0, ""},
+		{"Transfer $50 to account 12345", []tr{usd(50, "12345")}},
+		{"transfer $50.00 to account 12345", []tr{usd(50, "12345")}},
+		{"Please send 20 dollars to my account 555-1.", []tr{usd(20, "555-1")}},
+		{"Transfer $25,000 to account 777", []tr{usd(25000, "777")}},
+		{"wire $3.999 into account #A12", []tr{usd(4, "A12")}},
+		{"Could you please transfer 1,234.56 dollars to acct 98765?", []tr{usd(1234.56, "98765")}},
+		{"send €20 to acct. 4242", []tr{eur(20, "4242")}},
+		{"Transfer 15 euros to account number 31337", []tr{eur(15, "31337")}},
+		{"Move 100 EUR to my savings account", []tr{eur(100, "savings")}},
+		{"transfer $50 to savings", []tr{usd(50, "savings")}},
+		{"Please move $75.5 into checking", []tr{usd(75.5, "checking")}},
+		{"Pay Bob $20", []tr{usd(20, "Bob")}},
+		{"Can you send 12.5$ to Alice, please?", []tr{usd(12.5, "Alice")}},
+		{"Transfer $50 to savings and $20 to Bob", []tr{usd(50, "savings"), usd(20, "Bob")}},
+		{"Send $10 to account 111, $20 to account 222 and €5 to Alice.", []tr{usd(10, "111"), usd(20, "222"), eur(5, "Alice")}},
+		{"Transfer $1,000,000.01 to account 9", []tr{usd(1000000.01, "9")}},
+		// The approvals' details read back as what they describe.
+		{"Transfer €1,200.50 to your savings account", []tr{eur(1200.5, "savings")}},
+		{"Transfer $20.00 to Bob", []tr{usd(20, "Bob")}},
+		{"Transfer $0 to account 1", nil},
+		{"Transfer $50 to my friend", nil},
+		{"Transfer $50 to Please", nil},
+		{"$50 to account 12345", nil},
+		{"What is my balance?", nil},
+		{"Transfer 99999999999999 to account 1", nil},
 	}
 	for _, c := range cases {
-		got, ok := parseTransfer(c.in)
-		if ok != c.ok || (ok && (got.amount != c.amount || got.account != c.account)) {
-			t.Errorf("parseTransfer(%q) = %+v, %v; want %v %v %v", c.in, got, ok, c.amount, c.account, c.ok)
+		got := parseTransfers(c.in)
+		if len(got) != len(c.want) {
+			t.Errorf("parseTransfers(%q) = %+v, want %+v", c.in, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("parseTransfers(%q)[%d] = %+v, want %+v", c.in, i, got[i], c.want[i])
+			}
+		}
+	}
+	for _, want := range []tr{usd(50, "12345"), eur(1200.5, "savings"), usd(20, "Bob"), eur(7, "checking")} {
+		if got := parseTransfers(want.details()); len(got) != 1 || got[0] != want {
+			t.Errorf("details %q read back as %+v", want.details(), got)
 		}
 	}
 }
@@ -196,9 +229,12 @@ func TestParseTransfer(t *testing.T) {
 func TestFormatMoney(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[float64]string{0: "$0.00", 50: "$50.00", 1234.5: "$1,234.50", 25000: "$25,000.00", 1000000.01: "$1,000,000.01"} {
-		if got := formatMoney(in); got != want {
+		if got := formatMoney(in, currencyUSD); got != want {
 			t.Errorf("formatMoney(%v) = %q, want %q", in, got, want)
 		}
+	}
+	if got := formatMoney(1234.5, currencyEUR); got != "€1,234.50" {
+		t.Errorf("formatMoney in euros = %q", got)
 	}
 }
 

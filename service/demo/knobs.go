@@ -15,7 +15,25 @@ const (
 	// EnvToolDelay is how long the demo model waits before answering a
 	// tool message.
 	EnvToolDelay = "HOLDPOINT_DEMO_TOOL_DELAY"
+	// EnvApprovalDeadline is how long a demo approval waits before it is
+	// denied for the human (DefaultApprovalDeadline when unset).
+	EnvApprovalDeadline = "HOLDPOINT_DEMO_APPROVAL_DEADLINE"
 )
+
+// approvalDeadlineFromEnv reads HOLDPOINT_DEMO_APPROVAL_DEADLINE; an
+// invalid value is an error (Register refuses to start) and the default
+// meanwhile.
+func approvalDeadlineFromEnv() (time.Duration, error) {
+	v := os.Getenv(EnvApprovalDeadline)
+	if v == "" {
+		return DefaultApprovalDeadline, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return DefaultApprovalDeadline, fmt.Errorf("%s=%q is not a positive duration (e.g. 30s)", EnvApprovalDeadline, v)
+	}
+	return d, nil
+}
 
 // LedgerLine is one line of the HOLDPOINT_DEMO_LEDGER file.
 type LedgerLine struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -72,8 +73,8 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 		return nil, err
 	}
 	msg := r.message()
-	if r.toolRequest != nil {
-		onChunk(service.ModelChunk{Role: service.RoleModel, Content: []service.Part{{ToolRequest: r.toolRequest}}})
+	for _, tr := range r.toolRequests {
+		onChunk(service.ModelChunk{Role: service.RoleModel, Content: []service.Part{{ToolRequest: tr}}})
 	}
 	return &service.ModelResponse{Message: msg, FinishReason: service.FinishStop}, nil
 }
@@ -94,10 +95,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // reply is what the demo model decided to say.
 type reply struct {
-	text        string
-	pieces      []string // explicit stream pieces (the slow answer); else word groups of text
-	slow        bool
-	toolRequest *service.ToolRequest
+	text         string
+	pieces       []string // explicit stream pieces (the slow answer); else word groups of text
+	slow         bool
+	toolRequests []*service.ToolRequest
 }
 
 // chunks splits the text into the pieces streamed to the client; their
@@ -123,8 +124,8 @@ func (r reply) message() service.Message {
 	if r.text != "" {
 		msg.Content = append(msg.Content, service.TextPart(r.text))
 	}
-	if r.toolRequest != nil {
-		tr := *r.toolRequest
+	for _, req := range r.toolRequests {
+		tr := *req
 		msg.Content = append(msg.Content, service.Part{ToolRequest: &tr})
 	}
 	return msg
@@ -132,7 +133,13 @@ func (r reply) message() service.Message {
 
 // helpText is the answer to anything the demo model does not understand.
 const helpText = "I'm the Holdpoint demo banking assistant. I can transfer money once you approve it: " +
-	`try "Transfer $50 to account 12345". Ask me to "Prepare my yearly statement" for a long, streamed answer.`
+	`try "Transfer $50 to account 12345", "Could you send €20 to my savings account and $15.50 to Bob?" ` +
+	`(one approval per transfer), or "Transfer $25,000 to account 777" (over the daily limit, confirmed twice). ` +
+	`Ask me to "Prepare my yearly statement" for a long, streamed answer.`
+
+// maxTransfersPerMessage bounds the transfers (and approvals) one message
+// may ask for.
+const maxTransfersPerMessage = 10
 
 var statementRE = regexp.MustCompile(`(?i)\b(yearly|annual)\s+statement\b`)
 
@@ -161,31 +168,43 @@ func lastConversationMessage(msgs []service.Message) *service.Message {
 	return nil
 }
 
+// answerUser asks for one approval per transfer the message asks for, all
+// in one answer.
 func answerUser(req *service.ModelRequest, text string) reply {
 	if statementRE.MatchString(text) {
 		return statementReply()
 	}
-	t, ok := parseTransfer(text)
-	if !ok {
+	ts := parseTransfers(text)
+	if len(ts) == 0 {
 		return reply{text: helpText}
+	}
+	if len(ts) > maxTransfersPerMessage {
+		return reply{text: fmt.Sprintf("That is %d transfers in one message; I take at most %d at a time.", len(ts), maxTransfersPerMessage)}
 	}
 	if !offers(req, ToolUserApproval) || !offers(req, ToolTransferMoney) {
 		return reply{text: "I can't move money here: I have no way to ask for your approval and execute a transfer."}
 	}
-	input, _ := json.Marshal(approvalInput{Action: ToolTransferMoney, Details: t.details()})
-	return reply{
-		text: fmt.Sprintf("I need your approval before I transfer %s to account %s.", formatMoney(t.amount), t.account),
-		toolRequest: &service.ToolRequest{
-			Name:  ToolUserApproval,
-			Ref:   newRef(req, ToolUserApproval),
-			Input: input,
-		},
+	r := reply{}
+	var what []string
+	for i, t := range ts {
+		input, _ := json.Marshal(approvalInput{Action: ToolTransferMoney, Details: t.details()})
+		r.toolRequests = append(r.toolRequests, &service.ToolRequest{Name: ToolUserApproval, Ref: newRef(req, ToolUserApproval, i), Input: input})
+		what = append(what, t.summary())
 	}
+	if len(ts) == 1 {
+		r.text = fmt.Sprintf("I need your approval before I transfer %s.", what[0])
+	} else {
+		r.text = fmt.Sprintf("I need your approval for each of these %d transfers: %s.", len(ts), strings.Join(what, "; "))
+	}
+	return r
 }
 
-// answerToolResults reacts to the newest tool message: an approval decision
-// or a transfer result.
+// answerToolResults reacts to the newest tool message: approval decisions
+// (an approved transfer is executed, a denied one cancelled) and transfer
+// results, in the order of the message.
 func answerToolResults(req *service.ModelRequest, msg service.Message) reply {
+	var r reply
+	var approved, sentences []string
 	for _, p := range msg.Content {
 		tr := p.ToolResponse
 		if tr == nil {
@@ -193,72 +212,90 @@ func answerToolResults(req *service.ModelRequest, msg service.Message) reply {
 		}
 		switch tr.Name {
 		case ToolUserApproval:
-			return answerApproval(req, tr)
+			t, ok, out := decision(req, tr)
+			switch {
+			case !ok:
+				sentences = append(sentences, "I could not find the transfer you answered, so nothing was transferred.")
+			case !out.Approved:
+				s := fmt.Sprintf("Cancelled: the transfer of %s was not executed.", t.summary())
+				if fb := strings.TrimSpace(out.Feedback); fb != "" {
+					s += fmt.Sprintf(" Your feedback: %q.", fb)
+				}
+				sentences = append(sentences, s)
+			default:
+				in := transferInput{Amount: &t.amount, ToAccount: t.account}
+				if t.currency != currencyUSD {
+					in.Currency = t.currency // dollars unless it says otherwise
+				}
+				input, _ := json.Marshal(in)
+				r.toolRequests = append(r.toolRequests, &service.ToolRequest{
+					Name: ToolTransferMoney, Ref: newRef(req, ToolTransferMoney, len(r.toolRequests)), Input: input,
+				})
+				approved = append(approved, t.summary())
+			}
 		case ToolTransferMoney:
-			return answerTransferResult(req, tr)
+			sentences = append(sentences, transferResult(req, tr))
 		}
 	}
-	return reply{text: helpText}
+	if len(approved) > 0 {
+		lead := fmt.Sprintf("Approved. Transferring %s.", approved[0])
+		if len(approved) > 1 {
+			lead = fmt.Sprintf("Approved. Transferring %s.", strings.Join(approved, "; "))
+		}
+		sentences = append([]string{lead}, sentences...)
+	}
+	if len(sentences) == 0 {
+		return reply{text: helpText}
+	}
+	r.text = strings.Join(sentences, " ")
+	return r
 }
 
-func answerApproval(req *service.ModelRequest, resp *service.ToolResponse) reply {
-	t, ok := approvedTransfer(req, resp.Ref)
-	if !ok {
-		return reply{text: "I could not find the transfer you answered, so nothing was transferred. " + helpText}
-	}
-	var out struct {
-		Approved bool   `json:"approved"`
-		Feedback string `json:"feedback"`
-	}
+// approvalOutput is userApproval's output.
+type approvalOutput struct {
+	Approved bool   `json:"approved"`
+	Feedback string `json:"feedback"`
+}
+
+// decision is the transfer an approval answered, and the answer.
+func decision(req *service.ModelRequest, resp *service.ToolResponse) (transfer, bool, approvalOutput) {
+	var out approvalOutput
 	_ = json.Unmarshal(resp.Output, &out)
-	if !out.Approved {
-		text := fmt.Sprintf("Cancelled: the transfer of %s to account %s was not executed.", formatMoney(t.amount), t.account)
-		if fb := strings.TrimSpace(out.Feedback); fb != "" {
-			text += fmt.Sprintf(" Your feedback: %q.", fb)
-		}
-		return reply{text: text}
-	}
-	input, _ := json.Marshal(transferInput{Amount: &t.amount, ToAccount: t.account})
-	return reply{
-		text: fmt.Sprintf("Approved. Transferring %s to account %s.", formatMoney(t.amount), t.account),
-		toolRequest: &service.ToolRequest{
-			Name:  ToolTransferMoney,
-			Ref:   newRef(req, ToolTransferMoney),
-			Input: input,
-		},
-	}
+	t, ok := approvedTransfer(req, resp.Ref)
+	return t, ok, out
 }
 
-func answerTransferResult(req *service.ModelRequest, resp *service.ToolResponse) reply {
+// transferResult reports one transferMoney result.
+func transferResult(req *service.ModelRequest, resp *service.ToolResponse) string {
 	var out transferOutput
 	_ = json.Unmarshal(resp.Output, &out)
 	what := "the transfer"
 	var in transferInput
 	if raw, ok := findToolRequest(req.Messages, ToolTransferMoney, resp.Ref); ok && json.Unmarshal(raw, &in) == nil && in.Amount != nil {
-		what = fmt.Sprintf("%s to account %s", formatMoney(*in.Amount), in.ToAccount)
+		what = transfer{amount: *in.Amount, currency: currencyOf(in.Currency), account: in.ToAccount}.summary()
 	}
 	if !out.Success {
-		return reply{text: fmt.Sprintf("Sorry, %s failed; no money was moved.", what)}
+		return fmt.Sprintf("Sorry, %s failed; no money was moved.", what)
 	}
-	return reply{text: fmt.Sprintf("Done: transferred %s (transaction %s).", what, out.TransactionID)}
+	return fmt.Sprintf("Done: transferred %s (transaction %s).", what, out.TransactionID)
 }
 
 // approvedTransfer finds the transfer an approval answered: the details of
-// the userApproval request with that ref, else the newest transfer the user
-// asked for.
+// the userApproval request with that ref, else (a single transfer) the
+// newest one the user asked for.
 func approvedTransfer(req *service.ModelRequest, ref string) (transfer, bool) {
 	if raw, ok := findToolRequest(req.Messages, ToolUserApproval, ref); ok {
 		var in approvalInput
 		if json.Unmarshal(raw, &in) == nil {
-			if t, ok := parseTransfer(in.Details); ok {
-				return t, true
+			if ts := parseTransfers(in.Details); len(ts) == 1 {
+				return ts[0], true
 			}
 		}
 	}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Role == service.RoleUser {
-			if t, ok := parseTransfer(m.Text()); ok {
-				return t, true
+			if ts := parseTransfers(m.Text()); len(ts) == 1 {
+				return ts[0], true
 			}
 		}
 	}
@@ -290,10 +327,14 @@ func offers(req *service.ModelRequest, tool string) bool {
 	return false
 }
 
-// newRef names a tool request after its position in the conversation:
-// deterministic, and distinct from every earlier request of the session.
-func newRef(req *service.ModelRequest, tool string) string {
-	return fmt.Sprintf("%s-%d", tool, len(req.Messages))
+// newRef names the i-th tool request of an answer after its position in
+// the conversation: deterministic, and distinct from every earlier request
+// of the session.
+func newRef(req *service.ModelRequest, tool string, i int) string {
+	if i == 0 {
+		return fmt.Sprintf("%s-%d", tool, len(req.Messages))
+	}
+	return fmt.Sprintf("%s-%d-%d", tool, len(req.Messages), i+1)
 }
 
 // approvalInput is userApproval's input.
@@ -302,39 +343,166 @@ type approvalInput struct {
 	Details string `json:"details"`
 }
 
+// Currencies the demo understands.
+const (
+	currencyUSD = "USD"
+	currencyEUR = "EUR"
+)
+
 // transfer is a transfer the user asked for.
 type transfer struct {
-	amount  float64
+	amount   float64
+	currency string // USD or EUR
+	// account is an account number, "savings" or "checking" (the user's
+	// own accounts), or a payee's name.
 	account string
 }
 
-func (t transfer) details() string {
-	return fmt.Sprintf("Transfer %s to account %s", formatMoney(t.amount), t.account)
+// destination names where the money goes, as parseTransfers reads it back.
+func (t transfer) destination() string {
+	switch {
+	case t.account == "savings" || t.account == "checking":
+		return "your " + t.account + " account"
+	case isPayee(t.account):
+		return t.account
+	default:
+		return "account " + t.account
+	}
 }
 
-// transferRE matches requests like "Transfer $50 to account 12345", "send 20
-// dollars to 555-1" and the approval details "Transfer $50.00 to account
-// 12345".
-var transferRE = regexp.MustCompile(`(?i)\b(?:transfer|send|pay|wire|move)\s+(?:of\s+)?(?:\$\s*)?([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:\$|usd|dollars?)?\s+(?:to|into)\s+(?:my\s+|the\s+)?(?:account\s*(?:number\s*|no\.?\s*)?)?#?\s*([A-Za-z0-9][A-Za-z0-9-]*)`)
-
-func parseTransfer(text string) (transfer, bool) {
-	m := transferRE.FindStringSubmatch(text)
-	if m == nil {
-		return transfer{}, false
-	}
-	amount, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
-	if err != nil || amount <= 0 || math.IsInf(amount, 0) {
-		return transfer{}, false
-	}
-	account := strings.TrimRight(m[2], "-")
-	if !strings.ContainsAny(account, "0123456789") {
-		return transfer{}, false
-	}
-	return transfer{amount: math.Round(amount*100) / 100, account: account}, true
+// summary is "$50.00 to account 12345".
+func (t transfer) summary() string {
+	return formatMoney(t.amount, t.currency) + " to " + t.destination()
 }
 
-// formatMoney formats dollars as $1,234.50.
-func formatMoney(amount float64) string {
+// details is the approval's description, which parseTransfers reads back.
+func (t transfer) details() string { return "Transfer " + t.summary() }
+
+func currencyOf(code string) string {
+	if strings.EqualFold(code, currencyEUR) {
+		return currencyEUR
+	}
+	return currencyUSD
+}
+
+// The grammar of a transfer request. A message asks for transfers when it
+// has a verb of moving money; each transfer is then an amount (with or
+// without $, €, "dollars", "euros", thousands separators, decimals) sent
+// to an account number, one of the user's own accounts, or a payee
+// (a capitalized name), e.g. "Could you please send €1,200.50 to acct
+// 12345 and $20 to Bob?" or "pay Alice 15 dollars".
+var (
+	verbRE   = regexp.MustCompile(`(?i)\b(?:transfer|send|pay|wire|move|give)\b`)
+	amountRE = `(?i:(\$|€|usd\s*|eur\s*)?([0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)(?:\s*(\$|€|usd|eur|dollars?|euros?|bucks)\b|\s*(\$|€))?)`
+	destRE   = `(?:(?i:(?:my|your|the|our)\s+)?(?i:(?:account|acct)\.?\s*(?:number\s*|no\.?\s*)?)#?\s*([A-Za-z0-9][A-Za-z0-9-]*)` +
+		`|(?i:(?:my|your|the|our)\s+)?(?i:(savings|checking))(?i:\s+account)?\b` +
+		`|#?([0-9][A-Za-z0-9-]*)` +
+		`|([A-Z][a-z]+)\b)`
+	// "$50 to account 12345"
+	toRE = regexp.MustCompile(amountRE + `\s+(?i:to|into)\s+` + destRE)
+	// "pay Bob $20"
+	payRE = regexp.MustCompile(`(?i:\b(?:pay|send|give)\s+)([A-Z][a-z]+)\s+` + amountRE)
+)
+
+// notPayees are capitalized words that are not names.
+var notPayees = map[string]bool{"Account": true, "Acct": true, "My": true, "The": true, "Your": true, "Our": true,
+	"Savings": true, "Checking": true, "Me": true, "It": true, "Him": true, "Her": true, "Them": true, "Please": true}
+
+func isPayee(s string) bool {
+	if s == "" || notPayees[s] || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseTransfers reads every transfer a message asks for, in order.
+func parseTransfers(text string) []transfer {
+	verb := verbRE.FindStringIndex(text)
+	if verb == nil {
+		return nil
+	}
+	type found struct {
+		at int
+		t  transfer
+	}
+	var all []found
+	for _, m := range toRE.FindAllStringSubmatchIndex(text, -1) {
+		if m[0] < verb[0] {
+			continue
+		}
+		g := func(i int) string {
+			if m[2*i] < 0 {
+				return ""
+			}
+			return text[m[2*i]:m[2*i+1]]
+		}
+		account := ""
+		switch {
+		case g(5) != "":
+			account = strings.TrimRight(g(5), "-")
+			if !strings.ContainsAny(account, "0123456789") {
+				continue
+			}
+		case g(6) != "":
+			account = strings.ToLower(g(6))
+		case g(7) != "":
+			account = strings.TrimRight(g(7), "-")
+		case isPayee(g(8)):
+			account = g(8)
+		default:
+			continue
+		}
+		if t, ok := newTransfer(g(1), g(2), g(3)+g(4), account); ok {
+			all = append(all, found{m[0], t})
+		}
+	}
+	for _, m := range payRE.FindAllStringSubmatchIndex(text, -1) {
+		g := func(i int) string {
+			if m[2*i] < 0 {
+				return ""
+			}
+			return text[m[2*i]:m[2*i+1]]
+		}
+		if !isPayee(g(1)) {
+			continue
+		}
+		if t, ok := newTransfer(g(2), g(3), g(4)+g(5), g(1)); ok {
+			all = append(all, found{m[0], t})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].at < all[j].at })
+	out := make([]transfer, 0, len(all))
+	for _, f := range all {
+		out = append(out, f.t)
+	}
+	return out
+}
+
+// newTransfer builds a transfer from the parts of a match: the currency
+// sign or word before and after the number, and the destination.
+func newTransfer(before, number, after, account string) (transfer, bool) {
+	amount, err := strconv.ParseFloat(strings.ReplaceAll(number, ",", ""), 64)
+	if err != nil || amount <= 0 || amount > 1e12 || math.IsInf(amount, 0) {
+		return transfer{}, false
+	}
+	amount = math.Round(amount*100) / 100
+	if amount <= 0 {
+		return transfer{}, false
+	}
+	currency := currencyUSD
+	if c := strings.ToLower(strings.TrimSpace(before + after)); strings.Contains(c, "€") || strings.HasPrefix(c, "eur") {
+		currency = currencyEUR
+	}
+	return transfer{amount: amount, currency: currency, account: account}, true
+}
+
+// formatMoney formats an amount as $1,234.50 or €1,234.50.
+func formatMoney(amount float64, currency string) string {
 	cents := int64(math.Round(amount * 100))
 	sign := ""
 	if cents < 0 {
@@ -348,7 +516,11 @@ func formatMoney(amount float64) string {
 		}
 		b.WriteRune(r)
 	}
-	return fmt.Sprintf("%s$%s.%02d", sign, b.String(), cents%100)
+	symbol := "$"
+	if currency == currencyEUR {
+		symbol = "€"
+	}
+	return fmt.Sprintf("%s%s%s.%02d", sign, symbol, b.String(), cents%100)
 }
 
 var months = []string{"January", "February", "March", "April", "May", "June", "July",

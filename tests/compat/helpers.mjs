@@ -13,7 +13,7 @@ if (!base) {
 export const BANKING_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgent`;
 
 /** The agent endpoint of the banking agent with client-managed state. */
-export const CLIENT_STATE_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgentClientState`;
+export const CLIENT_STATE_URL = `${base.replace(/\/+$/, '')}/api/agents/bankingAgentClient`;
 
 /**
  * A second server on the same database that requires credentials (run.sh
