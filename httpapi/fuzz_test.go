@@ -96,21 +96,27 @@ func FuzzDecodeAgentRequest(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		res := rec.Result()
 		answer := rec.Body.Bytes()
-		if res.StatusCode >= 500 {
-			t.Fatalf("POST %s %q: status %d %s", r.path, body, res.StatusCode, answer)
+		status, errBody := res.StatusCode, answer
+		if frame, ok := refusalFrame(answer); ok && r.stream && status == http.StatusOK {
+			// A streamed turn refused before it started: one error frame,
+			// judged by the status its error has as JSON.
+			status, errBody = jsonStatus[frame.Status], []byte(mustJSON(frame))
 		}
-		if !utf8.Valid(body) && res.StatusCode != http.StatusBadRequest {
+		if status >= 500 {
+			t.Fatalf("POST %s %q: status %d %s", r.path, body, status, answer)
+		}
+		if !utf8.Valid(body) && status != http.StatusBadRequest {
 			// No byte of a body that is not UTF-8 may reach a turn.
-			t.Fatalf("POST %s %q: invalid UTF-8 answered %d %s, want 400", r.path, body, res.StatusCode, answer)
+			t.Fatalf("POST %s %q: invalid UTF-8 answered %d %s, want 400", r.path, body, status, answer)
 		}
-		if res.StatusCode != http.StatusOK {
+		if status != http.StatusOK {
 			var e struct {
 				Status    string `json:"status"`
 				Message   string `json:"message"`
 				RequestID string `json:"requestId"`
 			}
-			if err := json.Unmarshal(answer, &e); err != nil || e.Status == "" || e.Message == "" || e.RequestID == "" {
-				t.Fatalf("POST %s %q: error answer %d %s lacks the protocol's shape", r.path, body, res.StatusCode, answer)
+			if err := json.Unmarshal(errBody, &e); err != nil || e.Status == "" || e.Message == "" || e.RequestID == "" {
+				t.Fatalf("POST %s %q: error answer %d %s lacks the protocol's shape", r.path, body, status, answer)
 			}
 			return
 		}
@@ -123,4 +129,20 @@ func FuzzDecodeAgentRequest(f *testing.F) {
 			t.Fatalf("POST %s %q: invalid JSON answer %s", r.path, body, answer)
 		}
 	})
+}
+
+// refusalFrame returns the error of a stream that is one error frame.
+func refusalFrame(answer []byte) (errorAnswer, bool) {
+	const prefix, suffix = "data: ", "\n\n"
+	if !bytes.HasPrefix(answer, []byte(prefix)) || !bytes.HasSuffix(answer, []byte(suffix)) ||
+		bytes.Count(answer, []byte(suffix)) != 1 {
+		return errorAnswer{}, false
+	}
+	var f struct {
+		Error *errorAnswer `json:"error"`
+	}
+	if err := json.Unmarshal(answer[len(prefix):len(answer)-len(suffix)], &f); err != nil || f.Error == nil {
+		return errorAnswer{}, false
+	}
+	return *f.Error, true
 }
