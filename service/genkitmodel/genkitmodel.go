@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/core/api"
 	"github.com/firebase/genkit/go/genkit"
 	"github.com/firebase/genkit/go/plugins/anthropic"
 	"github.com/firebase/genkit/go/plugins/compat_oai/openai"
@@ -169,7 +170,7 @@ func (m *Model) config(raw json.RawMessage) (map[string]any, error) {
 			"topP":            "top_p",
 			"stopSequences":   "stop_sequences",
 		}
-	case ProviderOpenAI:
+	case ProviderOpenAI, ProviderOllama:
 		renames = map[string]string{
 			"maxOutputTokens": m.maxTokensKey,
 			"topP":            "top_p",
@@ -223,33 +224,15 @@ func FromEnv(ctx context.Context, logger *slog.Logger) (service.Model, error) {
 		return nil, err
 	}
 
-	var pluginOpt genkit.GenkitOption
+	plugin, maxTokensKey := newPlugin(provider)
+	pluginOpt := genkit.WithPlugins(plugin)
 	defaultModel := ""
-	maxTokensKey := ""
 	switch provider {
 	case ProviderGoogleAI:
-		pluginOpt = genkit.WithPlugins(&googlegenai.GoogleAI{APIKey: firstEnv("GEMINI_API_KEY", "GOOGLE_API_KEY")})
 		defaultModel = DefaultGoogleAIModel
 	case ProviderAnthropic:
-		// The plugin reads ANTHROPIC_BASE_URL itself.
-		pluginOpt = genkit.WithPlugins(&anthropic.Anthropic{APIKey: os.Getenv("ANTHROPIC_API_KEY")})
 		defaultModel = DefaultAnthropicModel
-		maxTokensKey = "max_tokens"
 	case ProviderOpenAI:
-		key := os.Getenv("OPENAI_API_KEY")
-		baseURL := os.Getenv("OPENAI_BASE_URL")
-		p := &openai.OpenAI{APIKey: key}
-		maxTokensKey = "max_completion_tokens"
-		if baseURL != "" {
-			if key == "" {
-				p.APIKey = placeholderAPIKey
-			}
-			p.Opts = []option.RequestOption{option.WithBaseURL(baseURL)}
-			// Compatible servers know the older name; OpenAI's reasoning
-			// models want the newer one.
-			maxTokensKey = "max_tokens"
-		}
-		pluginOpt = genkit.WithPlugins(p)
 		defaultModel = DefaultOpenAIModel
 	}
 
@@ -275,9 +258,9 @@ func FromEnv(ctx context.Context, logger *slog.Logger) (service.Model, error) {
 	return &Model{name: name, provider: provider, model: model, maxTokensKey: maxTokensKey}, nil
 }
 
-// initGenkit runs genkit.Init with one plugin, turning its panics (plugins
-// panic on bad configuration) into errors and undoing its signal handler
-// (see FromEnv).
+// initGenkit runs genkit.Init with the plugins pluginOpt carries, turning
+// its panics (plugins panic on bad configuration) into errors and undoing its
+// signal handler (see FromEnv).
 func initGenkit(ctx context.Context, pluginOpt genkit.GenkitOption) (g *genkit.Genkit, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -325,6 +308,36 @@ func selectProvider() (string, error) {
 		return ProviderOpenAI, nil
 	}
 	return "", nil
+}
+
+// newPlugin builds the Genkit plugin for one of the providers FromEnv
+// accepts (googleai, anthropic, openai) from the environment, with the
+// provider's config key for Genkit's common maxOutputTokens. For Ollama see
+// newOllamaPlugin.
+func newPlugin(provider string) (api.Plugin, string) {
+	switch provider {
+	case ProviderGoogleAI:
+		return &googlegenai.GoogleAI{APIKey: firstEnv("GEMINI_API_KEY", "GOOGLE_API_KEY")}, ""
+	case ProviderAnthropic:
+		// The plugin reads ANTHROPIC_BASE_URL itself.
+		return &anthropic.Anthropic{APIKey: os.Getenv("ANTHROPIC_API_KEY")}, "max_tokens"
+	case ProviderOpenAI:
+		key := os.Getenv("OPENAI_API_KEY")
+		baseURL := os.Getenv("OPENAI_BASE_URL")
+		p := &openai.OpenAI{APIKey: key}
+		maxTokensKey := "max_completion_tokens"
+		if baseURL != "" {
+			if key == "" {
+				p.APIKey = placeholderAPIKey
+			}
+			p.Opts = []option.RequestOption{option.WithBaseURL(baseURL)}
+			// Compatible servers know the older name; OpenAI's reasoning
+			// models want the newer one.
+			maxTokensKey = "max_tokens"
+		}
+		return p, maxTokensKey
+	}
+	panic("genkitmodel: no plugin for provider " + provider)
 }
 
 // firstEnv returns the first non-empty of the named environment variables.
