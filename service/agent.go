@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -171,6 +172,19 @@ func (a *Agent) validate() error {
 		seen[t.Name] = true
 		if !t.Interrupt && t.Run == nil {
 			return fmt.Errorf("agent %q: tool %q has no Run and is not an interrupt", a.Name, t.Name)
+		}
+		for what, schema := range map[string]json.RawMessage{"input": t.InputSchema, "output": t.OutputSchema} {
+			if isNull(schema) {
+				continue
+			}
+			if _, err := compileSchema(schema); err != nil {
+				return fmt.Errorf("agent %q: tool %q: its %s schema is not a valid JSON Schema: %v", a.Name, t.Name, what, err)
+			}
+		}
+		if t.OnExpire != nil && !isNull(t.OutputSchema) {
+			if v := validateAgainstSchema(t.OutputSchema, rawOr(t.OnExpire.Output, "null")); len(v) > 0 {
+				return fmt.Errorf("agent %q: tool %q: its on-expire output does not match its output schema: %s", a.Name, t.Name, strings.Join(v, "; "))
+			}
 		}
 	}
 	return nil

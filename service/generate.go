@@ -292,6 +292,13 @@ func interruptedPart(part Part, meta json.RawMessage) *Part {
 // execTool runs (or, for an interrupt, pauses on) one tool request.
 func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
 	req := part.ToolRequest
+	// What the model sends is checked before a tool runs or a question
+	// reaches a human: a request its schema refuses fails the turn.
+	if violations := validateAgainstSchema(tool.InputSchema, rawOr(req.Input, "null")); len(violations) > 0 {
+		e := Errorf(CodeInvalidArgument, "The model called '%s%s' with input that does not match its input schema: %s", req.Name, refSuffix(req.Ref), strings.Join(violations, "; "))
+		e.Details = map[string]any{"violations": violations}
+		return nil, nil, e
+	}
 	if tool.Interrupt {
 		return nil, interruptedPart(part, nil), nil
 	}
@@ -308,6 +315,10 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 			return nil, interruptedPart(part, ie.Metadata), nil
 		}
 		return nil, nil, inv.hideError(err, CodeInternal, "tool "+req.Name)
+	}
+	if violations := validateAgainstSchema(tool.OutputSchema, rawOr(out, "null")); len(violations) > 0 {
+		// The tool ran; what it returned is a bug of the agent's code.
+		return nil, nil, inv.hideError(fmt.Errorf("tool %s returned output that does not match its output schema: %s", req.Name, strings.Join(violations, "; ")), CodeInternal, "tool "+req.Name)
 	}
 	resp := Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawOr(out, "null")}}
 	return &resp, nil, nil

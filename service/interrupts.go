@@ -336,11 +336,11 @@ func validateAgainstSchema(schema, doc json.RawMessage) []string {
 	}
 	sch, err := compileSchema(schema)
 	if err != nil {
-		return []string{"the tool's output schema is invalid"}
+		return []string{"the tool's schema is invalid"}
 	}
 	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return []string{"output is not valid JSON"}
+		return []string{"not valid JSON"}
 	}
 	err = sch.Validate(value)
 	if err == nil {

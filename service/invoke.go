@@ -627,17 +627,7 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 		tr     turnRecord
 	)
 	if inv.agent.Turn != nil {
-		err = t.begin(ctx)
-		if err == nil {
-			err = inv.protect("turn", func() error {
-				var err error
-				finish, err = inv.agent.Turn(ctx, t)
-				return err
-			})
-			if err != nil {
-				err = inv.hideError(err, CodeInternal, "the agent's turn")
-			}
-		}
+		finish, err = inv.customTurn(ctx, t, &tr)
 	} else {
 		finish, tr, err = inv.generate(ctx, t)
 	}
@@ -696,6 +686,60 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		}
 	}
 	inv.flushToolCalls(ctx, t)
+}
+
+// customTurn runs a custom agent's turn. When the session is paused on
+// interrupts the turn raised and the input resumes them, the runtime checks
+// and claims the answers (exactly once) and appends them as a tool message
+// before the turn function runs, as it does for a prompt agent; a turn that
+// ends interrupted records the interrupts its last message asks.
+func (inv *invocation) customTurn(ctx context.Context, t *Turn, tr *turnRecord) (string, error) {
+	if err := t.begin(ctx); err != nil {
+		return "", err
+	}
+	if res := t.input.Resume; res != nil && pausedOnInterrupt(inv.sess.messages) {
+		toolMsg, repaused, err := inv.resume(ctx, t, res, tr)
+		if err != nil {
+			return "", err
+		}
+		if repaused {
+			return FinishInterrupted, nil
+		}
+		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: toolMsg.Content, Index: intPtr(0)}})
+	}
+	var finish string
+	err := inv.protect("turn", func() error {
+		var err error
+		finish, err = inv.agent.Turn(ctx, t)
+		return err
+	})
+	if err != nil {
+		return "", inv.hideError(err, CodeInternal, "the agent's turn")
+	}
+	if finish == FinishInterrupted {
+		if n := len(inv.sess.messages); n > 0 && inv.sess.messages[n-1].Role == RoleModel {
+			for _, p := range inv.sess.messages[n-1].Content {
+				if raw, ok := p.Metadata[metaInterrupt]; ok && p.ToolRequest != nil {
+					tr.interrupts = append(tr.interrupts, inv.newInterrupt(p.ToolRequest, raw))
+				}
+			}
+		}
+	}
+	return finish, nil
+}
+
+// pausedOnInterrupt reports whether the history ends with a model message
+// asking interrupted tool requests.
+func pausedOnInterrupt(msgs []Message) bool {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleModel {
+		return false
+	}
+	for _, p := range msgs[len(msgs)-1].Content {
+		if _, ok := p.Metadata[metaInterrupt]; ok && p.ToolRequest != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // turnRecord is what a turn did beyond changing the session.
