@@ -98,6 +98,13 @@ func BankingAgent(model service.Model) *service.Agent {
 	}
 }
 
+// CheckKnobs reports a demo knob (HOLDPOINT_DEMO_APPROVAL_DEADLINE) set to
+// a value the demo cannot use.
+func CheckKnobs() error {
+	_, err := approvalDeadlineFromEnv()
+	return err
+}
+
 // BankingAgentClientName is the route name of the banking agent that keeps
 // its state on the client.
 const BankingAgentClientName = "bankingAgentClient"
@@ -123,7 +130,7 @@ func BankingAgentClient(model service.Model) *service.Agent {
 // model or a real provider). It fails when HOLDPOINT_DEMO_APPROVAL_DEADLINE
 // is set to something that is not a positive duration.
 func Register(rt *service.Runtime, model service.Model) error {
-	if _, err := approvalDeadlineFromEnv(); err != nil {
+	if err := CheckKnobs(); err != nil {
 		return err
 	}
 	for _, a := range []*service.Agent{BankingAgent(model), BankingAgentClient(model)} {

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -113,7 +113,7 @@ func TestDevNeedsLoopback(t *testing.T) {
 		}
 	}
 	var stderr bytes.Buffer
-	if code := serveCommand([]string{"--dev", "--addr", "0.0.0.0:0"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "loopback") {
+	if code := serveCommand(Platform{Demo: true}, []string{"--dev", "--addr", "0.0.0.0:0"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "loopback") {
 		t.Errorf("serve --dev on 0.0.0.0 = %d %q", code, stderr.String())
 	}
 }
@@ -130,7 +130,7 @@ func TestEdgeFlags(t *testing.T) {
 		{[]string{"--max-event-streams", "-1"}, "--max-event-streams must not be negative"},
 	} {
 		var stderr bytes.Buffer
-		if code := serveCommand(append([]string{"--dev"}, tc.args...), &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+		if code := serveCommand(Platform{Demo: true}, append([]string{"--dev"}, tc.args...), &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("serve %v = %d %q, want 2 and %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -52,7 +52,7 @@ type serveConfig struct {
 const connectTimeout = 10 * time.Second
 
 // serveCommand runs `platform serve`.
-func serveCommand(args []string, stderr io.Writer) int {
+func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("platform serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg serveConfig
@@ -102,12 +102,25 @@ func serveCommand(args []string, stderr io.Writer) int {
 		// server and its demo agents usable offline.
 		model = demo.NewModel()
 	}
+	if cfg.access.demo && !p.Demo {
+		fmt.Fprintln(stderr, "platform serve: --demo: this program has no demo agents")
+		return 2
+	}
+	agents, err := p.agents(context.Background(), log, model, p.Demo && (cfg.dev || cfg.access.demo))
+	if err != nil {
+		log.Error("agent definitions", "err", err)
+		fmt.Fprintln(stderr, "platform serve:", err)
+		return 1
+	}
+	if len(agents) == 0 {
+		log.Warn("no agents to serve: pass --dev or --demo for the demo agents, or serve your own with app.Platform")
+	}
 
 	// The server owns shutdown: the first signal starts a graceful stop,
 	// and stop() restores the default handling so a second one kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, stop, log, cfg, model); err != nil {
+	if err := serve(ctx, stop, log, cfg, agents); err != nil {
 		log.Error("serve failed", "err", err)
 		return 1
 	}
@@ -115,7 +128,7 @@ func serveCommand(args []string, stderr io.Writer) int {
 }
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully.
-func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveConfig, model service.Model) error {
+func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveConfig, agents []*service.Agent) error {
 	if cfg.migrate {
 		if err := migrateAtStartup(ctx, log); err != nil {
 			return err
@@ -144,9 +157,13 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		HeartbeatInterval: cfg.heartbeat,
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
 	})
-	if cfg.dev || cfg.access.demo {
-		if err := demo.Register(rt, model); err != nil {
-			return fmt.Errorf("register demo agents: %w", err)
+	models := map[string]string{}
+	for _, a := range agents {
+		if err := rt.Register(a); err != nil {
+			return fmt.Errorf("register agent %s: %w", a.Name, err)
+		}
+		if a.Model != nil {
+			models[a.Name] = a.Model.Name()
 		}
 	}
 
@@ -201,8 +218,8 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		"addr", ln.Addr().String(),
 		"dev", cfg.dev,
 		"auth", !cfg.dev,
-		"model", model.Name(),
 		"agents", rt.AgentNames(),
+		"models", models,
 		"url", "http://"+ln.Addr().String()+httpapi.DefaultBasePath)
 
 	select {

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+)
+
+// Version is the build's version, printed by `version`; set it at build
+// time with -ldflags "-X github.com/holdpoint/holdpoint/cmd/platform/app.Version=v1.2.3".
+var Version = "dev"
+
+// defaultDatabaseURL is the local server a fresh machine (or `make run`)
+// provides when DATABASE_URL is unset.
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/holdpoint?sslmode=disable"
+
+const usage = `Holdpoint: AI agents whose turns pause for a human, stored in PostgreSQL.
+
+Usage:
+  platform serve [--addr 127.0.0.1:8080] [--dev]   run the server (--dev: no authentication, loopback only)
+  platform migrate up|status                        apply or list database migrations
+  platform tenants create|list|rotate-secret        manage tenants and their signing keys
+  platform keys create|list|revoke                  manage a tenant's API keys
+  platform tokens mint|revoke                       mint or revoke user tokens for end users
+  platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
+  platform version                                  print the build version
+
+The database comes from DATABASE_URL (default ` + defaultDatabaseURL + `).
+Run "platform <command> -h" for the flags of a command.
+`
+
+// Main runs the command line of the process (os.Args) with p and exits
+// with its code. A program that serves its own agents calls it from main:
+//
+//	func main() { app.Main(app.Platform{Agents: []agentkit.Definition{bankingAgent}}) }
+func Main(p Platform) {
+	os.Exit(p.Run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Run runs one command line (without the program name) and returns the exit
+// code: 0 success, 1 a failure while running, 2 a usage error.
+func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serveCommand(p, args[1:], stderr)
+	case "migrate":
+		return migrateCommand(args[1:], stdout, stderr)
+	case "tenants":
+		return tenantsCommand(args[1:], stdout, stderr)
+	case "keys":
+		return keysCommand(args[1:], stdout, stderr)
+	case "tokens":
+		return tokensCommand(args[1:], stdout, stderr)
+	case "bench":
+		return benchCommand(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "platform %s %s %s/%s\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "platform: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// logFlags are the logging flags every command takes.
+type logFlags struct {
+	format string
+	level  string
+}
+
+// register adds the logging flags to fs.
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "json", "log format on stderr: json or text")
+	fs.StringVar(&l.level, "log-level", "info", "lowest level logged: debug, info, warn or error")
+}
+
+// logger builds the slog logger the flags ask for.
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(l.format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
+	}
+}
+
+// parseFlags parses a command's flags. It returns the exit code to use when
+// the command must stop here (help asked: 0, bad flags: 2), or -1 to go on.
+func parseFlags(fs *flag.FlagSet, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	return -1
+}
+
+// databaseURL is the PostgreSQL server to use.
+func databaseURL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultDatabaseURL
+}

@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/agentkit"
+	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/genkitmodel"
+)
+
+// Platform is the whole Holdpoint platform (the commands serve, migrate,
+// tenants, keys, tokens, bench and version) serving a program's own agents.
+// Its zero value serves no agent; cmd/platform is Platform{Demo: true}.
+type Platform struct {
+	// Agents are served by `serve` to every tenant, at
+	// /api/agents/{name}.
+	Agents []agentkit.Definition
+	// Models are models the program provides by name (a scripted model
+	// for offline use, a provider of its own), for agents that name them
+	// in their Model field.
+	Models map[string]service.Model
+	// Demo offers the built-in demo agents (bankingAgent and
+	// bankingAgentClient) with `serve --dev` or `serve --demo`.
+	Demo bool
+}
+
+// ModelDemo is the model name of the offline demo model.
+const ModelDemo = "demo"
+
+// agents builds the program's agents with their models resolved, and
+// checks them the way the runtime will, so that a definition error (a
+// duplicate tool, a type without a JSON Schema, a model that is unknown or
+// whose provider has no key in the environment) stops the start-up with a
+// message naming the agent. fallback is the platform's default model;
+// withDemo adds the demo agents.
+func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service.Model, withDemo bool) ([]*service.Agent, error) {
+	models := map[string]service.Model{"": fallback, ModelDemo: demo.NewModel()}
+	for name, m := range p.Models {
+		if m == nil {
+			return nil, fmt.Errorf("model %q is nil", name)
+		}
+		models[name] = m
+	}
+	// The provider models, built together so that Genkit starts once with
+	// every plugin needed; an error names the model, and here its agent.
+	var wanted []string
+	user := map[string]string{} // model name -> the first agent naming it
+	for _, d := range p.Agents {
+		if d == nil {
+			return nil, fmt.Errorf("an agent definition is nil")
+		}
+		for _, name := range d.ModelNames() {
+			if _, ok := models[name]; ok || contains(wanted, name) {
+				continue
+			}
+			wanted = append(wanted, name)
+			user[name] = d.AgentName()
+		}
+	}
+	if len(wanted) > 0 {
+		resolved, err := genkitmodel.Resolve(ctx, log, wanted)
+		if err != nil {
+			for _, name := range wanted {
+				if strings.Contains(err.Error(), strconv.Quote(name)) {
+					return nil, fmt.Errorf("agent %s: %w", user[name], err)
+				}
+			}
+			return nil, err
+		}
+		for name, m := range resolved {
+			models[name] = m
+		}
+	}
+	scratch := service.NewRuntime(nil, service.Options{Logger: log})
+	var out []*service.Agent
+	for _, d := range p.Agents {
+		a, err := d.ServiceAgent(func(name string) service.Model { return models[name] })
+		if err != nil {
+			return nil, err
+		}
+		if err := scratch.Register(a); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", d.AgentName(), err)
+		}
+		out = append(out, a)
+	}
+	if withDemo {
+		if err := demo.CheckKnobs(); err != nil {
+			return nil, err
+		}
+		for _, a := range []*service.Agent{demo.BankingAgent(fallback), demo.BankingAgentClient(fallback)} {
+			if err := scratch.Register(a); err != nil {
+				return nil, fmt.Errorf("demo agent %s: %w", a.Name, err)
+			}
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
