@@ -4,7 +4,7 @@
 // store and HTTP stack as the server, with an instant stub model, and
 // reports throughput, latency, database round trips and storage per cycle.
 //
-// It is a client of the layers, like cmd/platform (which runs it as
+// It is a client of the layers, like cmd/platform/app (which runs it as
 // `platform bench`): it may import service, service/pgstore and httpapi,
-// and only cmd/platform imports it.
+// and only cmd/platform/app imports it.
 package bench
