@@ -447,3 +447,19 @@ func TestToolDelayKnob(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestEurosNeedACurrencyProperty(t *testing.T) {
+	t.Parallel()
+	req := conversation(user("Send €20 to Bob"))
+	for i, tool := range req.Tools {
+		if tool.Name == ToolTransferMoney {
+			req.Tools[i].InputSchema = json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number"},"toAccount":{"type":"string"}}}`)
+		}
+	}
+	if r := decide(req); len(r.toolRequests) != 0 || !strings.Contains(r.text, "only transfer dollars") {
+		t.Fatalf("euros without a currency property: %+v", r)
+	}
+	if r := decide(conversation(user("Send €20 to Bob"))); len(r.toolRequests) != 1 {
+		t.Fatalf("euros with the demo's own tool: %+v", r)
+	}
+}

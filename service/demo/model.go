@@ -184,6 +184,11 @@ func answerUser(req *service.ModelRequest, text string) reply {
 	if !offers(req, ToolUserApproval) || !offers(req, ToolTransferMoney) {
 		return reply{text: "I can't move money here: I have no way to ask for your approval and execute a transfer."}
 	}
+	for _, t := range ts {
+		if t.currency != currencyUSD && !toolTakes(req, ToolTransferMoney, "currency") {
+			return reply{text: fmt.Sprintf("I can only transfer dollars here: this transferMoney takes no currency, so I did not ask to transfer %s.", t.summary())}
+		}
+	}
 	r := reply{}
 	var what []string
 	for i, t := range ts {
@@ -316,6 +321,22 @@ func findToolRequest(msgs []service.Message, name, ref string) (json.RawMessage,
 		}
 	}
 	return nil, false
+}
+
+// toolTakes reports whether the offered tool's input schema has the
+// property (an agent may offer a transferMoney without a currency).
+func toolTakes(req *service.ModelRequest, tool, property string) bool {
+	for _, t := range req.Tools {
+		if t.Name == tool {
+			var s struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			_ = json.Unmarshal(t.InputSchema, &s)
+			_, ok := s.Properties[property]
+			return ok
+		}
+	}
+	return false
 }
 
 func offers(req *service.ModelRequest, tool string) bool {
