@@ -5,9 +5,11 @@
 #
 # DATABASE_URL must be a URL whose user may create databases. The script
 # creates a throwaway database, builds and starts `platform serve --dev` on a
-# free loopback port (serve migrates at start-up) and a second server that
-# requires credentials (with a client key of its own tenant), runs
-# `node --test` here, and always stops the servers and drops the database. Its exit code is the
+# free loopback port (serve migrates at start-up), a second server that
+# requires credentials (with a client key of its own tenant), and the seed's
+# banking agent built as a program outside the module (examples/banking
+# with a go.mod of its own) on a database of its own; runs `node --test`
+# here, and always stops the servers and drops the databases. Its exit code is the
 # tests' result. Extra arguments are passed to `node --test` (e.g. a file).
 set -euo pipefail
 
@@ -31,7 +33,7 @@ root=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
 db="holdpoint_compat_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 server_pids=""
-db_created=""
+dbs_created=""
 
 cleanup() {
 	local rc=$?
@@ -53,10 +55,10 @@ cleanup() {
 			tail -n 60 "$log" >&2
 		done
 	fi
-	if [[ -n "$db_created" ]]; then
-		psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null ||
-			echo "run.sh: could not drop database $db" >&2
-	fi
+	for name in $dbs_created; do
+		psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS \"$name\" WITH (FORCE)" >/dev/null ||
+			echo "run.sh: could not drop database $name" >&2
+	done
 	rm -rf "$tmp"
 	exit "$rc"
 }
@@ -67,23 +69,40 @@ trap 'exit 143' TERM
 echo "run.sh: building the platform"
 (cd "$root" && go build -o "$tmp/platform" ./cmd/platform)
 
-psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$db\"" >/dev/null
-db_created=1
-db_url=$(node -e 'const u = new URL(process.argv[1]); u.pathname = "/" + process.argv[2]; console.log(u.toString())' "$DATABASE_URL" "$db")
+# The seed's banking agent as a user's own program: examples/banking/main.go
+# alone in a directory whose go.mod requires this module through a replace.
+echo "run.sh: building examples/banking as a program outside the module"
+mkdir -p "$tmp/outside"
+cp "$root/examples/banking/main.go" "$root/go.sum" "$tmp/outside/"
+printf 'module example.com/mybank\n\ngo 1.26\n\nrequire github.com/holdpoint/holdpoint v0.0.0-00010101000000-000000000000\n\nreplace github.com/holdpoint/holdpoint => %s\n' "$root" >"$tmp/outside/go.mod"
+(cd "$tmp/outside" && GOFLAGS=-mod=mod GOWORK=off go build -o "$tmp/mybank" .)
+
+# create_db NAME: creates a throwaway database (dropped at exit) and sets
+# created_url to its URL.
+create_db() {
+	psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$1\"" >/dev/null
+	dbs_created="$dbs_created $1"
+	created_url=$(node -e 'const u = new URL(process.argv[1]); u.pathname = "/" + process.argv[2]; console.log(u.toString())' "$DATABASE_URL" "$1")
+}
+create_db "$db"
+db_url=$created_url
+create_db "${db}_seed"
+seed_db_url=$created_url
 
 free_port() {
 	node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
 }
 
-# start_server NAME ARGS...: starts `platform serve ARGS` on a free loopback
-# port, logging to $tmp/NAME.log, and waits until it is ready; sets url.
+# start_server NAME BINARY DATABASE_URL ARGS...: starts `BINARY serve ARGS`
+# on a free loopback port, logging to $tmp/NAME.log, and waits until it is
+# ready; sets url.
 start_server() {
-	local name=$1 port pid deadline
-	shift
+	local name=$1 bin=$2 database=$3 port pid deadline
+	shift 3
 	port=$(free_port)
 	url="http://127.0.0.1:$port"
-	echo "run.sh: starting $name on $url (database $db)"
-	DATABASE_URL="$db_url" "$tmp/platform" serve --addr "127.0.0.1:$port" "$@" >"$tmp/$name.log" 2>&1 &
+	echo "run.sh: starting $name on $url"
+	DATABASE_URL="$database" "$bin" serve --addr "127.0.0.1:$port" "$@" >"$tmp/$name.log" 2>&1 &
 	pid=$!
 	server_pids="$server_pids $pid"
 	deadline=$((SECONDS + 30))
@@ -101,7 +120,7 @@ start_server() {
 }
 
 # The server most tests use: dev mode, the default tenant, no credential.
-start_server server --dev
+start_server server "$tmp/platform" "$db_url" --dev
 base=$url
 # A second server on the same database that requires credentials, with a
 # client key of its own tenant, for the tests of authentication.
@@ -111,8 +130,10 @@ if [[ -z "$auth_key" ]]; then
 	echo "run.sh: could not create a client key for the authenticated server" >&2
 	exit 1
 fi
-start_server server-auth --demo
+start_server server-auth "$tmp/platform" "$db_url" --demo
 auth_base=$url
+start_server server-seed "$tmp/mybank" "$seed_db_url" --dev
+seed_base=$url
 
 cd "$here"
 # npm keeps a copy of the installed lock file in node_modules; reinstall when
@@ -124,5 +145,5 @@ fi
 
 echo "run.sh: running the client tests"
 rc=0
-HOLDPOINT_URL="$base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+HOLDPOINT_URL="$base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
 exit "$rc"
