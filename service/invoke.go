@@ -672,6 +672,9 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	} else if len(tr.claimed) > 0 {
 		inv.rt.log.Warn("resume turn failed after a tool ran; its interrupts stay resolved", "session", inv.sess.id)
 		kept = turnRecord{claimed: tr.claimed, resolvedEvents: tr.resolvedEvents}
+		if inv.checkpoint(ctx, t, kept) {
+			kept = turnRecord{}
+		}
 	}
 	// A turn refused before agent code ran (a forged restart, an unanswered
 	// request) is kept too when the session already has a snapshot to hang
@@ -740,6 +743,28 @@ func pausedOnInterrupt(msgs []Message) bool {
 		}
 	}
 	return false
+}
+
+// checkpoint keeps what a failed resume turn did before it failed, when
+// its tools ran and so its interrupts stay resolved: without it the
+// session's last good snapshot would still ask those interrupts, which can
+// no longer be answered, and the conversation could not go on. The turn's
+// snapshot is written completed (finish reason "other"), ending with the
+// last tool message the turn completed; the failure is then kept as its
+// child. The client continues from it: an input with no message (or a new
+// message) runs the model on the tool results, and no tool runs twice.
+func (inv *invocation) checkpoint(ctx context.Context, t *Turn, tr turnRecord) bool {
+	n := len(inv.sess.messages)
+	if !inv.agent.ServerManaged || inv.isDetached() || inv.rejected.Load() || n == 0 || inv.sess.messages[n-1].Role != RoleTool {
+		return false
+	}
+	if err := inv.persist(ctx, t, StatusCompleted, FinishOther, nil, tr); err != nil {
+		inv.rt.log.Error("keeping a failed resume's progress failed", "snapshot", t.snapshotID, "err", err)
+		return false
+	}
+	inv.last.good = inv.sess.state()
+	t.snapshotID = uuid.NewString()
+	return true
 }
 
 // turnRecord is what a turn did beyond changing the session.

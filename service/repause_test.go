@@ -188,3 +188,78 @@ func TestRestartingAHumanInterruptRepauses(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedResumeAfterAToolRanCanGoOn fails the model right after a
+// restarted tool ran: the tool's result is kept as a completed snapshot
+// (the interrupt stays resolved, so the paused snapshot can no longer be
+// resumed), and an input with no message continues from it without running
+// the tool again.
+func TestFailedResumeAfterAToolRanCanGoOn(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var runs atomic.Int32
+	var down atomic.Bool
+	model := &flakyModel{down: &down, fn: func(req *service.ModelRequest) service.Message {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == service.RoleUser {
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{}`)}}}}
+		}
+		return text(service.RoleModel, "paid")
+	}}
+	err := rt.Register(&service.Agent{Name: "payer2", ServerManaged: true, Model: model, Tools: []*service.Tool{{Name: "pay",
+		Run: func(_ context.Context, c service.ToolCall) (json.RawMessage, error) {
+			if c.Resumed == nil {
+				return nil, service.InterruptWith(map[string]string{"confirm": "pay"})
+			}
+			runs.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := service.AgentInit{SessionID: "flaky"}
+	paused, err := rt.InvokeOne(ctx, testCaller, "payer2", init, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || paused.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, paused)
+	}
+	down.Store(true)
+	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{}`)}}}}}
+	failed, err := rt.InvokeOne(ctx, testCaller, "payer2", init, restart, nil)
+	if err != nil || failed.FinishReason != "failed" || failed.Error.Status != service.CodeUnavailable || runs.Load() != 1 {
+		t.Fatalf("restart with the model down: %v %+v, %d runs", err, failed, runs.Load())
+	}
+	if failed.SnapshotID == paused.SnapshotID || failed.Message == nil || failed.Message.Role != service.RoleTool {
+		t.Fatalf("the failed turn's last good snapshot %s (message %+v) should be the kept progress", failed.SnapshotID, failed.Message)
+	}
+	kept, err := rt.GetSnapshot(ctx, testCaller, "payer2", service.SnapshotLookup{SnapshotID: failed.SnapshotID})
+	if err != nil || kept.Status != service.StatusCompleted || kept.ParentID != paused.SnapshotID {
+		t.Fatalf("kept progress: %v %+v", err, kept)
+	}
+	// The same restart again is refused: the tool ran once already.
+	if out, err := rt.InvokeOne(ctx, testCaller, "payer2", service.AgentInit{SnapshotID: paused.SnapshotID}, restart, nil); err == nil && out.Error == nil {
+		t.Fatalf("restarting again: %+v", out)
+	}
+	down.Store(false)
+	done, err := rt.InvokeOne(ctx, testCaller, "payer2", init, service.AgentInput{}, nil)
+	if err != nil || done.FinishReason != "stop" || done.Message.Text() != "paid" {
+		t.Fatalf("going on: %v %+v", err, done)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("pay ran %d times, want 1", runs.Load())
+	}
+}
+
+// flakyModel answers with fn, or fails as unavailable while down.
+type flakyModel struct {
+	down *atomic.Bool
+	fn   func(*service.ModelRequest) service.Message
+}
+
+func (m *flakyModel) Name() string { return "flaky" }
+
+func (m *flakyModel) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	if m.down.Load() && req.Messages[len(req.Messages)-1].Role == service.RoleTool {
+		return nil, service.Errorf(service.CodeUnavailable, "model down")
+	}
+	return &service.ModelResponse{Message: m.fn(req), FinishReason: "stop"}, nil
+}
