@@ -27,11 +27,13 @@ type Decision struct {
 	Feedback string `json:"feedback,omitempty"`
 }
 
+// Transfer is what the model asks transferMoney to do.
 type Transfer struct {
 	Amount    float64 `json:"amount"`
 	ToAccount string  `json:"toAccount"`
 }
 
+// Receipt is what transferMoney returns.
 type Receipt struct {
 	Success       bool   `json:"success"`
 	TransactionID string `json:"transactionId"`

@@ -10,7 +10,7 @@ import (
 
 // Definition is an agent to serve: an [Agent] or a [CustomAgent].
 type Definition interface {
-	// Name is the agent's route name (/api/agents/{name}).
+	// AgentName is the agent's route name (/api/agents/{name}).
 	AgentName() string
 	// ModelNames are the models the agent needs ("" is the platform's
 	// default model), resolved before ServiceAgent is called.
