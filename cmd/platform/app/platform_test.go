@@ -106,3 +106,30 @@ func (m *namedModel) Name() string { return m.name }
 func (m *namedModel) Generate(context.Context, *service.ModelRequest, func(service.ModelChunk)) (*service.ModelResponse, error) {
 	return &service.ModelResponse{Message: service.Message{Role: service.RoleModel}}, nil
 }
+
+// TestPlatformServesSeveralProviders checks that agents naming models of
+// different providers get each their own model in one process (no
+// provider is called: the servers named here are never reached).
+func TestPlatformServesSeveralProviders(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+	t.Setenv("OLLAMA_HOST", "http://127.0.0.1:9")
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	p := Platform{Agents: []agentkit.Definition{
+		agentkit.Agent{Name: "a", Model: "openai/gpt-test"},
+		agentkit.Agent{Name: "b", Model: "ollama/llama-test"},
+		agentkit.Agent{Name: "c", Model: "anthropic/claude-sonnet-4-6"},
+		agentkit.Agent{Name: "d", Model: "openai/gpt-test"},
+	}}
+	agents, err := p.agents(t.Context(), nil, &namedModel{name: "fallback"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range agents {
+		got[a.Name] = a.Model.Name()
+	}
+	if got["a"] != "openai/gpt-test" || got["b"] != "ollama/llama-test" || got["c"] != "anthropic/claude-sonnet-4-6" || got["d"] != "openai/gpt-test" {
+		t.Fatalf("models %v", got)
+	}
+}
