@@ -13,7 +13,7 @@ STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
 # installed; the tests then run without it rather than not at all.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 
-.PHONY: help run test check generate build fuzz bench
+.PHONY: help run example test check generate build fuzz bench
 
 # How long each fuzzer runs under `make fuzz`; `make check` runs each for
 # FUZZTIME_CHECK.
@@ -23,6 +23,7 @@ FUZZTIME_CHECK ?= 10s
 help:
 	@echo "make run       serve the demo agent bankingAgent on http://127.0.0.1:8080"
 	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
+	@echo "make example NAME=banking   run one of examples/ like make run"
 	@echo "make check     gofmt, go mod tidy, go vet, staticcheck, the layers test, sqlc generate/vet leaving no diff in db/, fuzzers for 10s each"
 	@echo "make generate  regenerate db/ from queries/ with sqlc"
 	@echo "make build     build bin/platform"
@@ -35,6 +36,14 @@ run:
 	@url=$$(scripts/pg-local.sh --db holdpoint); \
 	echo "Holdpoint (dev mode) on http://127.0.0.1:8080" >&2; \
 	DATABASE_URL="$$url" exec $(GO) run ./cmd/platform serve --dev
+
+# make example NAME=banking runs examples/NAME like make run, on a database
+# of its own (holdpoint_NAME).
+example:
+	@if [[ -z "$(NAME)" || ! -d examples/$(NAME) ]]; then echo "usage: make example NAME=banking (one of: $$(ls examples | grep -v internal | tr '\n' ' '))" >&2; exit 2; fi; \
+	url=$$(scripts/pg-local.sh --db holdpoint_$(NAME)); \
+	echo "examples/$(NAME) (dev mode) on http://127.0.0.1:8080" >&2; \
+	DATABASE_URL="$$url" exec $(GO) run ./examples/$(NAME) serve --dev
 
 # DATABASE_URL is an admin URL here: every test creates its own database
 # (internal/testdb), and the compat suite starts a server on one. The

@@ -1,0 +1,86 @@
+// Command missingfield is a shipping assistant written as a Go function per
+// turn (a custom agent: no model) that asks a human for what a request
+// lacks. "Ship order 42 to 1 Main St, Springfield" is answered at once;
+// "Ship order 42" pauses the turn on askAddress until someone gives the
+// address: the client, resuming the turn, or an operator in the approvals
+// inbox. Its sessions, snapshots and interrupts are kept on the server.
+//
+// Run it with `go run ./examples/missingfield serve --dev`. It calls no
+// model, so it needs no provider (and no *_MODEL variable).
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/holdpoint/holdpoint/cmd/platform/app"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/agentkit"
+)
+
+// AddressQuestion is what the human is asked.
+type AddressQuestion struct {
+	OrderID  string `json:"orderId"`
+	Question string `json:"question"`
+}
+
+// Address is the human's answer; both fields are required.
+type Address struct {
+	Street string `json:"street" jsonschema:"minLength=1"`
+	City   string `json:"city" jsonschema:"minLength=1"`
+}
+
+var askAddress = agentkit.Interrupt[AddressQuestion, Address]{
+	Name:        "askAddress",
+	Description: "Ask for the shipping address of an order.",
+}
+
+// shipRE reads "Ship order <id>", optionally followed by " to <street>, <city>".
+var shipRE = regexp.MustCompile(`(?i)^ship order (\w+)(?: to (.+), (.+))?$`)
+
+// ship runs one turn of shippingAgent.
+func ship(ctx context.Context, t *service.Turn) (string, error) {
+	if addr, ref, ok, err := askAddress.Answer(t); ok {
+		if err != nil {
+			return "", err
+		}
+		return shipTo(t, strings.TrimPrefix(ref, "address-"), addr)
+	}
+	var m []string
+	if msg := t.Input().Message; msg != nil {
+		m = shipRE.FindStringSubmatch(strings.TrimSpace(msg.Text()))
+	}
+	switch {
+	case m == nil:
+		return say(t, `I ship orders: try "Ship order 42 to 1 Main St, Springfield".`)
+	case m[2] == "":
+		q := AddressQuestion{OrderID: m[1], Question: "Where should order " + m[1] + " go?"}
+		return askAddress.Ask(t, "address-"+m[1], q, "I need a shipping address for order "+m[1]+".")
+	default:
+		return shipTo(t, m[1], Address{Street: m[2], City: m[3]})
+	}
+}
+
+// shipTo answers that the order ships to addr.
+func shipTo(t *service.Turn, orderID string, addr Address) (string, error) {
+	return say(t, fmt.Sprintf("Order %s ships to %s, %s.", orderID, addr.Street, addr.City))
+}
+
+// say ends the turn with a text answer.
+func say(t *service.Turn, text string) (string, error) {
+	t.AddMessages(service.Message{Role: service.RoleModel, Content: []service.Part{service.TextPart(text)}})
+	return "", nil
+}
+
+var shippingAgent = agentkit.CustomAgent{
+	Name:        "shippingAgent",
+	Description: "Ships orders, asking for the address when it is missing.",
+	Interrupts:  []agentkit.ToolDef{askAddress},
+	Turn:        ship,
+}
+
+func main() {
+	app.Main(app.Platform{Agents: []agentkit.Definition{shippingAgent}})
+}
