@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,7 +56,7 @@ func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service
 			return nil, fmt.Errorf("an agent definition is nil")
 		}
 		for _, name := range d.ModelNames() {
-			if _, ok := models[name]; ok || contains(wanted, name) {
+			if _, ok := models[name]; ok || slices.Contains(wanted, name) {
 				continue
 			}
 			wanted = append(wanted, name)
@@ -100,13 +101,4 @@ func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service
 		}
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
