@@ -198,11 +198,17 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 	revised := msg.Clone()
 	var responses []Part
 	interrupted := false
+	ran := false // a tool of this round ran
 	for _, i := range requests {
 		part := msg.Content[i]
 		out, irq, err := inv.runTool(ctx, t, callKey(round, i, part.ToolRequest), part, nil)
 		if err != nil {
+			// What the tools before this one did is in no message.
+			t.unrecorded = t.unrecorded || ran
 			return nil, false, err
+		}
+		if tool := inv.agent.tool(part.ToolRequest.Name); tool != nil && !tool.Interrupt {
+			ran = true
 		}
 		if irq != nil {
 			revised.Content[i] = *irq

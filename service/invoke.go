@@ -753,9 +753,11 @@ func pausedOnInterrupt(msgs []Message) bool {
 // last tool message the turn completed; the failure is then kept as its
 // child. The client continues from it: an input with no message (or a new
 // message) runs the model on the tool results, and no tool runs twice.
+// When a tool ran whose result is in no message (a later tool of its round
+// failed), nothing is kept: going on would run it again.
 func (inv *invocation) checkpoint(ctx context.Context, t *Turn, tr turnRecord) bool {
 	n := len(inv.sess.messages)
-	if !inv.agent.ServerManaged || inv.isDetached() || inv.rejected.Load() || n == 0 || inv.sess.messages[n-1].Role != RoleTool {
+	if !inv.agent.ServerManaged || inv.isDetached() || inv.rejected.Load() || t.unrecorded || n == 0 || inv.sess.messages[n-1].Role != RoleTool {
 		return false
 	}
 	if err := inv.persist(ctx, t, StatusCompleted, FinishOther, nil, tr); err != nil {

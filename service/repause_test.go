@@ -263,3 +263,50 @@ func (m *flakyModel) Generate(_ context.Context, req *service.ModelRequest, _ fu
 	}
 	return &service.ModelResponse{Message: m.fn(req), FinishReason: "stop"}, nil
 }
+
+// TestFailedRoundKeepsNoProgress fails a tool after another of its round
+// ran: that result is in no message, so no progress is kept (going on
+// would run the first tool again), and the failure names the last good
+// snapshot.
+func TestFailedRoundKeepsNoProgress(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var logged atomic.Int32
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		switch last := req.Messages[len(req.Messages)-1]; {
+		case last.Role == service.RoleUser:
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{Name: "ask", Ref: "a"}}}}
+		case last.Content[0].ToolResponse.Name == "ask":
+			return service.Message{Role: service.RoleModel, Content: []service.Part{
+				{ToolRequest: &service.ToolRequest{Name: "log", Ref: "l"}}, {ToolRequest: &service.ToolRequest{Name: "boom", Ref: "b"}}}}
+		default:
+			return text(service.RoleModel, "done")
+		}
+	}}
+	err := rt.Register(&service.Agent{Name: "rounds", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "ask", Interrupt: true},
+		{Name: "log", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			logged.Add(1)
+			return json.RawMessage(`{}`), nil
+		}},
+		{Name: "boom", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			return nil, service.Errorf(service.CodeAborted, "boom")
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := service.AgentInit{SessionID: "rounds"}
+	paused, err := rt.InvokeOne(ctx, testCaller, "rounds", init, service.AgentInput{Message: ptr(text(service.RoleUser, "go"))}, nil)
+	if err != nil || paused.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, paused)
+	}
+	out, err := rt.InvokeOne(ctx, testCaller, "rounds", init, service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "ask", Ref: "a", Output: json.RawMessage(`"ok"`)}}}}}, nil)
+	if err != nil || out.FinishReason != "failed" || logged.Load() != 1 {
+		t.Fatalf("failing round: %v %+v, log ran %d", err, out, logged.Load())
+	}
+	if out.SnapshotID != paused.SnapshotID {
+		t.Fatalf("last good snapshot %s, want the paused %s: no progress may be kept", out.SnapshotID, paused.SnapshotID)
+	}
+}

@@ -22,6 +22,10 @@ type Turn struct {
 	// ranTool says a tool ran in this turn: its effects cannot be undone,
 	// so the interrupts the turn's resume claimed stay resolved.
 	ranTool bool
+	// unrecorded says a tool ran whose result is in no message of the
+	// session (a later tool of its round failed): the turn's progress
+	// cannot be kept without running it again.
+	unrecorded bool
 	// ownID names a client-managed turn in tool_calls (see turnID).
 	ownID string
 	// callKeys counts the call keys used, to keep them unique.
