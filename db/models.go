@@ -133,12 +133,34 @@ type Snapshot struct {
 	HeartbeatAt  *time.Time
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	AgentVersion *int32
 }
 
 type Tenant struct {
 	ID        string
 	Name      string
 	CreatedAt time.Time
+	ToolHosts []string
+}
+
+type TenantAgent struct {
+	TenantID       string
+	Name           string
+	CurrentVersion int32
+	DisabledAt     *time.Time
+	DisabledBy     *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type TenantAgentVersion struct {
+	TenantID   string
+	Name       string
+	Version    int32
+	Source     string
+	Definition []byte
+	CreatedBy  string
+	CreatedAt  time.Time
 }
 
 type TenantSecret struct {
@@ -167,6 +189,8 @@ type ToolCall struct {
 	EndUser    *string
 	StartedAt  time.Time
 	FinishedAt *time.Time
+	HttpStatus *int32
+	Attempts   *int32
 }
 
 type TurnJob struct {

@@ -32,7 +32,7 @@ func (q *Queries) AbortPendingSnapshot(ctx context.Context, arg AbortPendingSnap
 }
 
 const getSnapshot = `-- name: GetSnapshot :one
-SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, sessions.end_user AS session_end_user
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, sessions.end_user AS session_end_user
 FROM snapshots
 JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
 WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
@@ -68,13 +68,14 @@ func (q *Queries) GetSnapshot(ctx context.Context, arg GetSnapshotParams) (GetSn
 		&i.Snapshot.HeartbeatAt,
 		&i.Snapshot.CreatedAt,
 		&i.Snapshot.UpdatedAt,
+		&i.Snapshot.AgentVersion,
 		&i.SessionEndUser,
 	)
 	return i, err
 }
 
 const getSnapshotForUpdate = `-- name: GetSnapshotForUpdate :one
-SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, sessions.end_user AS session_end_user
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, sessions.end_user AS session_end_user
 FROM snapshots
 JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
 WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
@@ -111,6 +112,7 @@ func (q *Queries) GetSnapshotForUpdate(ctx context.Context, arg GetSnapshotForUp
 		&i.Snapshot.HeartbeatAt,
 		&i.Snapshot.CreatedAt,
 		&i.Snapshot.UpdatedAt,
+		&i.Snapshot.AgentVersion,
 		&i.SessionEndUser,
 	)
 	return i, err
@@ -141,29 +143,29 @@ const writeTurn = `-- name: WriteTurn :exec
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-        custom, artifacts, message_count, heartbeat_at
+        custom, artifacts, message_count, heartbeat_at, agent_version
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12
+        $9, $10, $11, $12, nullif($13::integer, 0)
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
         updated_at = now()
-    WHERE $13::boolean AND snapshots.status = 'pending'
+    WHERE $14::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
-    WHERE $13::boolean AND tenant_id = $1 AND snapshot_id = $2
+    WHERE $14::boolean AND tenant_id = $1 AND snapshot_id = $2
 ), msgs AS (
     INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
     SELECT $1, $2,
-           unnest($14::integer[]), unnest($15::text[]), unnest($16::jsonb[])
+           unnest($15::integer[]), unnest($16::text[]), unnest($17::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    VALUES ($1, $3, $4, $17, $2)
+    VALUES ($1, $3, $4, $18, $2)
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
@@ -181,17 +183,17 @@ WITH snap AS (
                WHERE p.tenant_id = $1 AND p.snapshot_id = $5 AND p.tool = i.tool AND p.ref = i.ref
            ) END
     FROM (
-        SELECT unnest($18::uuid[]) AS id, unnest($19::text[]) AS tool, unnest($20::text[]) AS ref,
-               unnest($21::jsonb[]) AS input, unnest($22::jsonb[]) AS metadata,
-               unnest($23::bigint[]) AS expires_in_ms, unnest($24::jsonb[]) AS on_expire,
-               unnest($25::boolean[]) AS repause
+        SELECT unnest($19::uuid[]) AS id, unnest($20::text[]) AS tool, unnest($21::text[]) AS ref,
+               unnest($22::jsonb[]) AS input, unnest($23::jsonb[]) AS metadata,
+               unnest($24::bigint[]) AS expires_in_ms, unnest($25::jsonb[]) AS on_expire,
+               unnest($26::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $1, e.interrupt_id, e.type, $26::text, e.payload
+    SELECT $1, e.interrupt_id, e.type, $27::text, e.payload
     FROM (
-        SELECT unnest($27::uuid[]) AS interrupt_id, unnest($28::text[]) AS type,
-               unnest($29::jsonb[]) AS payload
+        SELECT unnest($28::uuid[]) AS interrupt_id, unnest($29::text[]) AS type,
+               unnest($30::jsonb[]) AS payload
     ) AS e
 )
 SELECT CASE
@@ -214,6 +216,7 @@ type WriteTurnParams struct {
 	Artifacts         []byte
 	MessageCount      int32
 	HeartbeatAt       *time.Time
+	AgentVersion      int32
 	FinalizePending   bool
 	Positions         []int32
 	Roles             []string
@@ -255,6 +258,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Artifacts,
 		arg.MessageCount,
 		arg.HeartbeatAt,
+		arg.AgentVersion,
 		arg.FinalizePending,
 		arg.Positions,
 		arg.Roles,

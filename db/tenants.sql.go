@@ -36,13 +36,18 @@ func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (APIKey, 
 }
 
 const getTenant = `-- name: GetTenant :one
-SELECT id, name, created_at FROM tenants WHERE id = $1
+SELECT id, name, created_at, tool_hosts FROM tenants WHERE id = $1
 `
 
 func (q *Queries) GetTenant(ctx context.Context, id string) (Tenant, error) {
 	row := q.db.QueryRow(ctx, getTenant, id)
 	var i Tenant
-	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.ToolHosts,
+	)
 	return i, err
 }
 
@@ -112,7 +117,7 @@ func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) erro
 }
 
 const insertTenant = `-- name: InsertTenant :one
-SELECT id, name, created_at FROM holdpoint_create_tenant($1, $2)
+SELECT id, name, created_at, tool_hosts FROM holdpoint_create_tenant($1, $2)
 `
 
 type InsertTenantParams struct {
@@ -125,7 +130,12 @@ type InsertTenantParams struct {
 func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Tenant, error) {
 	row := q.db.QueryRow(ctx, insertTenant, arg.ID, arg.Name)
 	var i Tenant
-	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.ToolHosts,
+	)
 	return i, err
 }
 
@@ -203,7 +213,7 @@ func (q *Queries) ListTenantSecrets(ctx context.Context, arg ListTenantSecretsPa
 }
 
 const listTenants = `-- name: ListTenants :many
-SELECT id, name, created_at FROM holdpoint_list_tenants()
+SELECT id, name, created_at, tool_hosts FROM holdpoint_list_tenants()
 `
 
 // A system function (holdpoint_system).
@@ -216,7 +226,12 @@ func (q *Queries) ListTenants(ctx context.Context) ([]Tenant, error) {
 	items := []Tenant{}
 	for rows.Next() {
 		var i Tenant
-		if err := rows.Scan(&i.ID, &i.Name, &i.CreatedAt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.CreatedAt,
+			&i.ToolHosts,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

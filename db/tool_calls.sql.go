@@ -12,23 +12,27 @@ import (
 
 const finishToolCalls = `-- name: FinishToolCalls :exec
 UPDATE tool_calls t
-SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at
+SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
+    http_status = nullif(f.http_status, 0), attempts = nullif(f.attempts, 0)
 FROM (
     SELECT unnest($3::text[]) AS call_key, unnest($4::text[]) AS status,
            unnest($5::jsonb[]) AS output, unnest($6::jsonb[]) AS error,
-           unnest($7::timestamptz[]) AS finished_at
+           unnest($7::timestamptz[]) AS finished_at,
+           unnest($8::integer[]) AS http_status, unnest($9::integer[]) AS attempts
 ) AS f
 WHERE t.tenant_id = $1 AND t.turn_id = $2 AND t.call_key = f.call_key AND t.status = 'running'
 `
 
 type FinishToolCallsParams struct {
-	TenantID    string
-	TurnID      string
-	CallKeys    []string
-	Statuses    []string
-	Outputs     [][]byte
-	Errors      [][]byte
-	FinishedAts []time.Time
+	TenantID     string
+	TurnID       string
+	CallKeys     []string
+	Statuses     []string
+	Outputs      [][]byte
+	Errors       [][]byte
+	FinishedAts  []time.Time
+	HttpStatuses []int32
+	Attempts     []int32
 }
 
 // Records the outcomes of a turn's calls (only of calls still running: an
@@ -42,12 +46,14 @@ func (q *Queries) FinishToolCalls(ctx context.Context, arg FinishToolCallsParams
 		arg.Outputs,
 		arg.Errors,
 		arg.FinishedAts,
+		arg.HttpStatuses,
+		arg.Attempts,
 	)
 	return err
 }
 
 const getToolCall = `-- name: GetToolCall :one
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = $2 AND call_key = $3
 `
 
@@ -77,12 +83,14 @@ func (q *Queries) GetToolCall(ctx context.Context, arg GetToolCallParams) (ToolC
 		&i.EndUser,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.HttpStatus,
+		&i.Attempts,
 	)
 	return i, err
 }
 
 const listSessionToolCalls = `-- name: ListSessionToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts FROM tool_calls
 WHERE tenant_id = $1 AND session_id = $2
   AND ($3::timestamptz IS NULL
        OR (started_at, turn_id, call_key) > ($3, $4::text, $5::text))
@@ -135,6 +143,8 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 			&i.EndUser,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.HttpStatus,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}
@@ -147,7 +157,7 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 }
 
 const listTurnToolCalls = `-- name: ListTurnToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = ANY($2::text[])
 ORDER BY started_at, turn_id, call_key
 `
@@ -185,6 +195,8 @@ func (q *Queries) ListTurnToolCalls(ctx context.Context, arg ListTurnToolCallsPa
 			&i.EndUser,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.HttpStatus,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}

@@ -34,15 +34,20 @@ type agentInfo struct {
 // listAgents answers the registered agents, so a client or operator can
 // discover what this server runs.
 func (a *api) listAgents(c echo.Context) error {
-	if _, err := a.opts.Caller(c); err != nil {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
 		return err
 	}
-	names := a.rt.AgentNames()
+	ctx := c.Request().Context()
+	names, err := a.rt.AgentNamesFor(ctx, caller)
+	if err != nil {
+		return err
+	}
 	out := make([]agentInfo, 0, len(names))
 	for _, n := range names {
-		ag, err := a.rt.Lookup(n)
-		if err != nil {
-			continue // unregistered in between; nothing to show
+		ag, err := a.rt.LookupFor(ctx, caller, n)
+		if err != nil || ag.Disabled {
+			continue // gone in between; nothing to show
 		}
 		out = append(out, agentInfo{Name: ag.Name, Description: ag.Description, ServerManaged: ag.ServerManaged})
 	}
@@ -149,7 +154,7 @@ func (a *api) begin(c echo.Context) (service.Caller, string, envelope, error) {
 		return service.Caller{}, "", envelope{}, err
 	}
 	name := c.Param("agent")
-	if _, err := a.rt.Lookup(name); err != nil {
+	if _, err := a.rt.LookupFor(c.Request().Context(), caller, name); err != nil {
 		return service.Caller{}, "", envelope{}, err
 	}
 	env, err := readEnvelope(c)

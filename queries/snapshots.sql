@@ -40,10 +40,10 @@ RETURNING status;
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-        custom, artifacts, message_count, heartbeat_at
+        custom, artifacts, message_count, heartbeat_at, agent_version
     ) VALUES (
         @tenant_id, @snapshot_id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
-        @custom, @artifacts, @message_count, @heartbeat_at
+        @custom, @artifacts, @message_count, @heartbeat_at, nullif(@agent_version::integer, 0)
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,

@@ -16,11 +16,13 @@ RETURNING call_key;
 -- Records the outcomes of a turn's calls (only of calls still running: an
 -- outcome is written once).
 UPDATE tool_calls t
-SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at
+SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
+    http_status = nullif(f.http_status, 0), attempts = nullif(f.attempts, 0)
 FROM (
     SELECT unnest(@call_keys::text[]) AS call_key, unnest(@statuses::text[]) AS status,
            unnest(@outputs::jsonb[]) AS output, unnest(@errors::jsonb[]) AS error,
-           unnest(@finished_ats::timestamptz[]) AS finished_at
+           unnest(@finished_ats::timestamptz[]) AS finished_at,
+           unnest(@http_statuses::integer[]) AS http_status, unnest(@attempts::integer[]) AS attempts
 ) AS f
 WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id AND t.call_key = f.call_key AND t.status = 'running';
 

@@ -37,6 +37,17 @@ type Agent struct {
 	// Turn runs one turn of a custom agent. When set, the prompt fields are
 	// ignored.
 	Turn TurnFunc
+
+	// Version is the version of a tenant's agent (0: an agent compiled into
+	// the binary). Every snapshot records the version its turn ran with.
+	Version int
+	// ResumeLatest makes a tenant's agent continue its sessions with its
+	// current version; by default a session goes on with the version it
+	// last ran with.
+	ResumeLatest bool
+	// Disabled is a tenant's agent its tenant disabled: its sessions can be
+	// read, no turn runs.
+	Disabled bool
 }
 
 // TurnFunc runs one turn of a custom agent. It returns the turn's finish
@@ -94,6 +105,21 @@ type ToolCall struct {
 	// artifacts, which the tool may update (streamed to the client as they
 	// change, and kept with the turn's snapshot or client state).
 	Session *ToolSession
+	// ID names this call for whoever the tool calls: the same for every
+	// attempt, and for the instance that takes a detached turn over.
+	ID string
+	// TenantID, SessionID, TurnID (the snapshot the turn writes) and
+	// EndUser say whose call it is.
+	TenantID, SessionID, TurnID, EndUser string
+	// Trace is where a tool reports how its call went (an HTTP tool's last
+	// status and attempts); it is recorded with the call.
+	Trace *ToolTrace
+}
+
+// ToolTrace is how a tool's call went, beyond its output.
+type ToolTrace struct {
+	HTTPStatus int
+	Attempts   int
 }
 
 // ToolSession is what a tool may read and change of its session. Tools of

@@ -271,7 +271,7 @@ func (inv *invocation) runTool(ctx context.Context, t *Turn, key string, part Pa
 	if !tool.Interrupt {
 		return inv.recordedTool(ctx, t, key, tool, part, resumed)
 	}
-	return inv.execTool(ctx, t, tool, part, resumed)
+	return inv.execTool(ctx, t, tool, part, resumed, "", nil)
 }
 
 // callKey names a tool call within its turn for the journal: by ref when
@@ -296,7 +296,7 @@ func interruptedPart(part Part, meta json.RawMessage) *Part {
 }
 
 // execTool runs (or, for an interrupt, pauses on) one tool request.
-func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part Part, resumed json.RawMessage, callID string, trace *ToolTrace) (*Part, *Part, error) {
 	req := part.ToolRequest
 	// What the model sends is checked before a tool runs or a question
 	// reaches a human: a request its schema refuses fails the turn.
@@ -309,7 +309,8 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 		return nil, interruptedPart(part, nil), nil
 	}
 	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata),
-		Session: &ToolSession{t: t}}
+		Session: &ToolSession{t: t}, ID: callID, TenantID: inv.caller.TenantID, SessionID: inv.sess.id, TurnID: t.turnID(),
+		EndUser: inv.caller.EndUser, Trace: trace}
 	var out json.RawMessage
 	err := inv.protect("tool "+req.Name, func() error {
 		var err error

@@ -152,7 +152,7 @@ func (r *Runtime) interruptTool(ctx context.Context, c Caller, id uuid.UUID) (*I
 	default:
 		return nil, nil, Errorf(CodeAborted, "interrupt %s is already %s", id, it.Status)
 	}
-	a, err := r.Lookup(it.Agent)
+	a, err := r.LookupFor(ctx, c, it.Agent)
 	if err != nil {
 		return nil, nil, Errorf(CodeFailedPrecondition, "agent %s of interrupt %s is not served by this instance", it.Agent, id)
 	}
@@ -241,7 +241,7 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 		total += n
 		for _, d := range decided {
 			c := Caller{TenantID: d.TenantID, Actor: "system"}
-			if _, err := r.Lookup(d.Agent); err != nil {
+			if _, err := r.LookupFor(ctx, c, d.Agent); err != nil {
 				r.log.Warn("deadline answered an interrupt of an agent this instance does not serve", "agent", d.Agent, "snapshot", d.SnapshotID)
 				continue
 			}

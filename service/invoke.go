@@ -30,13 +30,24 @@ func (r *Runtime) Invoke(ctx context.Context, c Caller, agent string, init Agent
 
 // invoke is Invoke with interrupts already claimed for the resume.
 func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk), preclaimed []uuid.UUID) (*AgentOutput, error) {
-	a, err := r.Lookup(agent)
+	a, err := r.LookupFor(ctx, c, agent)
 	if err != nil {
 		return nil, err
+	}
+	if a.Disabled {
+		return nil, Errorf(CodeNotFound, "agent %q not found", agent)
 	}
 	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx)}
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, err
+	}
+	if v := inv.baseVersion; a.Version > 0 && v > 0 && v != a.Version && !a.ResumeLatest {
+		// A session goes on with the version of its agent it ran with.
+		at, err := r.tenantAgent(ctx, c, agent, v)
+		if err != nil {
+			return nil, err
+		}
+		inv.agent = at
 	}
 	if inv.resolveFailure != nil {
 		return inv.failedOutput(inv.resolveFailure), nil
@@ -114,7 +125,7 @@ func (r *Runtime) InvokeOne(ctx context.Context, c Caller, agent string, init Ag
 // GetSnapshot returns a snapshot of a server-managed agent by id, or the
 // latest snapshot of a session. A missing snapshot is NOT_FOUND.
 func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
-	a, err := r.Lookup(agent)
+	a, err := r.LookupFor(ctx, c, agent)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +170,7 @@ func (r *Runtime) effectiveStatus(s *Snapshot) string {
 // Abort flips a pending snapshot to aborted and cancels its running work.
 // The result carries the status before the abort (empty when not found).
 func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string) (*AbortResult, error) {
-	a, err := r.Lookup(agent)
+	a, err := r.LookupFor(ctx, c, agent)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +226,9 @@ type invocation struct {
 	// (the parent of the next one); baseBodies its stored messages.
 	baseID     string
 	baseBodies [][]byte
+	// baseVersion is the tenant agent version the base snapshot's turn ran
+	// with (0: compiled in, or none).
+	baseVersion int
 	// unpersisted are the inputs whose turns are not persisted yet: the
 	// work a detach hands to its job.
 	unpersisted []AgentInput
@@ -499,6 +513,7 @@ func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	}
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
+	inv.baseVersion = snap.AgentVersion
 }
 
 // checkID bounds a client-chosen id: any string, but not an unbounded or
@@ -854,6 +869,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		Actor:        inv.caller.Actor,
 		SnapshotID:   snapshotID,
 		ParentID:     inv.baseID,
+		AgentVersion: inv.agent.Version,
 		Status:       status,
 		FinishReason: finish,
 		Error:        errd,

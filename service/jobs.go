@@ -91,11 +91,11 @@ func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
 // results.
 func (r *Runtime) runJob(job *TurnJob) {
 	log := r.log.With("snapshot", job.SnapshotID, "tenant", job.TenantID, "attempt", job.Attempts)
-	a, err := r.Lookup(job.Agent)
+	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
+	a, err := r.LookupFor(r.bg, c, job.Agent)
 	if err != nil {
 		return // another instance serves this agent
 	}
-	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
 	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.SnapshotID})
 	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
 		// Aborted (or gone) while nobody ran it: nothing left to do.

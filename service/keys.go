@@ -16,6 +16,9 @@ const (
 	// PurposeEventIDs makes interrupt event ids opaque per tenant; it is
 	// never rotated.
 	PurposeEventIDs = "event_ids"
+	// PurposeTool signs the calls of a tenant's HTTP tools (Standard
+	// Webhooks), so its backend can tell them from forgeries.
+	PurposeTool = "tool"
 )
 
 // newSecret returns a fresh 32-byte key.

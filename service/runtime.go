@@ -38,6 +38,8 @@ type Runtime struct {
 	opts   Options
 	mu     sync.RWMutex
 	agents map[string]*Agent
+	// tenantAgents are the agents tenants define (nil: none).
+	tenantAgents TenantAgents
 
 	// bg is the lifetime of detached turns: they outlive the request that
 	// started them and stop at Shutdown.
@@ -152,4 +154,93 @@ func signingKeysOf(store Store) func(ctx context.Context, tenantID, purpose stri
 		}
 	}
 	return store.SigningKeys
+}
+
+// TenantAgents supplies the agents tenants define as rows, served next to
+// the agents registered in the binary (which take precedence).
+type TenantAgents interface {
+	// TenantAgent returns the tenant's agent at version (0: its current
+	// version), Disabled set when the tenant disabled it; ErrNotFound when
+	// the tenant has no such agent or version.
+	TenantAgent(ctx context.Context, tenantID, name string, version int) (*Agent, error)
+	// TenantAgentNames lists the tenant's enabled agents.
+	TenantAgentNames(ctx context.Context, tenantID string) ([]string, error)
+}
+
+// SetTenantAgents makes the runtime serve the agents tenants define. Call
+// it before serving.
+func (r *Runtime) SetTenantAgents(ta TenantAgents) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tenantAgents = ta
+}
+
+// LookupFor returns the agent name serves for the caller: a registered
+// agent, else the caller's tenant's own (which may be disabled), else
+// NOT_FOUND.
+func (r *Runtime) LookupFor(ctx context.Context, c Caller, name string) (*Agent, error) {
+	if a, err := r.Lookup(name); err == nil {
+		return a, nil
+	}
+	return r.tenantAgent(ctx, c, name, 0)
+}
+
+// tenantAgent is the caller's tenant's agent at version (0: current).
+func (r *Runtime) tenantAgent(ctx context.Context, c Caller, name string, version int) (*Agent, error) {
+	r.mu.RLock()
+	ta := r.tenantAgents
+	r.mu.RUnlock()
+	if ta == nil || c.TenantID == "" {
+		return nil, Errorf(CodeNotFound, "agent %q not found", name)
+	}
+	a, err := ta.TenantAgent(ctx, c.TenantID, name, version)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "agent %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// AgentNamesFor lists the agents the caller may use: the registered ones
+// and its tenant's enabled ones, sorted.
+func (r *Runtime) AgentNamesFor(ctx context.Context, c Caller) ([]string, error) {
+	names := r.AgentNames()
+	r.mu.RLock()
+	ta := r.tenantAgents
+	r.mu.RUnlock()
+	if ta == nil || c.TenantID == "" {
+		return names, nil
+	}
+	own, err := ta.TenantAgentNames(ctx, c.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[n] = true
+	}
+	for _, n := range own {
+		if !seen[n] {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// SigningSecrets returns a tenant's secrets of a purpose that still
+// verify, newest (the signing one) first: what an HTTP tool call is signed
+// with (PurposeTool) during a rotation's grace period.
+func (r *Runtime) SigningSecrets(ctx context.Context, tenantID, purpose string) ([][]byte, error) {
+	keys, err := r.keys.keys(ctx, tenantID, purpose, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.Secret)
+	}
+	return out, nil
 }

@@ -197,6 +197,9 @@ type StoredSnapshot struct {
 	Agent        string
 	EndUser      string // the end user who owns the session ("" when none)
 	MessageCount int
+	// AgentVersion is the version of a tenant's agent the snapshot's turn
+	// ran with (0: an agent compiled into the binary).
+	AgentVersion int
 	// Bodies are the stored JSON of the history's messages by position, so
 	// the next turn can tell which positions it changed.
 	Bodies [][]byte
@@ -211,6 +214,7 @@ type SnapshotWrite struct {
 
 	SnapshotID      string
 	ParentID        string
+	AgentVersion    int // of a tenant's agent (0: compiled in)
 	FinalizePending bool
 	Status          string
 	FinishReason    string
@@ -315,7 +319,11 @@ type ToolCallRecord struct {
 	// Error is what the client was told when the tool failed.
 	Error *ErrorDetails `json:"error,omitempty"`
 	// Restart says the call restarted an interrupted request.
-	Restart    bool       `json:"restart,omitempty"`
+	Restart bool `json:"restart,omitempty"`
+	// HTTPStatus and Attempts are an HTTP tool's last response status and
+	// how many times it was called.
+	HTTPStatus int        `json:"httpStatus,omitempty"`
+	Attempts   int        `json:"attempts,omitempty"`
 	Actor      string     `json:"actor"`
 	EndUser    string     `json:"endUser,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
@@ -329,6 +337,9 @@ type ToolCallOutcome struct {
 	Output     json.RawMessage
 	Error      *ErrorDetails
 	FinishedAt time.Time
+	// HTTPStatus and Attempts describe an HTTP tool's call (0: not one).
+	HTTPStatus int
+	Attempts   int
 }
 
 // ToolCallCursor is the keyset position after which a page of a session's
@@ -431,4 +442,51 @@ type ReportRow struct {
 	DecisionP99   *float64 `json:"decisionP99Seconds,omitempty"`
 	PendingAgeP50 *float64 `json:"pendingAgeP50Seconds,omitempty"`
 	PendingAgeP99 *float64 `json:"pendingAgeP99Seconds,omitempty"`
+}
+
+// TenantAgentStore keeps the agents tenants define: one row per agent and
+// an immutable row per version of its definition.
+type TenantAgentStore interface {
+	// PutTenantAgent adds the next version of a tenant's agent and makes
+	// it current (and enabled).
+	PutTenantAgent(ctx context.Context, tenantID, name, source string, definition json.RawMessage, actor string) (*TenantAgentVersion, error)
+	// GetTenantAgent returns an agent with the definition of a version (0:
+	// the current one); ErrNotFound when there is none.
+	GetTenantAgent(ctx context.Context, tenantID, name string, version int) (*TenantAgentRecord, error)
+	// ListTenantAgents lists a tenant's agents with their current
+	// definitions, by name.
+	ListTenantAgents(ctx context.Context, tenantID string) ([]TenantAgentRecord, error)
+	// ListTenantAgentVersions lists an agent's versions, newest first.
+	ListTenantAgentVersions(ctx context.Context, tenantID, name string) ([]TenantAgentVersion, error)
+	// DisableTenantAgent disables an agent; false when it is missing or
+	// already disabled.
+	DisableTenantAgent(ctx context.Context, tenantID, name, actor string) (bool, error)
+	// TenantToolHosts are the hosts the operator allowed the tenant's HTTP
+	// tools although they resolve to non-public addresses.
+	TenantToolHosts(ctx context.Context, tenantID string) ([]string, error)
+	// SetTenantToolHosts replaces them (ErrNotFound for an unknown tenant).
+	SetTenantToolHosts(ctx context.Context, tenantID string, hosts []string) error
+}
+
+// TenantAgentRecord is a tenant's agent and one version's definition.
+type TenantAgentRecord struct {
+	Name           string          `json:"name"`
+	CurrentVersion int             `json:"currentVersion"`
+	Version        int             `json:"version"`
+	Definition     json.RawMessage `json:"definition"`
+	Source         string          `json:"source,omitempty"`
+	CreatedBy      string          `json:"createdBy,omitempty"`
+	DisabledAt     *time.Time      `json:"disabledAt,omitempty"`
+	DisabledBy     string          `json:"disabledBy,omitempty"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	UpdatedAt      time.Time       `json:"updatedAt"`
+	// VersionCreatedAt is when Version was created.
+	VersionCreatedAt time.Time `json:"versionCreatedAt"`
+}
+
+// TenantAgentVersion is one version of a tenant's agent.
+type TenantAgentVersion struct {
+	Version   int       `json:"version"`
+	CreatedBy string    `json:"createdBy"`
+	CreatedAt time.Time `json:"createdAt"`
 }

@@ -53,8 +53,9 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, context.Canceled
 	}
 	t.ranTool = true
-	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed)
-	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now()}
+	trace := &ToolTrace{}
+	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed, turnID+"/"+key, trace)
+	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
 	switch {
 	case runErr != nil:
 		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)

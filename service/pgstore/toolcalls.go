@@ -50,6 +50,7 @@ func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string
 	return q.FinishToolCalls(ctx, db.FinishToolCallsParams{
 		TenantID: tenantID, TurnID: turnID,
 		CallKeys: a.keys, Statuses: a.statuses, Outputs: a.outputs, Errors: a.errors, FinishedAts: a.finishedAts,
+		HttpStatuses: a.httpStatuses, Attempts: a.attempts,
 	})
 }
 
@@ -58,6 +59,8 @@ type callOutcomes struct {
 	keys, statuses  []string
 	outputs, errors [][]byte
 	finishedAts     []time.Time
+	httpStatuses    []int32
+	attempts        []int32
 }
 
 func outcomeArrays(outcomes []service.ToolCallOutcome) (callOutcomes, error) {
@@ -68,6 +71,8 @@ func outcomeArrays(outcomes []service.ToolCallOutcome) (callOutcomes, error) {
 			return a, err
 		}
 		a.keys = append(a.keys, o.Key)
+		a.httpStatuses = append(a.httpStatuses, int32(o.HTTPStatus))
+		a.attempts = append(a.attempts, int32(o.Attempts))
 		a.statuses = append(a.statuses, o.Status)
 		a.outputs = append(a.outputs, nullableJSON(o.Output))
 		a.errors = append(a.errors, errJSON)
@@ -136,6 +141,12 @@ func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
 		if json.Unmarshal(r.Error, &e) == nil {
 			out.Error = &e
 		}
+	}
+	if r.HttpStatus != nil {
+		out.HTTPStatus = int(*r.HttpStatus)
+	}
+	if r.Attempts != nil {
+		out.Attempts = int(*r.Attempts)
 	}
 	return out
 }

@@ -69,6 +69,9 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		EndUser:      deref(endUser),
 		MessageCount: int(row.MessageCount),
 	}
+	if row.AgentVersion != nil {
+		out.AgentVersion = int(*row.AgentVersion)
+	}
 	if !withState {
 		return out, nil
 	}
@@ -238,7 +241,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (boo
 		s.cache.put(w.TenantID, &service.StoredSnapshot{
 			Snapshot: service.Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
 				CreatedAt: now, UpdatedAt: &now, Status: service.StatusCompleted, FinishReason: w.FinishReason, State: w.State},
-			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies,
+			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies, AgentVersion: w.AgentVersion,
 		})
 	}
 	return true, nil
@@ -275,7 +278,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		TenantID: w.TenantID, SnapshotID: w.SnapshotID, SessionID: w.SessionID, Agent: w.Agent,
 		ParentID: strPtr(w.ParentID), Status: w.Status, FinishReason: strPtr(w.FinishReason),
 		Error: errJSON, Custom: nullableJSON(w.Custom), Artifacts: artifacts,
-		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser),
+		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser), AgentVersion: int32(w.AgentVersion),
 		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending,
 	}
 	for _, m := range w.Messages {
