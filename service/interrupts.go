@@ -304,6 +304,9 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
+	// A schema may refer within itself only: the default loader would read
+	// files (and a tenant's definition brings its own schemas).
+	c.UseLoader(loadNothing{})
 	if err := c.AddResource("schema.json", doc); err != nil {
 		return nil, err
 	}
@@ -319,6 +322,13 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
+// loadNothing refuses every URL a schema refers to.
+type loadNothing struct{}
+
+func (loadNothing) Load(u string) (any, error) {
+	return nil, fmt.Errorf("schema references %s: only references within the schema are allowed", u)
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -326,6 +336,12 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ValidateJSON checks doc against a JSON Schema and returns the violations
+// (none when the schema is empty), each as "instance location: problem".
+func ValidateJSON(schema, doc json.RawMessage) []string {
+	return validateAgainstSchema(schema, doc)
 }
 
 // validateAgainstSchema checks doc against a JSON Schema and returns the

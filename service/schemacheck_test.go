@@ -171,3 +171,21 @@ func TestCustomAgentInterrupts(t *testing.T) {
 		t.Fatalf("the turn saw %d answers: %v", len(answers), answers)
 	}
 }
+
+// TestSchemasReadNoFiles checks a schema cannot make the server read a
+// file through a $ref.
+func TestSchemasReadNoFiles(t *testing.T) {
+	t.Parallel()
+	rt := service.NewRuntime(nil, service.Options{})
+	model := &scriptModel{fn: func(*service.ModelRequest) service.Message { return text(service.RoleModel, "x") }}
+	for _, ref := range []string{"file:///etc/passwd", "http://127.0.0.1:1/schema.json", "other.json"} {
+		err := rt.Register(&service.Agent{Name: "refs", Model: model, Tools: []*service.Tool{{Name: "t", Interrupt: true,
+			InputSchema: json.RawMessage(`{"$ref": "` + ref + `"}`)}}})
+		if err == nil {
+			t.Errorf("a schema referring to %s was accepted", ref)
+		}
+	}
+	if v := service.ValidateJSON(json.RawMessage(`{"$ref":"file:///etc/passwd"}`), json.RawMessage(`{}`)); len(v) == 0 {
+		t.Error("validating against a schema that refers to a file passed")
+	}
+}
