@@ -205,3 +205,15 @@ func defineOllamaModel(g *genkit.Genkit, p *compat_oai.OpenAICompatible, id stri
 	genkit.RegisterAction(g, p.NewModel(id, compat_oai.DefaultModelOptions()))
 	return genkit.LookupModel(g, api.NewName(ProviderOllama, id)), nil
 }
+
+// Check reports whether Resolve could build the named model: a well-formed
+// "provider/id" whose provider's variables are in the environment. It
+// initializes nothing, so it is cheap enough to run on every definition a
+// tenant uploads.
+func Check(name string) error {
+	provider, _, err := parseModelName(name)
+	if err != nil {
+		return err
+	}
+	return checkProviderEnv(name, provider)
+}
