@@ -5,7 +5,7 @@ VALUES (@tenant_id, @snapshot_id, @agent, @session_id, @parent_id, @end_user, @a
 -- name: ClaimNextTurnJob :one
 -- Takes the oldest job nobody owns, or whose owner stopped heartbeating,
 -- across tenants: a system function (holdpoint_system).
-SELECT * FROM holdpoint_claim_next_turn_job(@owner, @agents::text[], @stale_seconds::float8);
+SELECT * FROM holdpoint_claim_next_turn_job(@owner, @agents::text[], @tenant_agents::boolean, @stale_seconds::float8);
 
 -- name: TouchTurnJob :execrows
 -- A worker's heartbeat; no row means another instance took the job over.

@@ -235,8 +235,8 @@ const MaxSecretGrace = 30 * 24 * time.Hour
 // until they expire). A zero grace retires them at once. It returns the
 // new key's id.
 func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
-	if purpose != PurposeToken && purpose != PurposeState {
-		return 0, Errorf(CodeInvalidArgument, "only the token and state keys rotate")
+	if purpose != PurposeToken && purpose != PurposeState && purpose != PurposeTool {
+		return 0, Errorf(CodeInvalidArgument, "only the token, state and tool keys rotate")
 	}
 	if grace < 0 || grace > MaxSecretGrace {
 		return 0, Errorf(CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)

@@ -72,6 +72,12 @@ type Tool struct {
 	// later resume is rejected); a non-nil output answers it with that
 	// output and resumes the turn server-side.
 	OnExpire *ExpireRespond
+	// Idempotent says running the tool again with the same ToolCall.ID has
+	// no further effect (an HTTP tool whose receiver deduplicates call
+	// ids): a detached turn taken over after its instance died during the
+	// call runs it again, instead of failing as for any other tool, whose
+	// effect is unknown.
+	Idempotent bool
 }
 
 // ExpireRespond answers an interrupt whose deadline passed.

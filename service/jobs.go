@@ -69,7 +69,10 @@ func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
 	default:
 		return false // every slot busy
 	}
-	job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), r.jobStaleAfter())
+	r.mu.RLock()
+	tenantAgents := r.tenantAgents != nil
+	r.mu.RUnlock()
+	job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), tenantAgents, r.jobStaleAfter())
 	if err != nil || job == nil {
 		<-slots
 		if err != nil && ctx.Err() == nil {
@@ -107,6 +110,13 @@ func (r *Runtime) runJob(job *TurnJob) {
 	if err != nil {
 		log.Warn("loading a detached turn failed", "err", err)
 		return
+	}
+	if snap.AgentVersion > 0 && snap.AgentVersion != a.Version {
+		// The version of a tenant's agent the turn started with.
+		if a, err = r.tenantAgent(r.bg, c, job.Agent, snap.AgentVersion); err != nil {
+			log.Warn("loading the agent version of a detached turn failed", "err", err)
+			return
+		}
 	}
 	log.Info("taking over a detached turn", "agent", a.Name, "inputs", len(job.Inputs))
 

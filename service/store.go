@@ -42,7 +42,8 @@ type Store interface {
 	TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owner string) (status string, owned bool, err error)
 	// ClaimNextJob takes a detached turn to run: one nobody owns, or whose
 	// owner's heartbeat is older than stale. Nil when there is none.
-	ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*TurnJob, error)
+	// With tenantAgents it also takes jobs of any agent a tenant defined.
+	ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*TurnJob, error)
 	// AppendJobInputs adds inputs that arrived after the detach to its job.
 	AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []AgentInput) error
 	// DeleteJob drops a finished (or aborted) job and its tool journal.

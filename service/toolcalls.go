@@ -25,19 +25,30 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 	key = t.uniqueKey(key)
 	tenant := inv.caller.TenantID
 	owner := ""
+	rerun := false
 	if inv.det.journal {
 		owner = inv.rt.instanceID
-		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
+		resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part)
+		if errors.Is(err, errUnfinished) && tool.Idempotent {
+			// Its id makes a second run harmless: run it again, on its row.
+			rerun, found, err = true, false, nil
+			inv.rt.log.Warn("running again an idempotent tool call its instance did not finish", "turn", turnID, "call", key)
+		}
+		if found || err != nil {
 			return resp, irq, err
 		}
 	}
-	started, err := inv.rt.store.StartToolCall(ctx, tenant, &ToolCallRecord{
-		TurnID: turnID, CallKey: key, SessionID: inv.sess.id, Agent: inv.agent.Name,
-		Tool: req.Name, Ref: req.Ref, Input: req.Input, Restart: resumed != nil,
-		Actor: inv.caller.Actor, EndUser: inv.caller.EndUser,
-	}, owner)
-	if err != nil {
-		return nil, nil, err
+	started := rerun
+	if !rerun {
+		var err error
+		started, err = inv.rt.store.StartToolCall(ctx, tenant, &ToolCallRecord{
+			TurnID: turnID, CallKey: key, SessionID: inv.sess.id, Agent: inv.agent.Name,
+			Tool: req.Name, Ref: req.Ref, Input: req.Input, Restart: resumed != nil,
+			Actor: inv.caller.Actor, EndUser: inv.caller.EndUser,
+		}, owner)
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	if !started {
 		if !inv.det.journal {
@@ -101,9 +112,12 @@ func (inv *invocation) reuseCall(ctx context.Context, turnID, key string, part P
 		}
 		return nil, nil, true, e
 	default:
-		return nil, nil, true, Errorf(CodeAborted, "tool call %s started before this turn was taken over and did not finish; it is not run again", key)
+		return nil, nil, true, fmt.Errorf("%w: %w", errUnfinished, Errorf(CodeAborted, "tool call %s started before this turn was taken over and did not finish; it is not run again", key))
 	}
 }
+
+// errUnfinished marks a recorded call whose instance died before it ended.
+var errUnfinished = errors.New("unfinished tool call")
 
 // turnID names the turn in tool_calls: the snapshot it writes (a detached
 // turn's pending snapshot), or, for a client-managed agent, an id of its

@@ -37,13 +37,13 @@ func orSystem(actor string) string {
 }
 
 // ClaimNextJob implements Store.
-func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, stale time.Duration) (*service.TurnJob, error) {
+func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*service.TurnJob, error) {
 	var row db.TurnJob
 	// Jobs of every tenant are claimable here: through the system function,
 	// then under the job's tenant.
 	err := s.tx(ctx, func(q *db.Queries) error {
 		var err error
-		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: owner, StaleSeconds: stale.Seconds(), Agents: agents})
+		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: owner, StaleSeconds: stale.Seconds(), Agents: agents, TenantAgents: tenantAgents})
 		if err != nil {
 			return err
 		}
