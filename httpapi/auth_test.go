@@ -31,6 +31,8 @@ type authServer struct {
 	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
 	acc   *service.Accounts
 	logs  *lockedBuffer
+	rt    *service.Runtime
+	store *pgstore.PgStore
 }
 
 // newAuthServer starts the API with authentication, the base agents, the
@@ -75,7 +77,7 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 			t.Errorf("runtime shutdown: %v", err)
 		}
 	})
-	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs}
+	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs, rt: rt, store: newStore(t, app)}
 }
 
 // tenant creates a tenant.

@@ -21,11 +21,13 @@ import (
 //     PERMISSION_DENIED. A page whose own host name an attacker re-points at
 //     127.0.0.1 (DNS rebinding) sends its own name as Host and is refused,
 //     so it can neither read answers nor make decisions;
-//   - every request but GET and HEAD must say Content-Type:
-//     application/json (parameters such as charset allowed), else 415. A
-//     cross-site form post or no-cors fetch can only send the three "simple"
-//     types; a JSON type makes the browser ask first (a CORS preflight),
-//     which this server never grants.
+//   - every request but GET, HEAD and DELETE must say Content-Type:
+//     application/json (parameters such as charset allowed; a .prompt file
+//     uploaded to PUT /api/v1/agents/:name says text/x-dotprompt), else
+//     415. A cross-site form post or no-cors fetch can only send the three
+//     "simple" types, and GET, HEAD or POST; another type or method makes
+//     the browser ask first (a CORS preflight), which this server never
+//     grants.
 //
 // With authentication on it does nothing: a page has no credential to send.
 func (a *api) guardDevMode(next echo.HandlerFunc) echo.HandlerFunc {
@@ -41,7 +43,8 @@ func (a *api) guardDevMode(next echo.HandlerFunc) echo.HandlerFunc {
 			return service.Errorf(service.CodePermissionDenied,
 				"without authentication (dev mode) this server answers requests addressed to localhost, 127.0.0.1 or [::1] only")
 		}
-		if req.Method != http.MethodGet && req.Method != http.MethodHead && !isJSONContentType(req.Header.Values(echo.HeaderContentType)) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodDelete &&
+			!isJSONContentType(req.Header.Values(echo.HeaderContentType)) && !isAgentUpload(c) {
 			return &edgeError{
 				httpStatus: http.StatusUnsupportedMediaType,
 				code:       service.CodeInvalidArgument,

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenantagents"
 )
 
 // DefaultBodyLimit is the largest request body accepted unless Options says
@@ -66,6 +67,9 @@ type Options struct {
 	// BasePath prefixes the agent routes (default /api/agents).
 	BasePath string
 	// Events feeds GET /api/v1/events; nil answers that route 501.
+	// Agents keeps the tenants' own agents (PUT/GET/DELETE
+	// /api/v1/agents); nil answers those routes 501.
+	Agents *tenantagents.Manager
 	Events *service.EventHub
 }
 
@@ -141,6 +145,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.POST(base+"/:agent/getSnapshot", a.getSnapshot)
 	e.POST(base+"/:agent/abort", a.abort)
 	a.registerV1(e.Group("/api/v1"))
+	a.registerAgentDefs(e.Group("/api/v1"))
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)
 	return e

@@ -84,6 +84,14 @@ func (a *adminCommand) fail(stderr io.Writer, err error) int {
 // withAccounts connects to DATABASE_URL, checks the schema is migrated,
 // and runs fn with the accounts (as the application role, like the server).
 func (a *adminCommand) withAccounts(stderr io.Writer, fn func(ctx context.Context, acc *service.Accounts) error) int {
+	return a.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
+		return fn(ctx, service.NewAccounts(store))
+	})
+}
+
+// withAccountsCtx checks DATABASE_URL and the schema, and runs fn (which
+// connects) with a context that the first SIGINT or SIGTERM cancels.
+func (a *adminCommand) withAccountsCtx(stderr io.Writer, fn func(ctx context.Context, where string) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg, err := pgxpool.ParseConfig(databaseURL())
@@ -94,14 +102,7 @@ func (a *adminCommand) withAccounts(stderr io.Writer, fn func(ctx context.Contex
 	if err := checkSchema(ctx, where); err != nil {
 		return a.fail(stderr, err)
 	}
-	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	pool, err := pgstore.NewAppPool(connectCtx, databaseURL())
-	if err != nil {
-		return a.fail(stderr, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err))
-	}
-	defer pool.Close()
-	if err := fn(ctx, service.NewAccounts(pgstore.New(pool))); err != nil {
+	if err := fn(ctx, where); err != nil {
 		return a.fail(stderr, err)
 	}
 	return 0

@@ -25,6 +25,7 @@ Usage:
   platform serve [--addr 127.0.0.1:8080] [--dev]   run the server (--dev: no authentication, loopback only)
   platform migrate up|status                        apply or list database migrations
   platform tenants create|list|rotate-secret        manage tenants and their signing keys
+  platform agents apply|list|show|disable            manage a tenant's own agents (.prompt files)
   platform keys create|list|revoke                  manage a tenant's API keys
   platform tokens mint|revoke                       mint or revoke user tokens for end users
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
@@ -56,6 +57,8 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 		return migrateCommand(args[1:], stdout, stderr)
 	case "tenants":
 		return tenantsCommand(args[1:], stdout, stderr)
+	case "agents":
+		return agentsCommand(p, args[1:], stdout, stderr)
 	case "keys":
 		return keysCommand(args[1:], stdout, stderr)
 	case "tokens":

@@ -31,6 +31,8 @@ type accessConfig struct {
 	demo bool
 	// devAnyAddr lets --dev listen on a non-loopback address.
 	devAnyAddr bool
+	// loopbackTools lets tenants' HTTP tools call this machine.
+	loopbackTools bool
 }
 
 // register adds the access flags to fs.
@@ -43,6 +45,7 @@ func (a *accessConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&a.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time a client has, from the start of a request, to send its body; a slower one gets 408 and its connection is closed")
 	fs.IntVar(&a.maxEventStreams, "max-event-streams", httpapi.DefaultMaxEventStreams, "live event streams (GET /api/v1/events) one credential may hold open at once; 0 turns the limit off")
 	fs.BoolVar(&a.demo, "demo", false, "register the demo agents (bankingAgent) without --dev")
+	fs.BoolVar(&a.loopbackTools, "allow-loopback-tools", false, "let tenants' HTTP tools call loopback addresses (always on with --dev): for tests and a receiver on this machine")
 	fs.BoolVar(&a.devAnyAddr, "dev-any-addr", false, "let --dev listen on a non-loopback address, e.g. inside a container whose port is published on the host's loopback only; whoever reaches it acts as the default tenant's admin")
 }
 

@@ -102,3 +102,39 @@ func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service
 	}
 	return out, nil
 }
+
+// tenantModels resolves the models tenants' agents name: the demo model,
+// the program's own models, and the providers the catalog's environment
+// configures.
+type tenantModels struct {
+	named   map[string]service.Model
+	catalog *genkitmodel.Catalog
+}
+
+// tenantModels is the resolver of the models tenants' agents may name.
+func (p Platform) tenantModels(catalog *genkitmodel.Catalog) *tenantModels {
+	named := map[string]service.Model{ModelDemo: demo.NewModel()}
+	for name, m := range p.Models {
+		named[name] = m
+	}
+	return &tenantModels{named: named, catalog: catalog}
+}
+
+// Check implements tenantagents.ModelResolver.
+func (t *tenantModels) Check(name string) error {
+	if name == "" {
+		return fmt.Errorf("a model is required (e.g. %s, or googleai/gemini-2.5-flash)", ModelDemo)
+	}
+	if _, ok := t.named[name]; ok {
+		return nil
+	}
+	return t.catalog.Check(name)
+}
+
+// Model implements tenantagents.ModelResolver.
+func (t *tenantModels) Model(_ context.Context, name string) (service.Model, error) {
+	if m, ok := t.named[name]; ok {
+		return m, nil
+	}
+	return t.catalog.Model(name)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenantagents"
 )
 
 // serveConfig is what the serve flags chose.
@@ -45,6 +46,8 @@ type serveConfig struct {
 	heartbeatTimeout time.Duration
 	// access is authentication and input bounds.
 	access accessConfig
+	// models resolves the models of tenants' agents.
+	models tenantagents.ModelResolver
 }
 
 // connectTimeout bounds the start-up connection to PostgreSQL, so a wrong
@@ -112,6 +115,14 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "platform serve:", err)
 		return 1
 	}
+	// Tenants' agents name their models after start-up: one Genkit
+	// instance, started now, builds them on demand.
+	catalog, err := genkitmodel.NewCatalog(context.Background(), log)
+	if err != nil {
+		log.Error("model provider", "err", err)
+		return 1
+	}
+	cfg.models = p.tenantModels(catalog)
 	if len(agents) == 0 {
 		log.Warn("no agents to serve: pass --dev or --demo for the demo agents, or serve your own with app.Platform")
 	}
@@ -176,6 +187,10 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	hub := service.NewEventHub(store, log)
 	go hub.Run(ctx)
 
+	// The agents tenants define, served next to the compiled ones.
+	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools}
+	rt.SetTenantAgents(manager)
+
 	handler := httpapi.New(rt, httpapi.Options{
 		Logger:          log,
 		Auth:            authenticator(cfg.dev, store),
@@ -187,6 +202,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		BodyTimeout:     cfg.access.bodyTimeout,
 		MaxEventStreams: cfg.access.maxEventStreams,
 		Events:          hub,
+		Agents:          manager,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("database: %w", err)

@@ -13,13 +13,18 @@ import (
 const tenantsUsage = `Usage:
   platform tenants create NAME [--id ID]   create a tenant and print its id
   platform tenants list                    list the tenants
-  platform tenants rotate-secret --tenant ID [--purpose token|state|all] [--grace 24h]
+  platform tenants rotate-secret --tenant ID [--purpose token|state|tool|all] [--grace 24h]
                                            give the tenant new signing keys
+  platform tenants tool-secret --tenant ID [--rotate [--grace 24h]]
+                                           print (or rotate) the secret that signs the tenant's HTTP tool calls
+  platform tenants allow-tool-hosts --tenant ID [HOST|CIDR ...]
+                                           let the tenant's HTTP tools call these non-public hosts (none: public only)
 
 rotate-secret: the new token key signs end-user tokens from now on, the new
-state key the state of client-managed agents; what the old keys signed
-stays valid for the grace period (0: refused at once; servers pick up a
-state key within a minute).
+state key the state of client-managed agents, the new tool key the tenant's
+HTTP tool calls; what the old keys signed stays valid for the grace period
+(0: refused at once; servers pick up a state key within a minute), and tool
+calls carry both signatures meanwhile.
 
 The database comes from DATABASE_URL; run "platform migrate up" first.
 `
@@ -32,14 +37,16 @@ func tenantsCommand(args []string, stdout, stderr io.Writer) int {
 		"rotate-secret": func(args []string) int {
 			return tenantsRotateSecret(args, stdout, stderr)
 		},
+		"allow-tool-hosts": func(args []string) int { return tenantsToolHosts(args, stdout, stderr) },
+		"tool-secret":      func(args []string) int { return tenantsToolSecret(args, stdout, stderr) },
 	}, args, stdout, stderr)
 }
 
 // tenantsRotateSecret runs `platform tenants rotate-secret`.
 func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform tenants rotate-secret", "platform tenants rotate-secret --tenant ID [--purpose token|state|all] [--grace 24h]", stderr)
+	cmd := newAdminCommand("platform tenants rotate-secret", "platform tenants rotate-secret --tenant ID [--purpose token|state|tool|all] [--grace 24h]", stderr)
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	purpose := cmd.fs.String("purpose", "all", "which key: token (end-user tokens), state (client-managed state), or all")
+	purpose := cmd.fs.String("purpose", "all", "which key: token (end-user tokens), state (client-managed state), tool (HTTP tool calls), or all")
 	grace := cmd.fs.Duration("grace", 24*time.Hour, "how long what the old key signed stays valid (at most 720h)")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
 		return code
@@ -47,13 +54,13 @@ func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
 	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
-	purposes := []string{service.PurposeToken, service.PurposeState}
+	purposes := []string{service.PurposeToken, service.PurposeState, service.PurposeTool}
 	switch *purpose {
 	case "all":
-	case service.PurposeToken, service.PurposeState:
+	case service.PurposeToken, service.PurposeState, service.PurposeTool:
 		purposes = []string{*purpose}
 	default:
-		fmt.Fprintf(stderr, "%s: --purpose must be token, state or all\n", cmd.name)
+		fmt.Fprintf(stderr, "%s: --purpose must be token, state, tool or all\n", cmd.name)
 		return 2
 	}
 	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
