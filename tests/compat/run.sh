@@ -76,6 +76,7 @@ mkdir -p "$tmp/outside"
 cp "$root/examples/banking/main.go" "$root/go.sum" "$tmp/outside/"
 printf 'module example.com/mybank\n\ngo 1.26\n\nrequire github.com/holdpoint/holdpoint v0.0.0-00010101000000-000000000000\n\nreplace github.com/holdpoint/holdpoint => %s\n' "$root" >"$tmp/outside/go.mod"
 (cd "$tmp/outside" && GOFLAGS=-mod=mod GOWORK=off go build -o "$tmp/mybank" .)
+(cd "$root" && go build -o "$tmp/receiver" ./examples/tenant/receiver)
 
 # create_db NAME: creates a throwaway database (dropped at exit) and sets
 # created_url to its URL.
@@ -135,6 +136,23 @@ auth_base=$url
 start_server server-seed "$tmp/mybank" "$seed_db_url" --dev
 seed_base=$url
 
+# A tenant's own agent: examples/tenant/banking.prompt (renamed, since the
+# dev server's demo agent is bankingAgent) applied to the default tenant,
+# its transferMoney on the example receiver, which checks the tenant's
+# signature.
+recv_port=$(free_port)
+recv_base="http://127.0.0.1:$recv_port"
+tool_secret=$(DATABASE_URL="$db_url" "$tmp/platform" tenants tool-secret --tenant default | head -n1 | cut -f1)
+TOOL_SECRET="$tool_secret" "$tmp/receiver" --addr "127.0.0.1:$recv_port" >"$tmp/server-receiver.log" 2>&1 &
+server_pids="$server_pids $!"
+sed -e 's/^name: bankingAgent$/name: tenantBanking/' -e "s#http://127.0.0.1:8090#$recv_base#" \
+	"$root/examples/tenant/banking.prompt" >"$tmp/tenantBanking.prompt"
+DATABASE_URL="$db_url" "$tmp/platform" agents apply -f "$tmp/tenantBanking.prompt" --tenant default --allow-loopback-tools
+for _ in $(seq 50); do
+	node -e 'fetch(process.argv[1]).then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))' "$recv_base/calls" && break
+	sleep 0.2
+done
+
 cd "$here"
 # npm keeps a copy of the installed lock file in node_modules; reinstall when
 # it is missing or older than the lock file or the manifest.
@@ -145,5 +163,5 @@ fi
 
 echo "run.sh: running the client tests"
 rc=0
-HOLDPOINT_URL="$base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+HOLDPOINT_URL="$base" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
 exit "$rc"
