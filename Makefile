@@ -81,7 +81,8 @@ fuzz:
 	$(GO) test ./httpapi -run '^$$' -fuzz '^FuzzDecodeAgentRequest$$' -fuzztime $(FUZZTIME); \
 	$(GO) test ./service -run '^$$' -fuzz '^FuzzValidateResume$$' -fuzztime $(FUZZTIME); \
 	$(GO) test ./service -run '^$$' -fuzz '^FuzzStateSignature$$' -fuzztime $(FUZZTIME); \
-	$(GO) test ./service -run '^$$' -fuzz '^FuzzMessageRoles$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./service -run '^$$' -fuzz '^FuzzMessageRoles$$' -fuzztime $(FUZZTIME); \
+	$(GO) test ./service/agentdef -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 
 # Each run creates a database of its own on the server and drops it after.
 # BENCH_FLAGS adds flags to the approval-cycle runs (e.g. --cycles 100).
