@@ -146,6 +146,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.POST(base+"/:agent/abort", a.abort)
 	a.registerV1(e.Group("/api/v1"))
 	a.registerAgentDefs(e.Group("/api/v1"))
+	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)
 	return e

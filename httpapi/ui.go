@@ -1,0 +1,325 @@
+package httpapi
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// The operators' dashboard (/ui/): server-rendered pages, a little
+// JavaScript for the live inbox and the decision form, both served from
+// the binary. It uses the same runtime calls (and, from the browser, the
+// same /api/v1 routes) as any operator. Only dev mode serves it for now:
+// signing in with an admin key is not built yet.
+
+//go:embed ui/*.html ui/static
+var uiFiles embed.FS
+
+// uiCSP keeps every page to its own scripts and styles: no inline script,
+// no other origin, no framing.
+const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
+	"short": func(s string) string {
+		if len(s) > 8 {
+			return s[:8]
+		}
+		return s
+	},
+	"age": func(t time.Time) string { return roughDuration(time.Since(t)) },
+	"time": func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"deadline": func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		left := time.Until(*t)
+		if left <= 0 {
+			return "overdue"
+		}
+		return roughDuration(left) + " left"
+	},
+	"deadlineClass": func(t *time.Time) string {
+		if t != nil && time.Until(*t) <= 0 {
+			return "overdue"
+		}
+		return ""
+	},
+	"json": func(raw json.RawMessage) string {
+		if len(raw) == 0 {
+			return ""
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return string(raw)
+		}
+		return b.String()
+	},
+	"deref":        func(s *string) string { return *s },
+	"inputSummary": inputSummary,
+	"fields":       inputFields,
+}).ParseFS(uiFiles, "ui/*.html"))
+
+// registerUI adds the dashboard's routes.
+func (a *api) registerUI(e *echo.Echo) {
+	static, err := fs.Sub(uiFiles, "ui/static")
+	if err != nil {
+		panic(err)
+	}
+	assets := http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	e.GET("/ui/", a.uiInbox)
+	e.GET("/ui/history", a.uiHistory)
+	e.GET("/ui/interrupts/:id", a.uiInterrupt)
+	e.GET("/ui/sessions/:id", a.uiSession)
+	e.GET("/ui/static/*", func(c echo.Context) error {
+		if err := a.uiAllowed(); err != nil {
+			return err
+		}
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-cache")
+		assets.ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+}
+
+// uiAllowed refuses the dashboard on a server with authentication: its
+// sign-in is not built yet, and it must not open a way around the keys.
+func (a *api) uiAllowed() error {
+	if a.opts.Auth != nil {
+		return service.Errorf(codeUnimplemented, "the dashboard is served in dev mode only for now; use the /api/v1 routes with an admin key")
+	}
+	return nil
+}
+
+// page is what every page template gets.
+type page struct {
+	Title  string
+	Tenant string
+}
+
+func (a *api) render(c echo.Context, name string, data any) error {
+	var b bytes.Buffer
+	if err := uiTemplates.ExecuteTemplate(&b, name, data); err != nil {
+		return fmt.Errorf("render %s: %w", name, err)
+	}
+	h := c.Response().Header()
+	h.Set("Content-Security-Policy", uiCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set(echo.HeaderCacheControl, "no-store")
+	return c.HTMLBlob(http.StatusOK, b.Bytes())
+}
+
+func (a *api) uiInbox(c echo.Context) error {
+	caller, err := a.uiCaller(c)
+	if err != nil {
+		return err
+	}
+	items, err := a.rt.ListInterrupts(c.Request().Context(), caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 200})
+	if err != nil {
+		return err
+	}
+	return a.render(c, "inbox.html", struct {
+		page
+		Items []service.Interrupt
+	}{page{"Inbox", caller.TenantID}, items})
+}
+
+func (a *api) uiHistory(c echo.Context) error {
+	caller, err := a.uiCaller(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var items []service.Interrupt
+	for _, status := range []string{service.InterruptResolved, service.InterruptExpired} {
+		got, err := a.rt.ListInterrupts(ctx, caller, service.InterruptFilter{Status: status, Limit: 100})
+		if err != nil {
+			return err
+		}
+		items = append(items, got...)
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].CreatedAt.After(items[j].CreatedAt) })
+	return a.render(c, "history.html", struct {
+		page
+		Items []service.Interrupt
+	}{page{"History", caller.TenantID}, items})
+}
+
+// uiForm is the decision form generated from an interrupt's output schema.
+type uiForm struct {
+	// Approval: the schema has a boolean "approved", shown as Approve and
+	// Deny buttons.
+	Approval bool
+	Fields   []uiField
+}
+
+type uiField struct {
+	Name, Type string
+	Required   bool
+	Enum       []string
+}
+
+// formOf generates the form of an output schema: one field per property
+// (a boolean "approved" becomes the Approve/Deny buttons), or a single
+// text field when the schema is not an object's.
+func formOf(schema json.RawMessage) uiForm {
+	var s struct {
+		Type       any `json:"type"`
+		Properties map[string]struct {
+			Type any      `json:"type"`
+			Enum []string `json:"enum"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	var f uiForm
+	if json.Unmarshal(schema, &s) != nil || len(s.Properties) == 0 {
+		return f
+	}
+	required := map[string]bool{}
+	for _, r := range s.Required {
+		required[r] = true
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := s.Properties[n]
+		typ, _ := p.Type.(string)
+		if typ == "" {
+			typ = "string"
+		}
+		if n == "approved" && typ == "boolean" {
+			f.Approval = true
+			continue
+		}
+		f.Fields = append(f.Fields, uiField{Name: n, Type: typ, Required: required[n], Enum: p.Enum})
+	}
+	return f
+}
+
+func (a *api) uiInterrupt(c echo.Context) error {
+	caller, err := a.uiCaller(c)
+	if err != nil {
+		return err
+	}
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return service.Errorf(service.CodeNotFound, "no such interrupt")
+	}
+	ctx := c.Request().Context()
+	it, err := a.rt.GetInterrupt(ctx, caller, id, 20)
+	if err != nil {
+		return err
+	}
+	events, err := a.rt.InterruptEvents(ctx, caller, id)
+	if err != nil {
+		return err
+	}
+	var form uiForm
+	if agent, err := a.rt.LookupFor(ctx, caller, it.Agent); err == nil {
+		for _, t := range agent.Tools {
+			if t.Name == it.Tool {
+				form = formOf(t.OutputSchema)
+			}
+		}
+	}
+	return a.render(c, "interrupt.html", struct {
+		page
+		Interrupt service.Interrupt
+		Messages  []service.Message
+		Events    []service.InterruptEvent
+		Form      uiForm
+	}{page{it.Tool, caller.TenantID}, it.Interrupt, it.Messages, events, form})
+}
+
+func (a *api) uiSession(c echo.Context) error {
+	caller, err := a.uiCaller(c)
+	if err != nil {
+		return err
+	}
+	snap, err := a.rt.GetSnapshot(c.Request().Context(), caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: c.Param("id")})
+	if err != nil {
+		return err
+	}
+	return a.render(c, "session.html", struct {
+		page
+		SessionID string
+		Snapshot  *service.Snapshot
+	}{page{"Session", caller.TenantID}, c.Param("id"), snap})
+}
+
+func (a *api) uiCaller(c echo.Context) (service.Caller, error) {
+	if err := a.uiAllowed(); err != nil {
+		return service.Caller{}, err
+	}
+	return a.opts.Caller(c)
+}
+
+// field is one line of an interrupt's input, as the pages show it.
+type field struct{ Name, Value string }
+
+// inputFields shows an input object as named fields (other JSON as one).
+func inputFields(raw json.RawMessage) []field {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return []field{{"input", string(raw)}}
+	}
+	names := make([]string, 0, len(obj))
+	for n := range obj {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]field, 0, len(names))
+	for _, n := range names {
+		var s string
+		if json.Unmarshal(obj[n], &s) != nil {
+			s = string(obj[n])
+		}
+		out = append(out, field{n, s})
+	}
+	return out
+}
+
+// inputSummary is an input on a few lines.
+func inputSummary(raw json.RawMessage) string {
+	var b bytes.Buffer
+	for i, f := range inputFields(raw) {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(f.Name + ": " + f.Value)
+	}
+	return b.String()
+}
+
+// roughDuration is a duration as people say it: 45s, 12m, 3h, 2d.
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}

@@ -1,0 +1,72 @@
+// The inbox follows the tenant's interrupt events: on each one it reloads
+// the pending list from the API and renders it (as text: nothing an
+// interrupt carries is ever parsed as HTML).
+(function () {
+  'use strict';
+  const body = document.querySelector('#inbox tbody');
+  const live = document.getElementById('live');
+
+  function cell(text, cls) {
+    const td = document.createElement('td');
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  }
+  function link(href, text) {
+    const a = document.createElement('a');
+    a.href = href;
+    a.textContent = text;
+    return a;
+  }
+  function age(iso) {
+    const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+    if (s < 60) return s + 's';
+    if (s < 3600) return Math.round(s / 60) + 'm';
+    if (s < 86400) return Math.round(s / 3600) + 'h';
+    return Math.round(s / 86400) + 'd';
+  }
+  function summary(input) {
+    if (input === undefined || input === null) return '';
+    if (typeof input !== 'object') return String(input);
+    return Object.entries(input).map(([k, v]) => k + ': ' + (typeof v === 'string' ? v : JSON.stringify(v))).join('\n');
+  }
+  function render(items) {
+    body.replaceChildren();
+    if (items.length === 0) {
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      const td = cell('Nothing is waiting.');
+      td.colSpan = 6;
+      tr.append(td);
+      body.append(tr);
+      return;
+    }
+    for (const it of items) {
+      const tr = document.createElement('tr');
+      tr.dataset.id = it.id;
+      const tool = document.createElement('td');
+      tool.append(link('/ui/interrupts/' + encodeURIComponent(it.id), it.tool));
+      const sess = document.createElement('td');
+      sess.append(link('/ui/sessions/' + encodeURIComponent(it.sessionId) + '?agent=' + encodeURIComponent(it.agent), it.sessionId.slice(0, 8)));
+      let deadline = '';
+      let cls = '';
+      if (it.expiresAt) {
+        const left = Date.parse(it.expiresAt) - Date.now();
+        deadline = left <= 0 ? 'overdue' : age(new Date(Date.now() - left).toISOString()) + ' left';
+        cls = left <= 0 ? 'overdue' : '';
+      }
+      tr.append(cell(it.agent), tool, cell(summary(it.input), 'input'), sess, cell(age(it.createdAt)), cell(deadline, cls));
+      body.append(tr);
+    }
+  }
+  async function reload() {
+    const res = await fetch('/api/v1/interrupts?limit=200', { headers: { Accept: 'application/json' } });
+    if (res.ok) render((await res.json()).items);
+  }
+  const events = new EventSource('/api/v1/events');
+  events.onopen = () => { live.textContent = 'live'; live.dataset.state = 'live'; reload(); };
+  events.onerror = () => { live.textContent = 'reconnecting…'; live.dataset.state = 'reconnecting'; };
+  for (const type of ['created', 'claimed', 'released', 'resolved', 'expired']) {
+    events.addEventListener('interrupt.' + type, reload);
+  }
+})();
