@@ -208,3 +208,14 @@ type TurnJob struct {
 	Attempts    int32
 	CreatedAt   time.Time
 }
+
+type UiSession struct {
+	TokenHash []byte
+	TenantID  string
+	KeyID     uuid.UUID
+	Actor     string
+	Csrf      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	RevokedAt *time.Time
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -25,6 +26,13 @@ type Authenticator interface {
 	RevokeUserToken(ctx context.Context, tenantID, tokenID string) error
 	// RevokeEndUserTokens refuses every token of an end user issued so far.
 	RevokeEndUserTokens(ctx context.Context, tenantID, userID string) error
+	// SignInUI exchanges an admin key for a dashboard session and its
+	// cookie token.
+	SignInUI(ctx context.Context, key string) (*service.UISession, string, error)
+	// UISession resolves a dashboard cookie token.
+	UISession(ctx context.Context, token string) (*service.UISession, error)
+	// SignOutUI ends a dashboard session.
+	SignOutUI(ctx context.Context, s *service.UISession, token string) error
 }
 
 // HeaderEndUser names the end user a key acts for.
@@ -51,6 +59,9 @@ type access struct {
 	// userToken marks a caller authenticated by a user token, which fixes
 	// its end user.
 	userToken bool
+	// ui is the dashboard session the request came with (nil: none).
+	ui      *service.UISession
+	uiToken string
 }
 
 // Fixed public answers of authentication: a caller learns nothing about
@@ -67,15 +78,24 @@ var (
 func (a *api) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		route := c.Path()
-		if route == "/healthz" || route == "/readyz" {
+		if route == "/healthz" || route == "/readyz" || isUIPublic(c) {
 			return next(c)
 		}
 		acc, err := a.resolveAccess(c)
 		if err != nil {
 			if service.AsError(err).Status == service.CodeUnauthenticated {
+				if isUIPage(c) {
+					// A dashboard page without a session: sign in first.
+					return c.Redirect(http.StatusSeeOther, "/ui/login")
+				}
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="holdpoint"`)
 			}
 			return err
+		}
+		if acc.ui != nil {
+			if err := checkUIWrite(c, acc.ui); err != nil {
+				return err
+			}
 		}
 		if acc.level < levelAdmin && !a.isProtocolRoute(route) {
 			return errForbidden
@@ -104,6 +124,16 @@ func (a *api) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 func (a *api) resolveAccess(c echo.Context) (*access, error) {
 	if a.opts.Auth == nil {
 		return &access{caller: DevCaller, level: levelAdmin, rateKey: "ip:" + remoteHost(c)}, nil
+	}
+	if len(c.Request().Header.Values(echo.HeaderAuthorization)) == 0 && isUIRoute(c) {
+		if cookie, err := c.Cookie(uiCookie); err == nil {
+			s, err := a.opts.Auth.UISession(c.Request().Context(), cookie.Value)
+			if err != nil {
+				return nil, err
+			}
+			return &access{caller: service.Caller{TenantID: s.TenantID, Actor: s.Actor}, level: levelAdmin,
+				rateKey: "key:" + s.KeyID.String(), ui: s, uiToken: cookie.Value}, nil
+		}
 	}
 	cred, ok := bearer(c.Request().Header.Values(echo.HeaderAuthorization))
 	if !ok {

@@ -20,8 +20,8 @@ import (
 // The operators' dashboard (/ui/): server-rendered pages, a little
 // JavaScript for the live inbox and the decision form, both served from
 // the binary. It uses the same runtime calls (and, from the browser, the
-// same /api/v1 routes) as any operator. Only dev mode serves it for now:
-// signing in with an admin key is not built yet.
+// same /api/v1 routes) as any operator. With authentication an operator
+// signs in with an admin key (see uisession.go); in dev mode no sign-in.
 
 //go:embed ui/*.html ui/static
 var uiFiles embed.FS
@@ -84,32 +84,33 @@ func (a *api) registerUI(e *echo.Echo) {
 	assets := http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
 	e.GET("/ui/", a.uiInbox)
+	e.GET("/ui/login", a.uiLogin)
+	e.POST("/ui/session", a.uiSignIn)
+	e.POST("/ui/session/end", a.uiSignOut)
 	e.GET("/ui/history", a.uiHistory)
 	e.GET("/ui/interrupts/:id", a.uiInterrupt)
 	e.GET("/ui/sessions/:id", a.uiSession)
 	e.GET("/ui/static/*", func(c echo.Context) error {
-		if err := a.uiAllowed(); err != nil {
-			return err
-		}
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-cache")
 		assets.ServeHTTP(c.Response(), c.Request())
 		return nil
 	})
 }
 
-// uiAllowed refuses the dashboard on a server with authentication: its
-// sign-in is not built yet, and it must not open a way around the keys.
-func (a *api) uiAllowed() error {
-	if a.opts.Auth != nil {
-		return service.Errorf(codeUnimplemented, "the dashboard is served in dev mode only for now; use the /api/v1 routes with an admin key")
-	}
-	return nil
-}
-
 // page is what every page template gets.
 type page struct {
 	Title  string
 	Tenant string
+	// CSRF is the session's token the page's scripts send (none in dev
+	// mode); SignedIn shows the sign-out button.
+	CSRF     string
+	SignedIn bool
+}
+
+// pageOf is the page data of a signed-in (or dev mode) request.
+func pageOf(c echo.Context, title, tenant string) page {
+	csrf := csrfOf(c)
+	return page{Title: title, Tenant: tenant, CSRF: csrf, SignedIn: csrf != ""}
 }
 
 func (a *api) render(c echo.Context, name string, data any) error {
@@ -137,7 +138,7 @@ func (a *api) uiInbox(c echo.Context) error {
 	return a.render(c, "inbox.html", struct {
 		page
 		Items []service.Interrupt
-	}{page{"Inbox", caller.TenantID}, items})
+	}{pageOf(c, "Inbox", caller.TenantID), items})
 }
 
 func (a *api) uiHistory(c echo.Context) error {
@@ -158,7 +159,7 @@ func (a *api) uiHistory(c echo.Context) error {
 	return a.render(c, "history.html", struct {
 		page
 		Items []service.Interrupt
-	}{page{"History", caller.TenantID}, items})
+	}{pageOf(c, "History", caller.TenantID), items})
 }
 
 // uiForm is the decision form generated from an interrupt's output schema.
@@ -247,7 +248,7 @@ func (a *api) uiInterrupt(c echo.Context) error {
 		Messages  []service.Message
 		Events    []service.InterruptEvent
 		Form      uiForm
-	}{page{it.Tool, caller.TenantID}, it.Interrupt, it.Messages, events, form})
+	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, events, form})
 }
 
 func (a *api) uiSession(c echo.Context) error {
@@ -263,13 +264,10 @@ func (a *api) uiSession(c echo.Context) error {
 		page
 		SessionID string
 		Snapshot  *service.Snapshot
-	}{page{"Session", caller.TenantID}, c.Param("id"), snap})
+	}{pageOf(c, "Session", caller.TenantID), c.Param("id"), snap})
 }
 
 func (a *api) uiCaller(c echo.Context) (service.Caller, error) {
-	if err := a.uiAllowed(); err != nil {
-		return service.Caller{}, err
-	}
 	return a.opts.Caller(c)
 }
 

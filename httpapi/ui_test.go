@@ -60,7 +60,7 @@ func TestDashboardPages(t *testing.T) {
 		!strings.Contains(inbox, "&lt;script&gt;alert(1)&lt;/script&gt;") || strings.Contains(inbox, "<script>\n") {
 		t.Fatalf("inbox: %d %v\n%s", status, h, inbox)
 	}
-	if strings.Count(inbox, "<script") != 1 || !strings.Contains(inbox, `<script src="/ui/static/inbox.js">`) {
+	if strings.Count(inbox, "<script") != 2 || !strings.Contains(inbox, `<script src="/ui/static/inbox.js">`) || !strings.Contains(inbox, `<script src="/ui/static/app.js">`) {
 		t.Fatalf("the inbox has scripts other than its own: %s", inbox)
 	}
 	var ids []string
@@ -95,17 +95,105 @@ func TestDashboardPages(t *testing.T) {
 		t.Fatalf("decide.js: %d %v", status, h)
 	}
 
-	// With authentication on, the dashboard is not served (its sign-in is
-	// not built yet).
-	authed := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: testlog.Logger(t), Auth: service.NewAccounts(newStore(t, app))}))
-	t.Cleanup(authed.Close)
-	res, err := authed.Client().Get(authed.URL + "/ui/")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestDashboardSignIn checks the dashboard's access with authentication:
+// pages need a session, only an admin key signs in, a request that changes
+// something needs the dashboard's origin and CSRF token, decisions carry
+// the key's name, and sign-out ends the session.
+func TestDashboardSignIn(t *testing.T) {
+	t.Parallel()
+	s := newAuthServer(t, nil)
+	s.tenant(t, "acme")
+	admin, _ := s.key(t, "acme", "admin")
+	client, _ := s.key(t, "acme", "client")
+	out := s.send(t, admin, "bankingAgent", "Transfer $50 to account 12345", nil)
+	if out.FinishReason != "interrupted" {
+		t.Fatalf("turn: %+v", out)
 	}
-	res.Body.Close()
-	if res.StatusCode == 200 {
-		t.Fatal("the dashboard is served without a sign-in on a server with authentication")
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path, cookie, csrf, origin, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: "holdpoint_ui", Value: cookie})
+		}
+		if csrf != "" {
+			req.Header.Set("X-CSRF-Token", csrf)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		return res
+	}
+	if res := do("GET", "/ui/", "", "", "", ""); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/ui/login" {
+		t.Fatalf("inbox without a session: %d %v", res.StatusCode, res.Header)
+	}
+	if res := do("GET", "/ui/login", "", "", "", ""); res.StatusCode != 200 {
+		t.Fatalf("login page: %d", res.StatusCode)
+	}
+	for _, key := range []string{client, "hp_nope", s.token(t, "acme", "u1")} {
+		if res := do("POST", "/ui/session", "", "", "", `{"key":"`+key+`"}`); res.StatusCode < 400 || res.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("sign-in with %.8s...: %d", key, res.StatusCode)
+		}
+	}
+	res := do("POST", "/ui/session", "", "", "", `{"key":"`+admin+`"}`)
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == "holdpoint_ui" {
+			cookie = c
+		}
+	}
+	if res.StatusCode != 204 || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.MaxAge <= 0 {
+		t.Fatalf("admin sign-in: %d %+v", res.StatusCode, cookie)
+	}
+	var stored int
+	if err := s.owner.QueryRow(context.Background(), "SELECT count(*) FROM ui_sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))", cookie.Value).Scan(&stored); err != nil || stored != 1 {
+		t.Fatalf("the session is not stored by its hash: %v %d", err, stored)
+	}
+	page := do("GET", "/ui/", cookie.Value, "", "", "")
+	b, _ := io.ReadAll(page.Body)
+	if page.StatusCode != 200 || !strings.Contains(string(b), "userApproval") || !strings.Contains(string(b), `id="signout"`) {
+		t.Fatalf("inbox with a session: %d", page.StatusCode)
+	}
+	csrf := string(b)[strings.Index(string(b), `name="csrf-token" content="`)+len(`name="csrf-token" content="`):]
+	csrf = csrf[:strings.Index(csrf, `"`)]
+	var items struct{ Items []service.Interrupt }
+	list := do("GET", "/api/v1/interrupts", cookie.Value, "", "", "")
+	_ = json.NewDecoder(list.Body).Decode(&items)
+	if len(items.Items) != 1 {
+		t.Fatalf("the API with a session: %d %+v", list.StatusCode, items)
+	}
+	decide := "/api/v1/interrupts/" + items.Items[0].ID.String() + "/respond"
+	body := `{"output":{"approved":true},"note":"ok"}`
+	for name, tc := range map[string][2]string{"no CSRF": {"", s.srv.URL}, "wrong CSRF": {"x" + csrf, s.srv.URL}, "no origin": {csrf, ""}, "another origin": {csrf, "https://evil.example"}} {
+		if res := do("POST", decide, cookie.Value, tc[0], tc[1], body); res.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %d", name, res.StatusCode)
+		}
+	}
+	if res := do("POST", decide, cookie.Value, csrf, s.srv.URL, body); res.StatusCode != 200 {
+		t.Fatalf("decision with a session: %d", res.StatusCode)
+	}
+	var actor string
+	if err := s.owner.QueryRow(context.Background(), "SELECT resolved_by FROM interrupts WHERE id = $1", items.Items[0].ID).Scan(&actor); err != nil || actor != "key:admin key" {
+		t.Fatalf("decided by %q (%v), want the key's name", actor, err)
+	}
+	if res := do("POST", "/ui/session/end", cookie.Value, csrf, s.srv.URL, ""); res.StatusCode != 204 {
+		t.Fatalf("sign-out: %d", res.StatusCode)
+	}
+	if res := do("GET", "/ui/", cookie.Value, "", "", ""); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("inbox after sign-out: %d", res.StatusCode)
+	}
+	if res := do("GET", "/api/v1/interrupts", cookie.Value, "", "", ""); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the API after sign-out: %d", res.StatusCode)
 	}
 }
 

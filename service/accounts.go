@@ -68,6 +68,13 @@ type AccountStore interface {
 	// APIKeyByHash returns the key whose secret has that hash, revoked or
 	// not, and stamps its use (ErrNotFound when none).
 	APIKeyByHash(ctx context.Context, hash []byte) (*APIKey, error)
+	// CreateUISession stores a dashboard session by the hash of its token.
+	CreateUISession(ctx context.Context, s *UISession, hash []byte) error
+	// UISessionByHash returns the live session whose token has that hash,
+	// its key not revoked (ErrNotFound when none).
+	UISessionByHash(ctx context.Context, hash []byte) (*UISession, error)
+	// RevokeUISession ends a session.
+	RevokeUISession(ctx context.Context, tenantID string, hash []byte) error
 	// SigningKeys returns a tenant's keys of a purpose that still verify,
 	// newest first.
 	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
@@ -242,4 +249,73 @@ func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, g
 		return 0, Errorf(CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)
 	}
 	return a.store.RotateSecret(ctx, RotateSecretParams{TenantID: tenantID, Purpose: purpose, Grace: grace, Secret: newSecret()})
+}
+
+// UISession is an operator's dashboard session: an admin key exchanged
+// for an opaque token kept in a cookie.
+type UISession struct {
+	TenantID  string
+	KeyID     uuid.UUID
+	Actor     string // recorded on the decisions made in it
+	CSRF      string // the token state-changing requests must echo
+	ExpiresAt time.Time
+}
+
+// UISessionTTL is how long a dashboard session lasts.
+const UISessionTTL = 12 * time.Hour
+
+// SignInUI exchanges an admin API key for a dashboard session: it returns
+// the session and the token to keep in the cookie (shown only here). A
+// client key, a user token or a bad key is UNAUTHENTICATED or
+// PERMISSION_DENIED.
+func (a *Accounts) SignInUI(ctx context.Context, plain string) (*UISession, string, error) {
+	p, err := a.Authenticate(ctx, plain)
+	if err != nil {
+		return nil, "", err
+	}
+	if p.Role != RoleAdmin {
+		return nil, "", Errorf(CodePermissionDenied, "only an admin key signs in to the dashboard")
+	}
+	actor := "key:" + p.KeyID.String()
+	if keys, err := a.store.ListAPIKeys(ctx, p.TenantID); err == nil {
+		for _, k := range keys {
+			if k.ID == p.KeyID && k.Name != "" {
+				actor = "key:" + k.Name
+			}
+		}
+	}
+	token, csrf := randomToken(), randomToken()
+	s := &UISession{TenantID: p.TenantID, KeyID: p.KeyID, Actor: actor, CSRF: csrf, ExpiresAt: time.Now().Add(UISessionTTL)}
+	hash := sha256.Sum256([]byte(token))
+	if err := a.store.CreateUISession(ctx, s, hash[:]); err != nil {
+		return nil, "", err
+	}
+	return s, token, nil
+}
+
+// UISession returns the live session of a cookie token (UNAUTHENTICATED
+// when there is none).
+func (a *Accounts) UISession(ctx context.Context, token string) (*UISession, error) {
+	if len(token) == 0 || len(token) > 128 {
+		return nil, errBadKey
+	}
+	hash := sha256.Sum256([]byte(token))
+	s, err := a.store.UISessionByHash(ctx, hash[:])
+	if errors.Is(err, ErrNotFound) {
+		return nil, errBadKey
+	}
+	return s, err
+}
+
+// SignOutUI ends the session of a cookie token.
+func (a *Accounts) SignOutUI(ctx context.Context, s *UISession, token string) error {
+	hash := sha256.Sum256([]byte(token))
+	return a.store.RevokeUISession(ctx, s.TenantID, hash[:])
+}
+
+// randomToken is 32 random bytes, base64url.
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -186,3 +186,33 @@ func (s *PgStore) RevokeEndUserTokens(ctx context.Context, tenantID, endUser str
 		return q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: endUser})
 	})
 }
+
+// CreateUISession implements service.AccountStore.
+func (s *PgStore) CreateUISession(ctx context.Context, u *service.UISession, hash []byte) error {
+	return s.piped(ctx, u.TenantID, func(q *db.Queries) error {
+		return q.InsertUISession(ctx, db.InsertUISessionParams{TokenHash: hash, TenantID: u.TenantID, KeyID: u.KeyID,
+			Actor: u.Actor, Csrf: u.CSRF, ExpiresAt: u.ExpiresAt})
+	})
+}
+
+// UISessionByHash implements service.AccountStore: a live session whose
+// key is not revoked (a system function: the cookie decides the tenant).
+func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*service.UISession, error) {
+	var row db.UiSession
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		row, err = q.GetUISessionByHash(ctx, hash)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &service.UISession{TenantID: row.TenantID, KeyID: row.KeyID, Actor: row.Actor, CSRF: row.Csrf, ExpiresAt: row.ExpiresAt}, nil
+}
+
+// RevokeUISession implements service.AccountStore.
+func (s *PgStore) RevokeUISession(ctx context.Context, tenantID string, hash []byte) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+		return q.RevokeUISession(ctx, db.RevokeUISessionParams{TenantID: tenantID, TokenHash: hash})
+	})
+}

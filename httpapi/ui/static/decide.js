@@ -29,7 +29,7 @@
     for (const b of form.querySelectorAll('button')) b.disabled = true;
     const res = await fetch('/api/v1/interrupts/' + encodeURIComponent(id) + '/respond', {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-CSRF-Token': window.holdpoint.csrf() },
       body: JSON.stringify({ output, note }),
     });
     const body = await res.json().catch(() => ({}));
