@@ -70,7 +70,14 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 		}
 		return b.String()
 	},
-	"deref":        func(s *string) string { return *s },
+	"deref": func(s *string) string { return *s },
+	"sub":   func(a, b int) int { return a - b },
+	"secs": func(v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return roughDuration(time.Duration(*v * float64(time.Second)))
+	},
 	"inputSummary": inputSummary,
 	"fields":       inputFields,
 }).ParseFS(uiFiles, "ui/*.html"))
@@ -88,6 +95,8 @@ func (a *api) registerUI(e *echo.Echo) {
 	e.POST("/ui/session", a.uiSignIn)
 	e.POST("/ui/session/end", a.uiSignOut)
 	e.GET("/ui/history", a.uiHistory)
+	e.GET("/ui/reports", a.uiReports)
+	e.GET("/ui/reports.csv", a.uiReportsCSV)
 	e.GET("/ui/interrupts/:id", a.uiInterrupt)
 	e.GET("/ui/sessions/:id", a.uiSession)
 	e.GET("/ui/static/*", func(c echo.Context) error {

@@ -88,6 +88,15 @@ func TestDashboardPages(t *testing.T) {
 	if status, _, page := get("/ui/sessions/ui-1?agent=asker"); status != 200 || !strings.Contains(page, "pay &lt;b&gt;now&lt;/b&gt;") {
 		t.Fatalf("session page: %d\n%s", status, page)
 	}
+	if status, _, page := get("/ui/reports"); status != 200 || !strings.Contains(page, "<svg") || !strings.Contains(page, "<rect") || !strings.Contains(page, "<td>asker</td>") {
+		t.Fatalf("reports page: %d\n%s", status, page)
+	}
+	if status, h, csv := get("/ui/reports.csv"); status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/csv") || !strings.HasPrefix(csv, "day,total,pending") || strings.Count(csv, "\n") != 2 {
+		t.Fatalf("reports CSV: %d %v\n%s", status, h, csv)
+	}
+	if status, _, _ := get("/ui/reports?from=2026-13-01"); status != 400 {
+		t.Fatalf("a bad date: %d", status)
+	}
 	if status, _, _ := get("/ui/interrupts/not-an-id"); status != 404 {
 		t.Fatalf("unknown interrupt page: %d", status)
 	}
