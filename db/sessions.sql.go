@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
 const createSession = `-- name: CreateSession :one
@@ -49,6 +50,56 @@ func (q *Queries) CreateSession(ctx context.Context, arg CreateSessionParams) (C
 	var i CreateSessionRow
 	err := row.Scan(&i.Agent, &i.EndUser, &i.Created)
 	return i, err
+}
+
+const findSessions = `-- name: FindSessions :many
+SELECT id, agent, end_user, latest_snapshot_id, created_at, updated_at FROM sessions
+WHERE tenant_id = $1 AND (id = $2 OR end_user = $2)
+ORDER BY updated_at DESC, id
+LIMIT $3
+`
+
+type FindSessionsParams struct {
+	TenantID string
+	Q        string
+	MaxRows  int32
+}
+
+type FindSessionsRow struct {
+	ID               string
+	Agent            string
+	EndUser          *string
+	LatestSnapshotID *string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// A tenant's sessions with that id, or of that end user, newest first.
+func (q *Queries) FindSessions(ctx context.Context, arg FindSessionsParams) ([]FindSessionsRow, error) {
+	rows, err := q.db.Query(ctx, findSessions, arg.TenantID, arg.Q, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []FindSessionsRow{}
+	for rows.Next() {
+		var i FindSessionsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Agent,
+			&i.EndUser,
+			&i.LatestSnapshotID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getSession = `-- name: GetSession :one

@@ -98,6 +98,7 @@ func (a *api) registerUI(e *echo.Echo) {
 	e.GET("/ui/reports", a.uiReports)
 	e.GET("/ui/reports.csv", a.uiReportsCSV)
 	e.GET("/ui/interrupts/:id", a.uiInterrupt)
+	e.GET("/ui/sessions", a.uiSessions)
 	e.GET("/ui/sessions/:id", a.uiSession)
 	e.GET("/ui/static/*", func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-cache")
@@ -274,6 +275,26 @@ func (a *api) uiSession(c echo.Context) error {
 		SessionID string
 		Snapshot  *service.Snapshot
 	}{pageOf(c, "Session", caller.TenantID), c.Param("id"), snap})
+}
+
+// uiSessions finds sessions by id or end user: GET /ui/sessions?q=...
+func (a *api) uiSessions(c echo.Context) error {
+	caller, err := a.uiCaller(c)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParam("q")
+	var found []service.SessionSummary
+	if q != "" {
+		if found, err = a.rt.FindSessions(c.Request().Context(), caller, q); err != nil {
+			return err
+		}
+	}
+	return a.render(c, "sessions.html", struct {
+		page
+		Q     string
+		Found []service.SessionSummary
+	}{pageOf(c, "Sessions", caller.TenantID), q, found})
 }
 
 func (a *api) uiCaller(c echo.Context) (service.Caller, error) {

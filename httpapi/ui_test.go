@@ -88,6 +88,12 @@ func TestDashboardPages(t *testing.T) {
 	if status, _, page := get("/ui/sessions/ui-1?agent=asker"); status != 200 || !strings.Contains(page, "pay &lt;b&gt;now&lt;/b&gt;") {
 		t.Fatalf("session page: %d\n%s", status, page)
 	}
+	if status, _, page := get("/ui/sessions?q=ui-1"); status != 200 || !strings.Contains(page, `href="/ui/sessions/ui-1?agent=asker"`) {
+		t.Fatalf("session search: %d\n%s", status, page)
+	}
+	if status, _, page := get("/ui/sessions?q=nobody"); status != 200 || !strings.Contains(page, "No session has that id") {
+		t.Fatalf("empty session search: %d\n%s", status, page)
+	}
 	if status, _, page := get("/ui/reports"); status != 200 || !strings.Contains(page, "<svg") || !strings.Contains(page, "<rect") || !strings.Contains(page, "<td>asker</td>") {
 		t.Fatalf("reports page: %d\n%s", status, page)
 	}

@@ -16,3 +16,10 @@ SELECT agent, end_user, created FROM created
 UNION ALL
 SELECT agent, end_user, false FROM sessions
 WHERE tenant_id = @tenant_id AND id = @id AND NOT EXISTS (SELECT 1 FROM created);
+
+-- name: FindSessions :many
+-- A tenant's sessions with that id, or of that end user, newest first.
+SELECT id, agent, end_user, latest_snapshot_id, created_at, updated_at FROM sessions
+WHERE tenant_id = @tenant_id AND (id = @q OR end_user = @q)
+ORDER BY updated_at DESC, id
+LIMIT @max_rows;

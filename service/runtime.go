@@ -244,3 +244,26 @@ func (r *Runtime) SigningSecrets(ctx context.Context, tenantID, purpose string) 
 	}
 	return out, nil
 }
+
+// FindSessions finds the caller's tenant's sessions whose id is q, or whose
+// end user is q (at most 50, newest first). An end user's caller sees only
+// its own.
+func (r *Runtime) FindSessions(ctx context.Context, c Caller, q string) ([]SessionSummary, error) {
+	if q == "" || len(q) > 256 {
+		return nil, Errorf(CodeInvalidArgument, "search for a session id or an end user (1 to 256 bytes)")
+	}
+	found, err := r.store.FindSessions(ctx, c.TenantID, q, 50)
+	if err != nil {
+		return nil, err
+	}
+	if c.EndUser == "" {
+		return found, nil
+	}
+	var own []SessionSummary
+	for _, s := range found {
+		if s.EndUser == c.EndUser {
+			own = append(own, s)
+		}
+	}
+	return own, nil
+}

@@ -16,6 +16,9 @@ type Store interface {
 	// does not exist for this tenant and agent, or its session is not the
 	// scope's to see.
 	LoadSnapshot(ctx context.Context, p LoadSnapshotParams) (*StoredSnapshot, error)
+	// FindSessions returns up to limit of a tenant's sessions whose id is
+	// q, or whose end user is q, newest first.
+	FindSessions(ctx context.Context, tenantID, q string, limit int) ([]SessionSummary, error)
 	// LoadSession returns a session. ErrNotFound when missing or not the
 	// scope's to see; a session of another agent is reported with its agent
 	// name set.
@@ -190,6 +193,16 @@ type StoredSession struct {
 	Agent            string
 	EndUser          string
 	LatestSnapshotID string
+}
+
+// SessionSummary is a session as a list shows it.
+type SessionSummary struct {
+	ID               string    `json:"id"`
+	Agent            string    `json:"agent"`
+	EndUser          string    `json:"endUser,omitempty"`
+	LatestSnapshotID string    `json:"latestSnapshotId,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+	UpdatedAt        time.Time `json:"updatedAt"`
 }
 
 // StoredSnapshot is a snapshot as loaded from the store.

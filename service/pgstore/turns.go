@@ -345,3 +345,22 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent,
 	})
 	return prev, err
 }
+
+// FindSessions implements Store.
+func (s *PgStore) FindSessions(ctx context.Context, tenantID, q string, limit int) ([]service.SessionSummary, error) {
+	var rows []db.FindSessionsRow
+	err := s.piped(ctx, tenantID, func(qq *db.Queries) error {
+		var err error
+		rows, err = qq.FindSessions(ctx, db.FindSessionsParams{TenantID: tenantID, Q: q, MaxRows: int32(limit)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.SessionSummary, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, service.SessionSummary{ID: r.ID, Agent: r.Agent, EndUser: deref(r.EndUser),
+			LatestSnapshotID: deref(r.LatestSnapshotID), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+	}
+	return out, nil
+}
