@@ -251,18 +251,20 @@ func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEven
 }
 
 const listInterrupts = `-- name: ListInterrupts :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts
-WHERE tenant_id = $1
-  AND status = $2
-  AND ($3::text IS NULL OR agent = $3)
-  AND ($4::text IS NULL OR tool = $4)
-  AND ($5::text IS NULL OR session_id = $5)
-  AND ($6::timestamptz IS NULL OR created_at < $6)
-  AND ($7::timestamptz IS NULL OR created_at > $7)
-  AND ($8::timestamptz IS NULL
-       OR (created_at, id) < ($8, $9::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT $10
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id FROM interrupts
+WHERE interrupts.tenant_id = $1
+  AND interrupts.status = $2
+  AND ($3::text IS NULL OR interrupts.agent = $3)
+  AND ($4::text IS NULL OR interrupts.tool = $4)
+  AND ($5::text IS NULL OR interrupts.session_id = $5)
+  AND ($6::text IS NULL OR interrupts.session_id IN (
+       SELECT s.id FROM sessions s WHERE s.tenant_id = $1 AND s.end_user = $6))
+  AND ($7::timestamptz IS NULL OR interrupts.created_at < $7)
+  AND ($8::timestamptz IS NULL OR interrupts.created_at > $8)
+  AND ($9::timestamptz IS NULL
+       OR (interrupts.created_at, interrupts.id) < ($9, $10::uuid))
+ORDER BY interrupts.created_at DESC, interrupts.id DESC
+LIMIT $11
 `
 
 type ListInterruptsParams struct {
@@ -271,6 +273,7 @@ type ListInterruptsParams struct {
 	Agent           *string
 	Tool            *string
 	SessionID       *string
+	EndUser         *string
 	CreatedBefore   *time.Time
 	CreatedAfter    *time.Time
 	CursorCreatedAt *time.Time
@@ -287,6 +290,7 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 		arg.Agent,
 		arg.Tool,
 		arg.SessionID,
+		arg.EndUser,
 		arg.CreatedBefore,
 		arg.CreatedAfter,
 		arg.CursorCreatedAt,
@@ -346,6 +350,90 @@ type ListInterruptsBySnapshotForUpdateParams struct {
 // resumes of the same snapshot serialize here and only one can claim.
 func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg ListInterruptsBySnapshotForUpdateParams) ([]Interrupt, error) {
 	rows, err := q.db.Query(ctx, listInterruptsBySnapshotForUpdate, arg.TenantID, arg.SnapshotID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Interrupt{}
+	for rows.Next() {
+		var i Interrupt
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SessionID,
+			&i.SnapshotID,
+			&i.Agent,
+			&i.Tool,
+			&i.Ref,
+			&i.Input,
+			&i.Metadata,
+			&i.Status,
+			&i.ExpiresAt,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.ResumedSnapshotID,
+			&i.CreatedAt,
+			&i.OnExpire,
+			&i.PreviousID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listInterruptsOldest = `-- name: ListInterruptsOldest :many
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id FROM interrupts
+WHERE interrupts.tenant_id = $1
+  AND interrupts.status = $2
+  AND ($3::text IS NULL OR interrupts.agent = $3)
+  AND ($4::text IS NULL OR interrupts.tool = $4)
+  AND ($5::text IS NULL OR interrupts.session_id = $5)
+  AND ($6::text IS NULL OR interrupts.session_id IN (
+       SELECT s.id FROM sessions s WHERE s.tenant_id = $1 AND s.end_user = $6))
+  AND ($7::timestamptz IS NULL OR interrupts.created_at < $7)
+  AND ($8::timestamptz IS NULL OR interrupts.created_at > $8)
+  AND ($9::timestamptz IS NULL
+       OR (interrupts.created_at, interrupts.id) > ($9, $10::uuid))
+ORDER BY interrupts.created_at, interrupts.id
+LIMIT $11
+`
+
+type ListInterruptsOldestParams struct {
+	TenantID        string
+	Status          string
+	Agent           *string
+	Tool            *string
+	SessionID       *string
+	EndUser         *string
+	CreatedBefore   *time.Time
+	CreatedAfter    *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        pgtype.UUID
+	PageSize        int32
+}
+
+// The inbox oldest first (what has waited longest): ListInterrupts the
+// other way round.
+func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOldestParams) ([]Interrupt, error) {
+	rows, err := q.db.Query(ctx, listInterruptsOldest,
+		arg.TenantID,
+		arg.Status,
+		arg.Agent,
+		arg.Tool,
+		arg.SessionID,
+		arg.EndUser,
+		arg.CreatedBefore,
+		arg.CreatedAfter,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.PageSize,
+	)
 	if err != nil {
 		return nil, err
 	}

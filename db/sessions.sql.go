@@ -125,3 +125,56 @@ func (q *Queries) GetSession(ctx context.Context, arg GetSessionParams) (Session
 	)
 	return i, err
 }
+
+const listSessionSnapshots = `-- name: ListSessionSnapshots :many
+SELECT id, parent_id, status, finish_reason, error, agent_version, created_at, updated_at FROM snapshots
+WHERE tenant_id = $1 AND session_id = $2
+ORDER BY created_at DESC, id
+LIMIT 100
+`
+
+type ListSessionSnapshotsParams struct {
+	TenantID  string
+	SessionID string
+}
+
+type ListSessionSnapshotsRow struct {
+	ID           string
+	ParentID     *string
+	Status       string
+	FinishReason *string
+	Error        []byte
+	AgentVersion *int32
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// A session's snapshots, newest first.
+func (q *Queries) ListSessionSnapshots(ctx context.Context, arg ListSessionSnapshotsParams) ([]ListSessionSnapshotsRow, error) {
+	rows, err := q.db.Query(ctx, listSessionSnapshots, arg.TenantID, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListSessionSnapshotsRow{}
+	for rows.Next() {
+		var i ListSessionSnapshotsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ParentID,
+			&i.Status,
+			&i.FinishReason,
+			&i.Error,
+			&i.AgentVersion,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -85,7 +85,7 @@ func (a *api) listInterrupts(c echo.Context) error {
 func inboxFilter(c echo.Context) (service.InterruptFilter, error) {
 	q := c.QueryParams()
 	f := service.InterruptFilter{Status: q.Get("status"), Limit: defaultInboxPage}
-	for name, dst := range map[string]*string{"agent": &f.Agent, "tool": &f.Tool, "sessionId": &f.SessionID} {
+	for name, dst := range map[string]*string{"agent": &f.Agent, "tool": &f.Tool, "sessionId": &f.SessionID, "endUser": &f.EndUser} {
 		v := q.Get(name)
 		if len(v) > maxFilterLength || !isPlainText(v) {
 			return f, invalid("%s must be at most %d bytes of UTF-8 text without control characters", name, maxFilterLength)
@@ -98,6 +98,13 @@ func inboxFilter(c echo.Context) (service.InterruptFilter, error) {
 			return f, invalid("limit must be an integer from 1 to %d", service.MaxInboxPage)
 		}
 		f.Limit = n
+	}
+	switch q.Get("order") {
+	case "", "newest":
+	case "oldest":
+		f.Oldest = true
+	default:
+		return f, invalid("order must be newest or oldest")
 	}
 	var err error
 	if f.CreatedBefore, err = timeParam(c, "createdBefore", false); err != nil {

@@ -136,19 +136,73 @@ func (a *api) render(c echo.Context, name string, data any) error {
 	return c.HTMLBlob(http.StatusOK, b.Bytes())
 }
 
+// inboxPage is the inbox with its filters, counts and the next page.
+type inboxPage struct {
+	page
+	Items                                     []service.Interrupt
+	Agent, Tool, Session, EndUser, Order, Age string
+	Next                                      string // query of the next page ("" when none)
+	ByAgent, ByTool                           []service.ReportRow
+	Filtered                                  bool
+}
+
+// inboxAges are the age filters: older than.
+var inboxAges = map[string]time.Duration{"1h": time.Hour, "6h": 6 * time.Hour, "24h": 24 * time.Hour}
+
 func (a *api) uiInbox(c echo.Context) error {
 	caller, err := a.uiCaller(c)
 	if err != nil {
 		return err
 	}
-	items, err := a.rt.ListInterrupts(c.Request().Context(), caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 200})
+	f, err := inboxFilter(c)
 	if err != nil {
 		return err
 	}
-	return a.render(c, "inbox.html", struct {
-		page
-		Items []service.Interrupt
-	}{pageOf(c, "Inbox", caller.TenantID), items})
+	f.Status = service.InterruptPending
+	if c.QueryParam("limit") == "" {
+		f.Limit = 50
+	}
+	age := c.QueryParam("age")
+	if age != "" {
+		d, ok := inboxAges[age]
+		if !ok {
+			return invalid("age must be 1h, 6h or 24h")
+		}
+		before := time.Now().Add(-d)
+		f.CreatedBefore = &before
+	}
+	ctx := c.Request().Context()
+	items, err := a.rt.ListInterrupts(ctx, caller, f)
+	if err != nil {
+		return err
+	}
+	p := inboxPage{page: pageOf(c, "Inbox", caller.TenantID), Items: items, Agent: f.Agent, Tool: f.Tool, Session: f.SessionID,
+		EndUser: f.EndUser, Age: age, Order: c.QueryParam("order")}
+	p.Filtered = f.Agent != "" || f.Tool != "" || f.SessionID != "" || f.EndUser != "" || age != ""
+	if len(items) == f.Limit {
+		q := c.QueryParams()
+		last := items[len(items)-1]
+		q.Set("cursor", encodeCursor(last.CreatedAt, last.ID))
+		p.Next = q.Encode()
+	}
+	// Pending counts per agent and per tool, over the last year.
+	to := time.Now().Add(time.Minute)
+	from := to.Add(-366 * 24 * time.Hour)
+	for _, g := range []struct {
+		by  string
+		dst *[]service.ReportRow
+	}{{"agent", &p.ByAgent}, {"tool", &p.ByTool}} {
+		rows, err := a.rt.ReportInterrupts(ctx, caller, from, to, g.by)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Pending > 0 {
+				*g.dst = append(*g.dst, r)
+			}
+		}
+	}
+	return a.render(c, "inbox.html", p)
 }
 
 func (a *api) uiHistory(c echo.Context) error {
@@ -244,6 +298,10 @@ func (a *api) uiInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	calls, err := a.rt.SessionToolCalls(ctx, caller, it.SessionID, nil, 50)
+	if err != nil {
+		return err
+	}
 	var form uiForm
 	if agent, err := a.rt.LookupFor(ctx, caller, it.Agent); err == nil {
 		for _, t := range agent.Tools {
@@ -258,7 +316,8 @@ func (a *api) uiInterrupt(c echo.Context) error {
 		Messages  []service.Message
 		Events    []service.InterruptEvent
 		Form      uiForm
-	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, events, form})
+		ToolCalls []service.ToolCallRecord
+	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, events, form, calls})
 }
 
 func (a *api) uiSession(c echo.Context) error {
@@ -266,7 +325,12 @@ func (a *api) uiSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := a.rt.GetSnapshot(c.Request().Context(), caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: c.Param("id")})
+	ctx := c.Request().Context()
+	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: c.Param("id")})
+	if err != nil {
+		return err
+	}
+	snaps, err := a.rt.SessionSnapshots(ctx, caller, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -274,7 +338,8 @@ func (a *api) uiSession(c echo.Context) error {
 		page
 		SessionID string
 		Snapshot  *service.Snapshot
-	}{pageOf(c, "Session", caller.TenantID), c.Param("id"), snap})
+		Snapshots []service.Snapshot
+	}{pageOf(c, "Session", caller.TenantID), c.Param("id"), snap, snaps})
 }
 
 // uiSessions finds sessions by id or end user: GET /ui/sessions?q=...

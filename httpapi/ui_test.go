@@ -88,6 +88,25 @@ func TestDashboardPages(t *testing.T) {
 	if status, _, page := get("/ui/sessions/ui-1?agent=asker"); status != 200 || !strings.Contains(page, "pay &lt;b&gt;now&lt;/b&gt;") {
 		t.Fatalf("session page: %d\n%s", status, page)
 	}
+	if status, _, page := get("/ui/?agent=nobody"); status != 200 || !strings.Contains(page, "Nothing is waiting") || !strings.Contains(page, `href="/ui/">clear`) {
+		t.Fatalf("a filter matching nothing: %d\n%s", status, page)
+	}
+	if status, _, page := get("/ui/?order=oldest&age=1h"); status != 200 || !strings.Contains(page, "Nothing is waiting") {
+		t.Fatalf("older than an hour: %d\n%s", status, page)
+	}
+	if status, _, page := get("/ui/?tool=userApproval&order=oldest&endUser="); status != 200 || !strings.Contains(page, `data-id="`+ids[0]+`"`) ||
+		!strings.Contains(page, `<a href="/ui/?agent=asker">asker</a> 1`) {
+		t.Fatalf("filtered inbox with counts: %d\n%s", status, page)
+	}
+	if status, _, _ := get("/ui/?age=2d"); status != 400 {
+		t.Fatalf("a bad age: %d", status)
+	}
+	if !strings.Contains(page, "Tool calls of this session") {
+		t.Fatalf("the decision page lacks the session's tool calls")
+	}
+	if status, _, page := get("/ui/sessions/ui-1?agent=asker"); status != 200 || !strings.Contains(page, "<h2>Snapshots</h2>") || !strings.Contains(page, "<td>completed</td><td>interrupted</td>") {
+		t.Fatalf("session snapshots: %d\n%s", status, page)
+	}
 	if status, _, page := get("/ui/sessions?q=ui-1"); status != 200 || !strings.Contains(page, `href="/ui/sessions/ui-1?agent=asker"`) {
 		t.Fatalf("session search: %d\n%s", status, page)
 	}

@@ -41,17 +41,37 @@ SELECT * FROM interrupts WHERE tenant_id = @tenant_id AND id = @id;
 -- name: ListInterrupts :many
 -- The approvals inbox, newest first, with keyset pagination on
 -- (created_at, id) so every page is a scan of interrupts_inbox_idx.
-SELECT * FROM interrupts
-WHERE tenant_id = @tenant_id
-  AND status = @status
-  AND (sqlc.narg(agent)::text IS NULL OR agent = sqlc.narg(agent))
-  AND (sqlc.narg(tool)::text IS NULL OR tool = sqlc.narg(tool))
-  AND (sqlc.narg(session_id)::text IS NULL OR session_id = sqlc.narg(session_id))
-  AND (sqlc.narg(created_before)::timestamptz IS NULL OR created_at < sqlc.narg(created_before))
-  AND (sqlc.narg(created_after)::timestamptz IS NULL OR created_at > sqlc.narg(created_after))
+SELECT interrupts.* FROM interrupts
+WHERE interrupts.tenant_id = @tenant_id
+  AND interrupts.status = @status
+  AND (sqlc.narg(agent)::text IS NULL OR interrupts.agent = sqlc.narg(agent))
+  AND (sqlc.narg(tool)::text IS NULL OR interrupts.tool = sqlc.narg(tool))
+  AND (sqlc.narg(session_id)::text IS NULL OR interrupts.session_id = sqlc.narg(session_id))
+  AND (sqlc.narg(end_user)::text IS NULL OR interrupts.session_id IN (
+       SELECT s.id FROM sessions s WHERE s.tenant_id = @tenant_id AND s.end_user = sqlc.narg(end_user)))
+  AND (sqlc.narg(created_before)::timestamptz IS NULL OR interrupts.created_at < sqlc.narg(created_before))
+  AND (sqlc.narg(created_after)::timestamptz IS NULL OR interrupts.created_at > sqlc.narg(created_after))
   AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
-       OR (created_at, id) < (sqlc.narg(cursor_created_at), sqlc.narg(cursor_id)::uuid))
-ORDER BY created_at DESC, id DESC
+       OR (interrupts.created_at, interrupts.id) < (sqlc.narg(cursor_created_at), sqlc.narg(cursor_id)::uuid))
+ORDER BY interrupts.created_at DESC, interrupts.id DESC
+LIMIT @page_size;
+
+-- name: ListInterruptsOldest :many
+-- The inbox oldest first (what has waited longest): ListInterrupts the
+-- other way round.
+SELECT interrupts.* FROM interrupts
+WHERE interrupts.tenant_id = @tenant_id
+  AND interrupts.status = @status
+  AND (sqlc.narg(agent)::text IS NULL OR interrupts.agent = sqlc.narg(agent))
+  AND (sqlc.narg(tool)::text IS NULL OR interrupts.tool = sqlc.narg(tool))
+  AND (sqlc.narg(session_id)::text IS NULL OR interrupts.session_id = sqlc.narg(session_id))
+  AND (sqlc.narg(end_user)::text IS NULL OR interrupts.session_id IN (
+       SELECT s.id FROM sessions s WHERE s.tenant_id = @tenant_id AND s.end_user = sqlc.narg(end_user)))
+  AND (sqlc.narg(created_before)::timestamptz IS NULL OR interrupts.created_at < sqlc.narg(created_before))
+  AND (sqlc.narg(created_after)::timestamptz IS NULL OR interrupts.created_at > sqlc.narg(created_after))
+  AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
+       OR (interrupts.created_at, interrupts.id) > (sqlc.narg(cursor_created_at), sqlc.narg(cursor_id)::uuid))
+ORDER BY interrupts.created_at, interrupts.id
 LIMIT @page_size;
 
 -- name: ListInterruptEvents :many

@@ -23,3 +23,10 @@ SELECT id, agent, end_user, latest_snapshot_id, created_at, updated_at FROM sess
 WHERE tenant_id = @tenant_id AND (id = @q OR end_user = @q)
 ORDER BY updated_at DESC, id
 LIMIT @max_rows;
+
+-- name: ListSessionSnapshots :many
+-- A session's snapshots, newest first.
+SELECT id, parent_id, status, finish_reason, error, agent_version, created_at, updated_at FROM snapshots
+WHERE tenant_id = @tenant_id AND session_id = @session_id
+ORDER BY created_at DESC, id
+LIMIT 100;

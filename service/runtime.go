@@ -267,3 +267,23 @@ func (r *Runtime) FindSessions(ctx context.Context, c Caller, q string) ([]Sessi
 	}
 	return own, nil
 }
+
+// SessionSnapshots lists a session's snapshots, newest first (at most
+// 100), for operators: the caller's tenant, and its end user's only.
+func (r *Runtime) SessionSnapshots(ctx context.Context, c Caller, sessionID string) ([]Snapshot, error) {
+	sess, err := r.store.LoadSession(ctx, c.scope(), sessionID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "Session %s not found", sessionID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := r.store.ListSessionSnapshots(ctx, c.TenantID, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range snaps {
+		snaps[i].Status = r.effectiveStatus(&snaps[i])
+	}
+	return snaps, nil
+}

@@ -16,6 +16,9 @@ type Store interface {
 	// does not exist for this tenant and agent, or its session is not the
 	// scope's to see.
 	LoadSnapshot(ctx context.Context, p LoadSnapshotParams) (*StoredSnapshot, error)
+	// ListSessionSnapshots returns a session's snapshots, newest first
+	// (at most 100), without their state.
+	ListSessionSnapshots(ctx context.Context, tenantID, sessionID string) ([]Snapshot, error)
 	// FindSessions returns up to limit of a tenant's sessions whose id is
 	// q, or whose end user is q, newest first.
 	FindSessions(ctx context.Context, tenantID, q string, limit int) ([]SessionSummary, error)
@@ -409,10 +412,15 @@ type InterruptEvent struct {
 
 // InterruptFilter selects a page of the inbox.
 type InterruptFilter struct {
-	Status        string
-	Agent         string
-	Tool          string
-	SessionID     string
+	Status    string
+	Agent     string
+	Tool      string
+	SessionID string
+	// EndUser keeps the interrupts of that end user's sessions.
+	EndUser string
+	// Oldest lists oldest first (what waited longest); the cursor then
+	// moves forward in time.
+	Oldest        bool
 	CreatedBefore *time.Time
 	CreatedAfter  *time.Time
 	// After is the keyset cursor: the (createdAt, id) of the last item of

@@ -201,6 +201,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 		Agent:           strPtr(f.Agent),
 		Tool:            strPtr(f.Tool),
 		SessionID:       strPtr(f.SessionID),
+		EndUser:         strPtr(f.EndUser),
 		CreatedBefore:   f.CreatedBefore,
 		CreatedAfter:    f.CreatedAfter,
 		CursorCreatedAt: f.AfterCreatedAt,
@@ -212,7 +213,11 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 	var rows []db.Interrupt
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.ListInterrupts(ctx, p)
+		if f.Oldest {
+			rows, err = q.ListInterruptsOldest(ctx, db.ListInterruptsOldestParams(p))
+		} else {
+			rows, err = q.ListInterrupts(ctx, p)
+		}
 		return err
 	})
 	if err != nil {

@@ -364,3 +364,23 @@ func (s *PgStore) FindSessions(ctx context.Context, tenantID, q string, limit in
 	}
 	return out, nil
 }
+
+// ListSessionSnapshots implements Store.
+func (s *PgStore) ListSessionSnapshots(ctx context.Context, tenantID, sessionID string) ([]service.Snapshot, error) {
+	var rows []db.ListSessionSnapshotsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListSessionSnapshots(ctx, db.ListSessionSnapshotsParams{TenantID: tenantID, SessionID: sessionID})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.Snapshot, 0, len(rows))
+	for _, r := range rows {
+		snap := snapshotFromRow(db.Snapshot{ID: r.ID, SessionID: sessionID, ParentID: r.ParentID, Status: r.Status,
+			FinishReason: r.FinishReason, Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+		out = append(out, snap)
+	}
+	return out, nil
+}

@@ -59,8 +59,16 @@
       body.append(tr);
     }
   }
+  // The list reloads with the page's own filters (its query string).
   async function reload() {
-    const res = await fetch('/api/v1/interrupts?limit=200', { headers: { Accept: 'application/json' } });
+    const params = new URLSearchParams(location.search);
+    params.delete('age');
+    params.delete('cursor');
+    if (!params.has('limit')) params.set('limit', '50');
+    const age = new URLSearchParams(location.search).get('age');
+    const hours = { '1h': 1, '6h': 6, '24h': 24 }[age];
+    if (hours) params.set('createdBefore', new Date(Date.now() - hours * 3600e3).toISOString());
+    const res = await fetch('/api/v1/interrupts?' + params.toString(), { headers: { Accept: 'application/json' } });
     if (res.ok) render((await res.json()).items);
   }
   const events = new EventSource('/api/v1/events');
