@@ -94,6 +94,9 @@ func fuzzRuntime(f *testing.F) (*service.Runtime, *service.Agent, *atomic.Int64)
 
 var fuzzCaller = service.Caller{TenantID: "default", EndUser: "fuzz", Actor: "fuzz"}
 
+// fuzzTurnTimeout bounds one fuzzed turn.
+const fuzzTurnTimeout = 60 * time.Second
+
 // FuzzValidateResume feeds arbitrary histories and resumes to resume
 // validation and planning, and, when they pass, to a whole resumed turn of
 // a client-managed agent whose state the server signed (as if it had
@@ -134,7 +137,10 @@ func FuzzValidateResume(f *testing.F) {
 			wantClientError(t, err)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// A turn takes milliseconds; the bound is generous because a
+		// loaded machine (two fuzz workers and a database on two cores)
+		// can stall one for seconds, and a hang still fails.
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzTurnTimeout)
 		defer cancel()
 		sig, err := rt.SignState(ctx, fuzzCaller, agent.Name, st)
 		if err != nil {
@@ -199,7 +205,10 @@ func FuzzStateSignature(f *testing.F) {
 			wantClientError(t, err)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// A turn takes milliseconds; the bound is generous because a
+		// loaded machine (two fuzz workers and a database on two cores)
+		// can stall one for seconds, and a hang still fails.
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzTurnTimeout)
 		defer cancel()
 		before := transfers.Load()
 		out, err := rt.InvokeOne(ctx, fuzzCaller, agent.Name, service.AgentInit{State: &st}, service.AgentInput{Resume: &resume}, nil)
@@ -263,7 +272,10 @@ func FuzzMessageRoles(f *testing.F) {
 		if json.Unmarshal(messageJSON, &m) != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// A turn takes milliseconds; the bound is generous because a
+		// loaded machine (two fuzz workers and a database on two cores)
+		// can stall one for seconds, and a hang still fails.
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzTurnTimeout)
 		defer cancel()
 		before := transfers.Load()
 		st := paused
