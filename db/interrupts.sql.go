@@ -133,6 +133,41 @@ func (q *Queries) ClaimInterruptsByKey(ctx context.Context, arg ClaimInterruptsB
 	return items, nil
 }
 
+const countPendingInterrupts = `-- name: CountPendingInterrupts :many
+SELECT agent, tool, count(*) AS pending FROM interrupts
+WHERE tenant_id = $1 AND status = 'pending'
+GROUP BY agent, tool
+ORDER BY agent, tool
+`
+
+type CountPendingInterruptsRow struct {
+	Agent   string
+	Tool    string
+	Pending int64
+}
+
+// A tenant's pending interrupts per agent and tool (the inbox's counts):
+// the pending range of interrupts_inbox_idx, whatever their age.
+func (q *Queries) CountPendingInterrupts(ctx context.Context, tenantID string) ([]CountPendingInterruptsRow, error) {
+	rows, err := q.db.Query(ctx, countPendingInterrupts, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CountPendingInterruptsRow{}
+	for rows.Next() {
+		var i CountPendingInterruptsRow
+		if err := rows.Scan(&i.Agent, &i.Tool, &i.Pending); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const expireInterrupt = `-- name: ExpireInterrupt :execrows
 UPDATE interrupts
 SET status = 'expired', resolved_by = 'system', resolved_at = now()

@@ -142,8 +142,28 @@ type inboxPage struct {
 	Items                                     []service.Interrupt
 	Agent, Tool, Session, EndUser, Order, Age string
 	Next                                      string // query of the next page ("" when none)
-	ByAgent, ByTool                           []service.ReportRow
+	ByAgent, ByTool                           []pendingTotal
 	Filtered                                  bool
+}
+
+// pendingTotal is the number of pending interrupts of one agent or tool.
+type pendingTotal struct {
+	Key     string
+	Pending int64
+}
+
+// pendingTotals adds the counts up by key, in key order.
+func pendingTotals(counts []service.PendingCount, key func(service.PendingCount) string) []pendingTotal {
+	sums := map[string]int64{}
+	for _, pc := range counts {
+		sums[key(pc)] += pc.Pending
+	}
+	out := make([]pendingTotal, 0, len(sums))
+	for k, n := range sums {
+		out = append(out, pendingTotal{k, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // inboxAges are the age filters: older than.
@@ -185,23 +205,12 @@ func (a *api) uiInbox(c echo.Context) error {
 		q.Set("cursor", encodeCursor(last.CreatedAt, last.ID))
 		p.Next = q.Encode()
 	}
-	// Pending counts per agent and per tool, over the last year.
-	to := time.Now().Add(time.Minute)
-	from := to.Add(-366 * 24 * time.Hour)
-	for _, g := range []struct {
-		by  string
-		dst *[]service.ReportRow
-	}{{"agent", &p.ByAgent}, {"tool", &p.ByTool}} {
-		rows, err := a.rt.ReportInterrupts(ctx, caller, from, to, g.by)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if r.Pending > 0 {
-				*g.dst = append(*g.dst, r)
-			}
-		}
+	counts, err := a.rt.PendingCounts(ctx, caller)
+	if err != nil {
+		return err
 	}
+	p.ByAgent, p.ByTool = pendingTotals(counts, func(pc service.PendingCount) string { return pc.Agent }),
+		pendingTotals(counts, func(pc service.PendingCount) string { return pc.Tool })
 	return a.render(c, "inbox.html", p)
 }
 

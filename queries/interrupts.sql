@@ -136,3 +136,11 @@ SELECT pg_notify('holdpoint_events', '');
 -- system function (holdpoint_system).
 SELECT * FROM holdpoint_recent_interrupt_events(@since);
 
+
+-- name: CountPendingInterrupts :many
+-- A tenant's pending interrupts per agent and tool (the inbox's counts):
+-- the pending range of interrupts_inbox_idx, whatever their age.
+SELECT agent, tool, count(*) AS pending FROM interrupts
+WHERE tenant_id = @tenant_id AND status = 'pending'
+GROUP BY agent, tool
+ORDER BY agent, tool;

@@ -271,6 +271,12 @@ func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration
 // ReportGroups are the groupings the interrupt report accepts.
 var ReportGroups = []string{"agent", "tool", "day"}
 
+// PendingCounts counts the caller's tenant's pending interrupts per agent
+// and tool.
+func (r *Runtime) PendingCounts(ctx context.Context, c Caller) ([]PendingCount, error) {
+	return r.store.CountPendingInterrupts(ctx, c.TenantID)
+}
+
 // ReportInterrupts returns the tenant's interrupt figures over [from, to).
 func (r *Runtime) ReportInterrupts(ctx context.Context, c Caller, from, to time.Time, groupBy string) ([]ReportRow, error) {
 	if groupBy == "" {

@@ -87,6 +87,9 @@ type Store interface {
 	// side effect).
 	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error
 
+	// CountPendingInterrupts counts a tenant's pending interrupts per agent
+	// and tool.
+	CountPendingInterrupts(ctx context.Context, tenantID string) ([]PendingCount, error)
 	// ListInterrupts returns a page of the approvals inbox.
 	ListInterrupts(ctx context.Context, tenantID string, f InterruptFilter) ([]Interrupt, error)
 	// GetInterrupt returns one interrupt (ErrNotFound when missing).
@@ -372,6 +375,13 @@ type InterruptClaim struct {
 	Tool       string
 	Ref        string
 	Resolution json.RawMessage
+}
+
+// PendingCount is how many interrupts of an agent's tool wait.
+type PendingCount struct {
+	Agent   string `json:"agent"`
+	Tool    string `json:"tool"`
+	Pending int64  `json:"pending"`
 }
 
 // Interrupt is one interrupted tool request, as the inbox shows it.

@@ -460,3 +460,21 @@ func floatIf(ok bool, v float64) *float64 {
 	}
 	return &v
 }
+
+// CountPendingInterrupts implements Store.
+func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string) ([]service.PendingCount, error) {
+	var rows []db.CountPendingInterruptsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.CountPendingInterrupts(ctx, tenantID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.PendingCount, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, service.PendingCount{Agent: r.Agent, Tool: r.Tool, Pending: r.Pending})
+	}
+	return out, nil
+}
