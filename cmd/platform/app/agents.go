@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/agentdef"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -150,15 +151,11 @@ func agentsApply(p Platform, args []string, stdout, stderr io.Writer) int {
 }
 
 // nameOf is the agent name a file gives: its name field, else its base
-// name without extension.
+// name without extension. A file that does not parse is named after its
+// file: the apply reports what is wrong with it.
 func nameOf(src []byte, file string) string {
-	for line := range strings.Lines(string(src)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "name:"); ok {
-			return strings.Trim(strings.TrimSpace(v), `"'`)
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), `"name":`); ok {
-			return strings.Trim(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), ",")), `"`)
-		}
+	if def, err := agentdef.Parse(src); err == nil && def.Name != "" {
+		return def.Name
 	}
 	base := file[strings.LastIndex(file, "/")+1:]
 	if i := strings.Index(base, "."); i > 0 {
