@@ -204,7 +204,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Approve it from its decision page and read the agent's answer.
 	var answer string
 	run(t, ctx, "approve",
-		chromedp.Click(`#inbox tbody tr[data-id] td a`),
+		clickFirstApproval(),
 		chromedp.WaitVisible(`#decide`),
 	)
 	screenshot(t, ctx, "decision.png")
@@ -222,8 +222,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	second := browser(t, bin)
 	e.signIn(t, second, e.other)
 	var href string
-	run(t, ctx, "open the new approval", chromedp.Navigate(e.srv.URL+"/ui/"), chromedp.WaitVisible(`#inbox tbody tr[data-id] td a`),
-		chromedp.AttributeValue(`#inbox tbody tr[data-id] td a`, "href", &href, nil))
+	run(t, ctx, "open the new approval", chromedp.Navigate(e.srv.URL+"/ui/"),
+		chromedp.Poll(`(a => a ? a.getAttribute('href') : '')(document.querySelector('#inbox tbody tr[data-id] td a'))`, &href, chromedp.WithPollingTimeout(5*time.Second)))
 	run(t, second, "bob opens it", chromedp.Navigate(e.srv.URL+href), chromedp.WaitVisible(`#decide`))
 	run(t, ctx, "alice opens it", chromedp.Navigate(e.srv.URL+href), chromedp.WaitVisible(`#decide`))
 	var bobs string
@@ -243,7 +243,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	var trail string
 	run(t, ctx, "deny with a note",
 		chromedp.Navigate(e.srv.URL+"/ui/"), chromedp.WaitVisible(`#inbox tbody tr[data-id] td a`),
-		chromedp.Click(`#inbox tbody tr[data-id] td a`), chromedp.WaitVisible(`#decide`),
+		clickFirstApproval(), chromedp.WaitVisible(`#decide`),
 		chromedp.SendKeys(`input[name=__note]`, "wrong account, call the customer"),
 		chromedp.Click(`button.deny`),
 		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)),
@@ -309,4 +309,11 @@ func (echoApproval) Generate(_ context.Context, req *service.ModelRequest, _ fun
 			{ToolRequest: &service.ToolRequest{Name: demo.ToolUserApproval, Ref: "a", Input: json.RawMessage(last.Text())}}}}}, nil
 	}
 	return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{service.TextPart("ok")}}, FinishReason: "stop"}, nil
+}
+
+// clickFirstApproval clicks the first approval's link of the inbox in one
+// step in the page: the live inbox re-renders its rows whenever an event
+// arrives, so a node found by one browser command may be gone by the next.
+func clickFirstApproval() chromedp.Action {
+	return chromedp.Evaluate(`document.querySelector('#inbox tbody tr[data-id] td a').click()`, nil)
 }
