@@ -247,14 +247,14 @@ func (q *Queries) InsertInterruptEvents(ctx context.Context, arg InsertInterrupt
 }
 
 const listInterruptEvents = `-- name: ListInterruptEvents :many
-SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM interrupt_events
+SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at, xid FROM interrupt_events
 WHERE tenant_id = $1 AND interrupt_id = $2
 ORDER BY id
 `
 
 type ListInterruptEventsParams struct {
 	TenantID    string
-	InterruptID uuid.UUID
+	InterruptID pgtype.UUID
 }
 
 func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEventsParams) ([]InterruptEvent, error) {
@@ -274,6 +274,7 @@ func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEven
 			&i.Actor,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.Xid,
 		); err != nil {
 			return nil, err
 		}
@@ -495,40 +496,6 @@ func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOl
 			&i.CreatedAt,
 			&i.OnExpire,
 			&i.PreviousID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listRecentInterruptEvents = `-- name: ListRecentInterruptEvents :many
-SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at FROM holdpoint_recent_interrupt_events($1)
-`
-
-// Events of every tenant since a time, for the live-event reader: a
-// system function (holdpoint_system).
-func (q *Queries) ListRecentInterruptEvents(ctx context.Context, since time.Time) ([]InterruptEvent, error) {
-	rows, err := q.db.Query(ctx, listRecentInterruptEvents, since)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []InterruptEvent{}
-	for rows.Next() {
-		var i InterruptEvent
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.InterruptID,
-			&i.Type,
-			&i.Actor,
-			&i.Payload,
-			&i.CreatedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -29,6 +29,20 @@ type EndUserTokenCutoff struct {
 	NotBefore time.Time
 }
 
+type EventLog struct {
+	TenantID    string
+	ID          int64
+	Xid         int64
+	Type        string
+	InterruptID pgtype.UUID
+	Actor       string
+	CreatedAt   time.Time
+	Agent       string
+	Tool        string
+	SessionID   string
+	SnapshotID  string
+}
+
 type Interrupt struct {
 	TenantID          string
 	ID                uuid.UUID
@@ -69,11 +83,12 @@ type InterruptDaily struct {
 type InterruptEvent struct {
 	TenantID    string
 	ID          int64
-	InterruptID uuid.UUID
+	InterruptID pgtype.UUID
 	Type        string
 	Actor       string
 	Payload     []byte
 	CreatedAt   time.Time
+	Xid         pgtype.Uint64
 }
 
 type InterruptFact struct {
@@ -218,4 +233,59 @@ type UiSession struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	RevokedAt *time.Time
+}
+
+type Webhook struct {
+	TenantID       string
+	ID             uuid.UUID
+	Url            string
+	Description    string
+	EventTypes     []string
+	Enabled        bool
+	DisabledReason *string
+	CreatedBy      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type WebhookDelivery struct {
+	TenantID      string
+	ID            uuid.UUID
+	WebhookID     uuid.UUID
+	EventID       int64
+	Status        string
+	Attempts      int32
+	NextAttemptAt *time.Time
+	LeaseOwner    *string
+	LastAttemptAt *time.Time
+	LastStatus    *int32
+	LastError     *string
+	DeliveredAt   *time.Time
+	CreatedAt     time.Time
+}
+
+type WebhookHealth struct {
+	TenantID           string
+	WebhookID          uuid.UUID
+	Url                string
+	Enabled            bool
+	DisabledReason     *string
+	Pending            int64
+	Delivered          int64
+	Dead               int64
+	Retrying           int64
+	OldestPendingAt    interface{}
+	LastDeliveredAt    interface{}
+	LastFailureAt      interface{}
+	DeliveryP50Seconds float64
+	DeliveryP90Seconds float64
+}
+
+type WebhookSecret struct {
+	TenantID  string
+	WebhookID uuid.UUID
+	KeyID     int32
+	Secret    []byte
+	CreatedAt time.Time
+	ExpiresAt *time.Time
 }

@@ -194,6 +194,10 @@ WITH snap AS (
     FROM (
         SELECT unnest($28::uuid[]) AS interrupt_id, unnest($29::text[]) AS type,
                unnest($30::jsonb[]) AS payload
+        UNION ALL
+        -- The turn's own event (turn.completed, turn.failed), last.
+        SELECT NULL::uuid, $31::text, jsonb_build_object('snapshotId', $2::text)
+        WHERE $31::text <> ''
     ) AS e
 )
 SELECT CASE
@@ -234,11 +238,13 @@ type WriteTurnParams struct {
 	EventInterruptIDs []uuid.UUID
 	EventTypes        []string
 	EventPayloads     [][]byte
+	TurnEvent         string
 }
 
 // The end of a turn in one statement: its snapshot, the messages it added
 // or rewrote, the session's new latest snapshot (creating the session on
-// its first turn), the interrupts it paused on and the audit events. The
+// its first turn), the interrupts it paused on and the events (the
+// interrupts' audit events and the turn's own). The
 // foreign keys are checked at the end of the statement, when every part is
 // written. The same statement writes a detached turn's pending snapshot
 // (status pending, no messages) and later its end (finalize_pending): the
@@ -276,6 +282,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.EventInterruptIDs,
 		arg.EventTypes,
 		arg.EventPayloads,
+		arg.TurnEvent,
 	)
 	return err
 }

@@ -11,16 +11,22 @@ import (
 )
 
 const finishToolCalls = `-- name: FinishToolCalls :exec
-UPDATE tool_calls t
-SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
-    http_status = nullif(f.http_status, 0), attempts = nullif(f.attempts, 0)
-FROM (
-    SELECT unnest($3::text[]) AS call_key, unnest($4::text[]) AS status,
-           unnest($5::jsonb[]) AS output, unnest($6::jsonb[]) AS error,
-           unnest($7::timestamptz[]) AS finished_at,
-           unnest($8::integer[]) AS http_status, unnest($9::integer[]) AS attempts
-) AS f
-WHERE t.tenant_id = $1 AND t.turn_id = $2 AND t.call_key = f.call_key AND t.status = 'running'
+WITH done AS (
+    UPDATE tool_calls t
+    SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
+        http_status = nullif(f.http_status, 0), attempts = nullif(f.attempts, 0)
+    FROM (
+        SELECT unnest($3::text[]) AS call_key, unnest($4::text[]) AS status,
+               unnest($5::jsonb[]) AS output, unnest($6::jsonb[]) AS error,
+               unnest($7::timestamptz[]) AS finished_at,
+               unnest($8::integer[]) AS http_status, unnest($9::integer[]) AS attempts
+    ) AS f
+    WHERE t.tenant_id = $1 AND t.turn_id = $2 AND t.call_key = f.call_key AND t.status = 'running'
+    RETURNING t.call_key, t.actor
+)
+INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+SELECT $1, 'tool.called', done.actor, jsonb_build_object('snapshotId', $2::text, 'callKey', done.call_key)
+FROM done
 `
 
 type FinishToolCallsParams struct {
@@ -36,7 +42,7 @@ type FinishToolCallsParams struct {
 }
 
 // Records the outcomes of a turn's calls (only of calls still running: an
-// outcome is written once).
+// outcome is written once), and a tool.called event for each.
 func (q *Queries) FinishToolCalls(ctx context.Context, arg FinishToolCallsParams) error {
 	_, err := q.db.Exec(ctx, finishToolCalls,
 		arg.TenantID,

@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // eventsHeartbeat is how often an idle event stream gets a comment line, so
@@ -67,10 +70,70 @@ func (s *streamSlots) release(key string) {
 	}
 }
 
-// streamEvents pushes the caller's tenant's interrupt events as server-sent
-// events until the client goes away: GET /api/v1/events. Each event is
-// `event: interrupt.<type>` with the notification as data; the hub delivers
-// every instance's events through LISTEN/NOTIFY.
+// Bounds of the event stream's resumption and filters.
+const (
+	// replayBatch is how many missed events one read of the log takes.
+	replayBatch = 500
+	// maxReplay bounds the events one connection replays; a listener far
+	// behind gets the rest on its next reconnection.
+	maxReplay = 20000
+	// eventsRetryMillis is the reconnection delay the stream suggests.
+	eventsRetryMillis = 1000
+)
+
+// eventFilter selects events of a stream.
+type eventFilter struct {
+	agent, tool string
+	types       map[string]bool
+}
+
+func (f eventFilter) match(n service.Notification) bool {
+	return (f.agent == "" || n.Agent == f.agent) && (f.tool == "" || n.Tool == f.tool) &&
+		(len(f.types) == 0 || f.types[n.Type])
+}
+
+// parseEventFilter reads ?agent=, ?tool= and ?type= (repeated or comma
+// separated).
+func parseEventFilter(c echo.Context) (eventFilter, error) {
+	q := c.QueryParams()
+	f := eventFilter{agent: q.Get("agent"), tool: q.Get("tool")}
+	for _, name := range []string{"agent", "tool"} {
+		if v := q.Get(name); len(v) > maxFilterLength || !isPlainText(v) {
+			return f, fieldInvalid(name, "at most %d characters of text", maxFilterLength)
+		}
+	}
+	for _, v := range q["type"] {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if !slices.Contains(webhooks.EventTypes, t) {
+				return f, fieldInvalid("type", "unknown event type %q: want one of %s", t, strings.Join(webhooks.EventTypes, ", "))
+			}
+			if f.types == nil {
+				f.types = map[string]bool{}
+			}
+			f.types[t] = true
+		}
+	}
+	return f, nil
+}
+
+// fieldInvalid is the 400 of one bad field.
+func fieldInvalid(field, format string, args ...any) error {
+	e := service.Errorf(service.CodeInvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+	e.Details = map[string]any{"field": field}
+	return e
+}
+
+// streamEvents pushes the caller's tenant's events as server-sent events
+// until the client goes away: GET /api/v1/events. Each event is `event:
+// <type>` (interrupt.created, turn.completed, ...) with the notification as
+// data and its opaque id as the SSE id. A client that reconnects with
+// Last-Event-ID (or ?after=ID) first gets every event after that one from
+// the log, then live ones: nothing is missed across disconnections,
+// restarts or instances. ?agent=, ?tool= and ?type= filter.
 func (a *api) streamEvents(c echo.Context) error {
 	caller, err := a.opts.Caller(c)
 	if err != nil {
@@ -78,6 +141,30 @@ func (a *api) streamEvents(c echo.Context) error {
 	}
 	if a.opts.Events == nil {
 		return service.Errorf(codeUnimplemented, "live events are not enabled on this server")
+	}
+	filter, err := parseEventFilter(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	after, field := c.QueryParam("after"), "after"
+	if h := c.Request().Header.Get("Last-Event-ID"); h != "" {
+		// The header wins: it is what the client saw last on this stream.
+		after, field = h, "Last-Event-ID"
+	}
+	var (
+		pos     service.EventPos
+		resumed bool
+	)
+	if after != "" {
+		p, ok, err := a.opts.Events.ParseEventID(ctx, caller.TenantID, after)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fieldInvalid(field, "not the id of an event of this tenant")
+		}
+		pos, resumed = p, true
 	}
 	acc, ok := accessOf(c)
 	if !ok {
@@ -88,6 +175,8 @@ func (a *api) streamEvents(c echo.Context) error {
 			"this credential already holds %d live event streams, the most allowed: close one first", a.streams.limit)
 	}
 	defer a.streams.release(acc.rateKey)
+	// Subscribe before replaying: an event published meanwhile is then
+	// both replayed and queued, and the position drops the copy.
 	notes, cancel := a.opts.Events.Subscribe(caller.TenantID)
 	defer cancel()
 
@@ -98,11 +187,49 @@ func (a *api) streamEvents(c echo.Context) error {
 	h.Set("X-Accel-Buffering", "no")
 	res.WriteHeader(http.StatusOK)
 	// The first comment tells the client the subscription is in place.
-	if err := writeEvent(c, ": subscribed\n\n"); err != nil {
+	if err := writeEvent(c, fmt.Sprintf(": subscribed\nretry: %d\n\n", eventsRetryMillis)); err != nil {
 		return err
 	}
+	send := func(n service.Notification) error {
+		pos = n.Pos
+		if !filter.match(n) {
+			return nil
+		}
+		b, err := json.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		// Types come from a fixed list, so they never carry a line break
+		// that would split the frame.
+		return writeEvent(c, "id: "+n.EventID+"\nevent: "+n.Type+"\ndata: "+string(b)+"\n\n")
+	}
+	if resumed {
+		for replayed := 0; ; {
+			batch, err := a.opts.Events.ReplayFrom(ctx, caller.TenantID, pos, replayBatch)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("%w: replay events: %w", errWrite, err)
+			}
+			for _, n := range batch {
+				if err := send(n); err != nil {
+					return err
+				}
+			}
+			replayed += len(batch)
+			if len(batch) < replayBatch {
+				break
+			}
+			if replayed >= maxReplay {
+				// Far behind: end here, the id of the last event read
+				// (filtered out or not) moving the client's position, and
+				// the client reconnects for the rest.
+				return writeEvent(c, "id: "+batch[len(batch)-1].EventID+"\n\n")
+			}
+		}
+	}
 
-	ctx := c.Request().Context()
 	beat := time.NewTicker(eventsHeartbeat)
 	defer beat.Stop()
 	for {
@@ -115,18 +242,15 @@ func (a *api) streamEvents(c echo.Context) error {
 			}
 		case n, ok := <-notes:
 			if !ok {
-				// The hub stopped (server shutdown): end the stream so the
-				// client reconnects to an instance that is still serving.
+				// The hub stopped (server shutdown) or dropped this stream
+				// for falling behind: end it, and the client reconnects
+				// with its last id and misses nothing.
 				return nil
 			}
-			b, err := json.Marshal(n)
-			if err != nil {
-				return fmt.Errorf("encode event: %w", err)
+			if resumed && !n.Pos.After(pos) {
+				continue // replayed already
 			}
-			// Types come from the interrupt_events CHECK constraint, so they
-			// never carry a line break that would split the frame.
-			frame := "id: " + n.EventID + "\nevent: interrupt." + n.Type + "\ndata: " + string(b) + "\n\n"
-			if err := writeEvent(c, frame); err != nil {
+			if err := send(n); err != nil {
 				return err
 			}
 		}

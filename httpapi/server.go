@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // DefaultBodyLimit is the largest request body accepted unless Options says
@@ -71,6 +72,11 @@ type Options struct {
 	// /api/v1/agents); nil answers those routes 501.
 	Agents *tenantagents.Manager
 	Events *service.EventHub
+	// Webhooks keeps the tenants' webhook endpoints (/api/v1/webhooks);
+	// nil answers those routes 501. EventIDs encodes the deliveries'
+	// event ids (required with Webhooks).
+	Webhooks *webhooks.Manager
+	EventIDs *service.EventIDs
 }
 
 // DevCaller is the caller every request acts for when no authentication is
@@ -146,6 +152,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.POST(base+"/:agent/abort", a.abort)
 	a.registerV1(e.Group("/api/v1"))
 	a.registerAgentDefs(e.Group("/api/v1"))
+	a.registerWebhooks(e.Group("/api/v1"))
 	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)

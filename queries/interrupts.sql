@@ -131,12 +131,6 @@ ORDER BY i.id;
 -- the transactions that wrote events.
 SELECT pg_notify('holdpoint_events', '');
 
--- name: ListRecentInterruptEvents :many
--- Events of every tenant since a time, for the live-event reader: a
--- system function (holdpoint_system).
-SELECT * FROM holdpoint_recent_interrupt_events(@since);
-
-
 -- name: CountPendingInterrupts :many
 -- A tenant's pending interrupts per agent and tool (the inbox's counts):
 -- the pending range of interrupts_inbox_idx, whatever their age.

@@ -31,7 +31,8 @@ RETURNING status;
 -- name: WriteTurn :exec
 -- The end of a turn in one statement: its snapshot, the messages it added
 -- or rewrote, the session's new latest snapshot (creating the session on
--- its first turn), the interrupts it paused on and the audit events. The
+-- its first turn), the interrupts it paused on and the events (the
+-- interrupts' audit events and the turn's own). The
 -- foreign keys are checked at the end of the statement, when every part is
 -- written. The same statement writes a detached turn's pending snapshot
 -- (status pending, no messages) and later its end (finalize_pending): the
@@ -91,6 +92,10 @@ WITH snap AS (
     FROM (
         SELECT unnest(@event_interrupt_ids::uuid[]) AS interrupt_id, unnest(@event_types::text[]) AS type,
                unnest(@event_payloads::jsonb[]) AS payload
+        UNION ALL
+        -- The turn's own event (turn.completed, turn.failed), last.
+        SELECT NULL::uuid, @turn_event::text, jsonb_build_object('snapshotId', @snapshot_id::text)
+        WHERE @turn_event::text <> ''
     ) AS e
 )
 SELECT CASE

@@ -14,17 +14,23 @@ RETURNING call_key;
 
 -- name: FinishToolCalls :exec
 -- Records the outcomes of a turn's calls (only of calls still running: an
--- outcome is written once).
-UPDATE tool_calls t
-SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
-    http_status = nullif(f.http_status, 0), attempts = nullif(f.attempts, 0)
-FROM (
-    SELECT unnest(@call_keys::text[]) AS call_key, unnest(@statuses::text[]) AS status,
-           unnest(@outputs::jsonb[]) AS output, unnest(@errors::jsonb[]) AS error,
-           unnest(@finished_ats::timestamptz[]) AS finished_at,
-           unnest(@http_statuses::integer[]) AS http_status, unnest(@attempts::integer[]) AS attempts
-) AS f
-WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id AND t.call_key = f.call_key AND t.status = 'running';
+-- outcome is written once), and a tool.called event for each.
+WITH done AS (
+    UPDATE tool_calls t
+    SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
+        http_status = nullif(f.http_status, 0), attempts = nullif(f.attempts, 0)
+    FROM (
+        SELECT unnest(@call_keys::text[]) AS call_key, unnest(@statuses::text[]) AS status,
+               unnest(@outputs::jsonb[]) AS output, unnest(@errors::jsonb[]) AS error,
+               unnest(@finished_ats::timestamptz[]) AS finished_at,
+               unnest(@http_statuses::integer[]) AS http_status, unnest(@attempts::integer[]) AS attempts
+    ) AS f
+    WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id AND t.call_key = f.call_key AND t.status = 'running'
+    RETURNING t.call_key, t.actor
+)
+INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+SELECT @tenant_id, 'tool.called', done.actor, jsonb_build_object('snapshotId', @turn_id::text, 'callKey', done.call_key)
+FROM done;
 
 -- name: GetToolCall :one
 SELECT * FROM tool_calls

@@ -5,18 +5,38 @@ import (
 	"crypto/aes"
 	"encoding/base64"
 	"encoding/binary"
+	"strings"
 )
 
-// Interrupt events are numbered by one sequence across all tenants. Shown
-// as is, the gaps a tenant sees between its own ids would tell it how busy
-// the others are. An event id is therefore shown as the AES encryption,
-// with the tenant's own event_ids key, of its number: opaque, unrelated
-// from one event to the next, and (for the key holder) reversible, so a
-// stream can later be resumed from an id.
+// EventPos is an event's position in the log: its writing transaction's
+// id, then its number. Readers take events in this order, and only those
+// whose transaction is older than every transaction still running, so
+// nothing can appear at or before a position a reader has passed (see the
+// migration 00019_webhooks.sql).
+type EventPos struct {
+	Xid int64
+	ID  int64
+}
+
+// After reports whether p comes after q.
+func (p EventPos) After(q EventPos) bool {
+	return p.Xid > q.Xid || (p.Xid == q.Xid && p.ID > q.ID)
+}
+
+// Event positions would tell a tenant how busy the others are (both parts
+// count across all tenants). An event id is therefore shown as the AES
+// encryption, with the tenant's own event_ids key, of its position:
+// opaque, unrelated from one event to the next, and (for the key holder)
+// reversible, so a stream can be resumed from an id.
 const eventIDPrefix = "ev_"
 
-// eventID returns the opaque id of event number n of a tenant.
-func (k *keyring) eventID(ctx context.Context, tenantID string, n int64) (string, error) {
+// maxEventNumber bounds the number part of a position (48 bits): the two
+// last bytes of the block stay zero, so a decoder can tell a genuine id
+// from a forged one.
+const maxEventNumber = 1<<48 - 1
+
+// eventID returns the opaque id of the tenant's event at pos.
+func (k *keyring) eventID(ctx context.Context, tenantID string, pos EventPos) (string, error) {
 	key, err := k.signing(ctx, tenantID, PurposeEventIDs)
 	if err != nil {
 		return "", err
@@ -25,10 +45,72 @@ func (k *keyring) eventID(ctx context.Context, tenantID string, n int64) (string
 	if err != nil {
 		return "", internalError(err)
 	}
+	// Layout: xid (8 bytes), number (6 bytes), two zero bytes.
 	var plain, sealed [aes.BlockSize]byte
-	// The second half stays zero: a decoder can tell a genuine id from a
-	// forged one.
-	binary.BigEndian.PutUint64(plain[:8], uint64(n))
+	binary.BigEndian.PutUint64(plain[:8], uint64(pos.Xid))
+	copy(plain[8:14], beUint48(pos.ID))
 	block.Encrypt(sealed[:], plain[:])
 	return eventIDPrefix + base64.RawURLEncoding.EncodeToString(sealed[:]), nil
+}
+
+func beUint48(n int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n)&maxEventNumber)
+	return b[2:]
+}
+
+// parseEventID returns the position of one of the tenant's event ids; ok
+// is false when id is not one (malformed, forged, or another tenant's).
+func (k *keyring) parseEventID(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
+	raw, found := strings.CutPrefix(id, eventIDPrefix)
+	if !found || len(raw) != 22 {
+		return EventPos{}, false, nil
+	}
+	sealed, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil || len(sealed) != aes.BlockSize {
+		return EventPos{}, false, nil
+	}
+	keys, err := k.keys(ctx, tenantID, PurposeEventIDs, false)
+	if err != nil {
+		return EventPos{}, false, err
+	}
+	for _, key := range keys {
+		block, err := aes.NewCipher(key.Secret[:32])
+		if err != nil {
+			return EventPos{}, false, internalError(err)
+		}
+		var plain [aes.BlockSize]byte
+		block.Decrypt(plain[:], sealed)
+		if plain[14] != 0 || plain[15] != 0 {
+			continue
+		}
+		xid := binary.BigEndian.Uint64(plain[:8])
+		var n [8]byte
+		copy(n[2:], plain[8:14])
+		num := binary.BigEndian.Uint64(n[:])
+		if xid > 1<<62 || num == 0 {
+			continue
+		}
+		return EventPos{Xid: int64(xid), ID: int64(num)}, true, nil
+	}
+	return EventPos{}, false, nil
+}
+
+// EventIDs encodes and decodes a tenant's opaque event ids.
+type EventIDs struct{ keys *keyring }
+
+// NewEventIDs returns a codec reading the tenants' event_ids keys.
+func NewEventIDs(load func(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)) *EventIDs {
+	return &EventIDs{keys: newKeyring(load)}
+}
+
+// Encode returns the opaque id of the tenant's event at pos.
+func (e *EventIDs) Encode(ctx context.Context, tenantID string, pos EventPos) (string, error) {
+	return e.keys.eventID(ctx, tenantID, pos)
+}
+
+// Decode returns the position of the tenant's event id; ok is false when
+// id is not one of the tenant's.
+func (e *EventIDs) Decode(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
+	return e.keys.parseEventID(ctx, tenantID, id)
 }

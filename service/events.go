@@ -9,25 +9,35 @@ import (
 	"github.com/google/uuid"
 )
 
-// Notification announces an interrupt event to live dashboards.
+// Notification announces an event to live listeners.
 type Notification struct {
 	TenantID string `json:"tenantId"`
-	// EventID is the event's opaque id (see eventids.go).
+	// EventID is the event's opaque id (see eventids.go): what a listener
+	// resumes from.
 	EventID string `json:"eventId"`
-	// Seq is the event's place in the global sequence, never shown.
-	Seq         int64     `json:"-"`
-	InterruptID uuid.UUID `json:"interruptId"`
-	Type        string    `json:"type"`
-	At          time.Time `json:"at"`
+	// Pos is the event's position in the log, never shown.
+	Pos EventPos `json:"-"`
+	// Type is the event's public name, e.g. interrupt.created.
+	Type        string     `json:"type"`
+	InterruptID *uuid.UUID `json:"interruptId,omitempty"`
+	Agent       string     `json:"agent,omitempty"`
+	Tool        string     `json:"tool,omitempty"`
+	SessionID   string     `json:"sessionId,omitempty"`
+	SnapshotID  string     `json:"snapshotId,omitempty"`
+	Actor       string     `json:"actor,omitempty"`
+	At          time.Time  `json:"at"`
 }
 
-// EventHub delivers interrupt events to subscribers of the same tenant, so a
+// EventHub delivers events to subscribers of the same tenant, so a
 // dashboard on any instance sees every instance's events within a second:
-// it reads new rows of interrupt_events when another instance's NOTIFY wakes
-// it, and every second in any case.
+// it reads the log past its position when another instance's NOTIFY wakes
+// it, and every second in any case. It reads events in log order (see
+// EventPos), so a listener that reconnects with the last id it saw can
+// replay exactly what it missed (Replay).
 type EventHub struct {
-	src EventSource
-	log *slog.Logger
+	src  EventSource
+	log  *slog.Logger
+	keys *keyring
 
 	mu     sync.Mutex
 	next   int
@@ -40,11 +50,16 @@ type subscriber struct {
 	ch       chan Notification
 }
 
-// EventSource is where the hub reads interrupt events from.
+// EventSource is where the hub reads events from.
 type EventSource interface {
-	// RecentEvents returns the events of every tenant created since a
-	// time, oldest first (a bounded number).
-	RecentEvents(ctx context.Context, since time.Time) ([]Notification, error)
+	// EventHorizon returns the position where a reader starting now
+	// starts: every event before it is final.
+	EventHorizon(ctx context.Context) (int64, error)
+	// EventsAfter returns events of every tenant after a position, oldest
+	// first, at most limit, all final.
+	EventsAfter(ctx context.Context, after EventPos, limit int) ([]Notification, error)
+	// TenantEventsAfter is EventsAfter for one tenant.
+	TenantEventsAfter(ctx context.Context, tenantID string, after EventPos, limit int) ([]Notification, error)
 	// ListenEvents blocks until ctx ends or the connection fails, calling
 	// ready once listening and wake whenever an instance announces new
 	// events.
@@ -59,12 +74,13 @@ func NewEventHub(src EventSource, log *slog.Logger) *EventHub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &EventHub{src: src, log: log, subs: map[int]subscriber{}}
+	return &EventHub{src: src, log: log, keys: newKeyring(src.SigningKeys), subs: map[int]subscriber{}}
 }
 
 // Subscribe returns a channel of the tenant's notifications and a function
-// that ends the subscription. A subscriber that does not keep up loses
-// notifications rather than slowing the others.
+// that ends the subscription. A subscriber that does not keep up is
+// dropped (its channel closed) rather than slowing the others: a stream
+// then ends, and its client reconnects and replays what it missed.
 func (h *EventHub) Subscribe(tenantID string) (<-chan Notification, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -101,77 +117,118 @@ func (h *EventHub) hasSubscriber(tenantID string) bool {
 func (h *EventHub) publish(n Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, s := range h.subs {
+	for id, s := range h.subs {
 		if s.tenantID != n.TenantID {
 			continue
 		}
 		select {
 		case s.ch <- n:
 		default:
+			delete(h.subs, id)
+			close(s.ch)
 		}
 	}
 }
-
-// eventLookback is how far back the reader looks each time: events are
-// found by creation time, and a transaction may commit a little after its
-// events were stamped, so recent ones are read again (and deduplicated).
-const eventLookback = 3 * time.Second
 
 // eventPoll is the fallback: events are read at least this often even when
 // no wake-up notification arrives.
 const eventPoll = time.Second
 
-// Run delivers events until ctx ends: it reads the events table whenever a
-// wake-up notification arrives (LISTEN, reconnecting with backoff) and at
-// least every second. When it returns it closes every subscription, so the
-// streams fed by the hub end (and do not hold up a graceful shutdown).
+// eventBatch is how many events one read takes.
+const eventBatch = 1000
+
+// Run delivers events until ctx ends: it reads the log past its position
+// whenever a wake-up notification arrives (LISTEN, reconnecting with
+// backoff) and at least every second. When it returns it closes every
+// subscription, so the streams fed by the hub end (and do not hold up a
+// graceful shutdown).
 func (h *EventHub) Run(ctx context.Context) {
 	defer h.closeAll()
 	wake := make(chan struct{}, 1)
 	go h.listenLoop(ctx, wake)
-	keys := newKeyring(h.src.SigningKeys)
-	seen := map[int64]time.Time{}
-	since := time.Now().Add(-eventLookback)
 	t := time.NewTicker(eventPoll)
 	defer t.Stop()
+	var pos EventPos
+	started := false
 	for {
+		if !started {
+			horizon, err := h.src.EventHorizon(ctx)
+			if err == nil {
+				pos, started = EventPos{Xid: horizon}, true
+			} else if ctx.Err() == nil {
+				h.log.Warn("reading the event horizon failed", "err", err)
+			}
+		}
+		if started {
+			pos = h.deliver(ctx, pos)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
 		case <-t.C:
 		}
-		now := time.Now()
-		events, err := h.src.RecentEvents(ctx, since)
+	}
+}
+
+// deliver publishes the events past pos and returns the new position. An
+// event whose id cannot be encoded stops the read there, to be retried.
+func (h *EventHub) deliver(ctx context.Context, pos EventPos) EventPos {
+	for {
+		events, err := h.src.EventsAfter(ctx, pos, eventBatch)
 		if err != nil {
 			if ctx.Err() == nil {
-				h.log.Warn("reading interrupt events failed", "err", err)
+				h.log.Warn("reading events failed", "err", err)
 			}
-			continue
+			return pos
 		}
 		for _, ev := range events {
-			if _, ok := seen[ev.Seq]; ok {
-				continue
+			if h.hasSubscriber(ev.TenantID) {
+				if ev.EventID, err = h.keys.eventID(ctx, ev.TenantID, ev.Pos); err != nil {
+					h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
+					return pos
+				}
+				h.publish(ev)
 			}
-			if !h.hasSubscriber(ev.TenantID) {
-				seen[ev.Seq] = ev.At
-				continue
-			}
-			if ev.EventID, err = keys.eventID(ctx, ev.TenantID, ev.Seq); err != nil {
-				// Retried at the next read (the event is still recent).
-				h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
-				continue
-			}
-			seen[ev.Seq] = ev.At
-			h.publish(ev)
+			pos = ev.Pos
 		}
-		since = now.Add(-eventLookback)
-		for id, at := range seen {
-			if at.Before(since.Add(-eventLookback)) {
-				delete(seen, id)
-			}
+		if len(events) < eventBatch {
+			return pos
 		}
 	}
+}
+
+// Replay returns the tenant's events after the one whose id is after,
+// oldest first, at most limit, with their ids: what a listener that
+// reconnects missed. ok is false when after is not an id of the tenant's
+// events.
+func (h *EventHub) Replay(ctx context.Context, tenantID, after string, limit int) (events []Notification, ok bool, err error) {
+	pos, ok, err := h.keys.parseEventID(ctx, tenantID, after)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	events, err = h.ReplayFrom(ctx, tenantID, pos, limit)
+	return events, true, err
+}
+
+// ReplayFrom is Replay from a position.
+func (h *EventHub) ReplayFrom(ctx context.Context, tenantID string, pos EventPos, limit int) ([]Notification, error) {
+	events, err := h.src.TenantEventsAfter(ctx, tenantID, pos, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range events {
+		if events[i].EventID, err = h.keys.eventID(ctx, tenantID, events[i].Pos); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
+// ParseEventID returns the position of one of the tenant's event ids; ok
+// is false when id is not one.
+func (h *EventHub) ParseEventID(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
+	return h.keys.parseEventID(ctx, tenantID, id)
 }
 
 func (h *EventHub) listenLoop(ctx context.Context, wake chan<- struct{}) {

@@ -287,3 +287,7 @@ func (r *Runtime) SessionSnapshots(ctx context.Context, c Caller, sessionID stri
 	}
 	return snaps, nil
 }
+
+// InstanceID names this process among the instances sharing the database
+// (the owner of its detached turns and webhook deliveries).
+func (r *Runtime) InstanceID() string { return r.instanceID }

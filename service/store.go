@@ -409,10 +409,11 @@ type Interrupt struct {
 
 // InterruptEvent is one entry of an interrupt's audit trail.
 type InterruptEvent struct {
-	// ID is the event's opaque id (Seq, encrypted for the tenant).
+	// ID is the event's opaque id (Pos, encrypted for the tenant): the
+	// same id the event streams and webhooks carry.
 	ID string `json:"id"`
-	// Seq is the event's place in the global sequence, never shown.
-	Seq         int64           `json:"-"`
+	// Pos is the event's position in the log, never shown.
+	Pos         EventPos        `json:"-"`
 	InterruptID uuid.UUID       `json:"interruptId"`
 	Type        string          `json:"type"`
 	Actor       string          `json:"actor"`

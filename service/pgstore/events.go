@@ -4,25 +4,65 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
 )
 
-// RecentEvents implements service.EventSource: the events of every tenant
-// created since a time (the reader feeds every tenant's subscribers: a
-// system function).
-func (s *PgStore) RecentEvents(ctx context.Context, since time.Time) ([]service.Notification, error) {
-	var rows []db.InterruptEvent
+// EventHorizon implements service.EventSource.
+func (s *PgStore) EventHorizon(ctx context.Context) (int64, error) {
+	var h int64
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
-		rows, err = q.ListRecentInterruptEvents(ctx, since)
+		h, err = q.EventHorizon(ctx)
+		return err
+	})
+	return h, err
+}
+
+// EventsAfter implements service.EventSource: the events of every tenant
+// (the reader feeds every tenant's subscribers: a system function).
+func (s *PgStore) EventsAfter(ctx context.Context, after service.EventPos, limit int) ([]service.Notification, error) {
+	var rows []db.EventLog
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListEventsAfter(ctx, db.ListEventsAfterParams{AfterXid: after.Xid, AfterID: after.ID, Batch: int32(limit)})
 		return err
 	})
 	out := make([]service.Notification, len(rows))
 	for i, r := range rows {
-		out[i] = service.Notification{TenantID: r.TenantID, Seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, At: r.CreatedAt}
+		out[i] = notificationOf(r)
 	}
 	return out, err
+}
+
+// TenantEventsAfter implements service.EventSource.
+func (s *PgStore) TenantEventsAfter(ctx context.Context, tenantID string, after service.EventPos, limit int) ([]service.Notification, error) {
+	var rows []db.EventLog
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListTenantEventsAfter(ctx, db.ListTenantEventsAfterParams{
+			TenantID: tenantID, AfterXid: after.Xid, AfterID: after.ID, Batch: int32(limit)})
+		return err
+	})
+	out := make([]service.Notification, len(rows))
+	for i, r := range rows {
+		out[i] = notificationOf(r)
+	}
+	return out, err
+}
+
+func notificationOf(r db.EventLog) service.Notification {
+	n := service.Notification{
+		TenantID: r.TenantID, Pos: service.EventPos{Xid: r.Xid, ID: r.ID}, Type: r.Type,
+		Agent: r.Agent, Tool: r.Tool, SessionID: r.SessionID, SnapshotID: r.SnapshotID, Actor: r.Actor, At: r.CreatedAt,
+	}
+	if r.InterruptID.Valid {
+		id := uuid.UUID(r.InterruptID.Bytes)
+		n.InterruptID = &id
+	}
+	return n
 }
 
 // ListenEvents implements service.EventSource: it blocks on a connection

@@ -250,7 +250,7 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 	var rows []db.InterruptEvent
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: id})
+		rows, err = q.ListInterruptEvents(ctx, db.ListInterruptEventsParams{TenantID: tenantID, InterruptID: pgtype.UUID{Bytes: id, Valid: true}})
 		return err
 	})
 	if err != nil {
@@ -258,7 +258,7 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 	}
 	out := make([]service.InterruptEvent, len(rows))
 	for i, r := range rows {
-		out[i] = service.InterruptEvent{Seq: r.ID, InterruptID: r.InterruptID, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
+		out[i] = service.InterruptEvent{Pos: service.EventPos{Xid: int64(r.Xid.Uint64), ID: r.ID}, InterruptID: r.InterruptID.Bytes, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }

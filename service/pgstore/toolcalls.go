@@ -32,9 +32,13 @@ func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, 
 	if len(outcomes) == 0 {
 		return nil
 	}
-	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return finishToolCalls(ctx, q, tenantID, turnID, outcomes)
 	})
+	if err == nil {
+		s.eventsWritten() // tool.called
+	}
+	return err
 }
 
 // finishToolCalls records outcomes through q (a pipeline or a transaction);

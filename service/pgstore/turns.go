@@ -233,7 +233,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (boo
 	if err != nil {
 		return false, err
 	}
-	if len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) {
+	if len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) || turnEvent(w.Status) != "" {
 		s.eventsWritten()
 	}
 	if w.Status == service.StatusCompleted && w.State != nil {
@@ -305,7 +305,20 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		}
 	}
 	p.EventInterruptIDs, p.EventTypes, p.EventPayloads = events.ids, events.types, events.payloads
+	p.TurnEvent = turnEvent(w.Status)
 	return p, nil
+}
+
+// turnEvent is the event a turn's end writes: none for a pending snapshot
+// (a detached turn writes its event when it ends) or an aborted one.
+func turnEvent(status string) string {
+	switch status {
+	case service.StatusCompleted:
+		return "turn.completed"
+	case service.StatusFailed:
+		return "turn.failed"
+	}
+	return ""
 }
 
 // setResumed records the snapshot a resume produced on the interrupts it

@@ -26,6 +26,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // serveConfig is what the serve flags chose.
@@ -48,6 +49,41 @@ type serveConfig struct {
 	access accessConfig
 	// models resolves the models of tenants' agents.
 	models tenantagents.ModelResolver
+	// webhooks configures the webhook dispatcher.
+	webhooks webhookConfig
+}
+
+// webhookConfig is what the webhook flags chose.
+type webhookConfig struct {
+	publicURL string
+	loopback  bool
+	retries   string
+	lease     time.Duration
+	timeout   time.Duration
+}
+
+func (w *webhookConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&w.publicURL, "public-url", "", "where users reach this server (e.g. https://holdpoint.example.com), for the links in webhook payloads; empty: the listen address")
+	fs.BoolVar(&w.loopback, "allow-loopback-webhooks", false, "let webhook endpoints be loopback addresses (always on with --dev): for tests and a receiver on this machine")
+	fs.StringVar(&w.retries, "webhook-retries", "", "comma-separated waits before each retry of a failed webhook delivery (default 5s,30s,2m,10m,30m,1h,2h,4h,8h,12h: about 27 h); after the last, the delivery is dead")
+	fs.DurationVar(&w.lease, "webhook-lease", webhooks.DefaultLease, "how long an instance holds a webhook delivery it attempts; if it dies, another instance attempts it after this")
+	fs.DurationVar(&w.timeout, "webhook-timeout", webhooks.DefaultTimeout, "time a webhook receiver has to answer one attempt")
+}
+
+// schedule parses --webhook-retries.
+func (w *webhookConfig) schedule() ([]time.Duration, error) {
+	if w.retries == "" {
+		return nil, nil
+	}
+	var out []time.Duration
+	for _, part := range strings.Split(w.retries, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("--webhook-retries: %q is not a positive duration", part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // connectTimeout bounds the start-up connection to PostgreSQL, so a wrong
@@ -69,6 +105,7 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "age of a heartbeat after which a detached turn is taken over or reads as expired")
 	cfg.access.register(fs)
+	cfg.webhooks.register(fs)
 	lf.register(fs)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
@@ -79,6 +116,14 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if _, err := cfg.webhooks.schedule(); err != nil {
+		fmt.Fprintln(stderr, "platform serve:", err)
+		return 2
+	}
+	if cfg.webhooks.lease <= cfg.webhooks.timeout {
+		fmt.Fprintln(stderr, "platform serve: --webhook-lease must be longer than --webhook-timeout")
 		return 2
 	}
 	log, err := lf.logger(stderr)
@@ -191,6 +236,12 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools}
 	rt.SetTenantAgents(manager)
 
+	// Tenants' webhook endpoints, under the same address rules as their
+	// HTTP tools.
+	loopbackHooks := cfg.dev || cfg.webhooks.loopback
+	eventIDs := service.NewEventIDs(store.SigningKeys)
+	hooks := &webhooks.Manager{Store: store, AllowLoopback: loopbackHooks}
+
 	handler := httpapi.New(rt, httpapi.Options{
 		Logger:          log,
 		Auth:            authenticator(cfg.dev, store),
@@ -203,6 +254,8 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		MaxEventStreams: cfg.access.maxEventStreams,
 		Events:          hub,
 		Agents:          manager,
+		Webhooks:        hooks,
+		EventIDs:        eventIDs,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("database: %w", err)
@@ -228,6 +281,23 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Webhooks: every instance delivers the outbox. The dispatcher stops
+	// with ctx and is waited for (its attempts in flight are recorded).
+	publicURL := cfg.webhooks.publicURL
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	schedule, _ := cfg.webhooks.schedule()
+	dispatcher := &webhooks.Dispatcher{
+		Store: store, IDs: eventIDs, Owner: rt.InstanceID(), AllowLoopback: loopbackHooks,
+		Schedule: schedule, Lease: cfg.webhooks.lease, Timeout: cfg.webhooks.timeout, PublicURL: publicURL, Log: log,
+	}
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		dispatcher.Run(ctx)
+	}()
+	defer func() { <-dispatched }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving",

@@ -1,0 +1,281 @@
+-- +goose Up
+
+-- The event log (interrupt_events) also records the end of every turn and
+-- every tool call, so webhooks and event streams can report them. Those
+-- rows name no interrupt; their type is the public event name.
+ALTER TABLE interrupt_events ALTER COLUMN interrupt_id DROP NOT NULL;
+ALTER TABLE interrupt_events DROP CONSTRAINT interrupt_events_type_check;
+ALTER TABLE interrupt_events ADD CONSTRAINT interrupt_events_type_check CHECK (
+    (interrupt_id IS NOT NULL AND type IN ('created', 'claimed', 'released', 'resolved', 'expired', 'cancelled'))
+    OR (interrupt_id IS NULL AND type IN ('turn.completed', 'turn.failed', 'tool.called')));
+
+-- The position of an event in the log is (xid, id): the writing
+-- transaction's id, then the row's number. Numbers are handed out before
+-- commit, so a reader that went past number n could later see a smaller
+-- one commit. A reader instead takes only events whose transaction is
+-- older than every transaction still running (pg_snapshot_xmin): no event
+-- can appear at or before such a position any more, so a reader that
+-- resumes after a position misses nothing.
+ALTER TABLE interrupt_events ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+DROP INDEX interrupt_events_recent_idx;
+-- The live reader of every tenant, and one tenant's replay.
+CREATE INDEX interrupt_events_position_idx ON interrupt_events (xid, id);
+CREATE INDEX interrupt_events_tenant_position_idx ON interrupt_events (tenant_id, xid, id);
+
+-- The public name of an event: interrupt events are "interrupt.<type>".
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_event_name(p_type text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN strpos(p_type, '.') > 0 THEN p_type ELSE 'interrupt.' || p_type END;
+$$;
+-- +goose StatementEnd
+
+-- A tenant's webhook endpoints.
+CREATE TABLE webhooks (
+    tenant_id       text NOT NULL REFERENCES tenants (id),
+    id              uuid NOT NULL DEFAULT gen_random_uuid(),
+    url             text NOT NULL,
+    description     text NOT NULL DEFAULT '',
+    -- Public event names (holdpoint_event_name); never empty.
+    event_types     text[] NOT NULL CHECK (cardinality(event_types) > 0),
+    enabled         boolean NOT NULL DEFAULT true,
+    -- Why the platform turned it off (a 410 from the receiver), if it did.
+    disabled_reason text,
+    created_by      text NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, url)
+);
+
+-- Signing secrets. The newest signs; older ones keep signing until they
+-- expire (rotation with overlap: a receiver verifies with either).
+CREATE TABLE webhook_secrets (
+    tenant_id  text NOT NULL,
+    webhook_id uuid NOT NULL,
+    key_id     integer NOT NULL CHECK (key_id > 0),
+    secret     bytea NOT NULL CHECK (length(secret) >= 24),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz,
+    PRIMARY KEY (tenant_id, webhook_id, key_id),
+    FOREIGN KEY (tenant_id, webhook_id) REFERENCES webhooks (tenant_id, id) ON DELETE CASCADE
+);
+
+-- The outbox: one row per event and endpoint, written by the trigger below
+-- in the transaction that wrote the event, so a delivery exists if and only
+-- if its event committed. A dispatcher claims due rows by moving
+-- next_attempt_at past a lease: if it dies mid-delivery, the row is due
+-- again when the lease runs out, and another instance delivers it.
+CREATE TABLE webhook_deliveries (
+    tenant_id       text NOT NULL,
+    -- Random, so ids say nothing about other tenants' volume.
+    id              uuid NOT NULL DEFAULT gen_random_uuid(),
+    webhook_id      uuid NOT NULL,
+    event_id        bigint NOT NULL,
+    -- pending: to be attempted at next_attempt_at; delivered: a 2xx came
+    -- back; dead: every attempt failed (or the receiver answered 410).
+    status          text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts        integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz,
+    -- The instance holding the current attempt; with attempts, the fence
+    -- that lets only that attempt record its outcome.
+    lease_owner     text,
+    last_attempt_at timestamptz,
+    last_status     integer,
+    last_error      text,
+    delivered_at    timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, id),
+    FOREIGN KEY (tenant_id, webhook_id) REFERENCES webhooks (tenant_id, id) ON DELETE CASCADE,
+    FOREIGN KEY (tenant_id, event_id) REFERENCES interrupt_events (tenant_id, id),
+    CHECK ((status = 'pending') = (next_attempt_at IS NOT NULL))
+);
+
+-- The dispatcher's scan: an endpoint's due deliveries, oldest first.
+CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (tenant_id, webhook_id, next_attempt_at)
+    WHERE status = 'pending';
+-- An endpoint's deliveries, newest first (the deliveries API).
+CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (tenant_id, webhook_id, created_at DESC, id DESC);
+
+-- The fan-out: every event inserted becomes a delivery to each enabled
+-- endpoint of its tenant subscribed to its type, in the same statement.
+-- It runs as the owner so that system work (the deadline sweeper) fans out
+-- too; it only joins rows of the events' own tenants.
+-- +goose StatementBegin
+CREATE FUNCTION interrupt_events_fan_out() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_id, next_attempt_at)
+    SELECT e.tenant_id, w.id, e.id, now()
+    FROM new_events e
+    JOIN webhooks w ON w.tenant_id = e.tenant_id AND w.enabled
+        AND holdpoint_event_name(e.type) = ANY (w.event_types);
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER interrupt_events_fan_out AFTER INSERT ON interrupt_events
+    REFERENCING NEW TABLE AS new_events
+    FOR EACH STATEMENT EXECUTE FUNCTION interrupt_events_fan_out();
+REVOKE ALL ON FUNCTION interrupt_events_fan_out() FROM PUBLIC;
+
+-- Positions travel as bigint (xid8 values stay far below 2^63).
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_xid(p bigint) RETURNS xid8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p::text::xid8;
+$$;
+-- +goose StatementEnd
+
+-- The event log as readers see it: public event names, and what each
+-- event is about (agent, tool, session, snapshot) whatever its kind.
+CREATE VIEW event_log WITH (security_invoker = true) AS
+SELECT e.tenant_id, e.id, e.xid::text::bigint AS xid, holdpoint_event_name(e.type) AS type, e.interrupt_id,
+       e.actor, e.created_at,
+       coalesce(i.agent, s.agent, '') AS agent, coalesce(i.tool, c.tool, '') AS tool,
+       coalesce(i.session_id, s.session_id, '') AS session_id, coalesce(i.snapshot_id, s.id, '') AS snapshot_id
+FROM interrupt_events e
+LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
+LEFT JOIN snapshots s ON e.interrupt_id IS NULL AND s.tenant_id = e.tenant_id AND s.id = e.payload ->> 'snapshotId'
+LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
+    AND c.turn_id = e.payload ->> 'snapshotId' AND c.call_key = e.payload ->> 'callKey';
+
+-- The live reader: events of every tenant after a position, up to the
+-- horizon (see above).
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_events_after(p_xid bigint, p_id bigint, p_limit integer) RETURNS SETOF event_log
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT v.* FROM (
+        SELECT e.tenant_id, e.id, e.xid FROM interrupt_events e
+        WHERE (e.xid, e.id) > (holdpoint_xid(p_xid), p_id)
+          AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+        ORDER BY e.xid, e.id
+        LIMIT p_limit
+    ) p
+    JOIN event_log v ON v.tenant_id = p.tenant_id AND v.id = p.id
+    ORDER BY p.xid, p.id;
+$$;
+-- +goose StatementEnd
+
+DROP FUNCTION holdpoint_recent_interrupt_events(timestamptz);
+
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_event_horizon() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
+$$;
+-- +goose StatementEnd
+
+-- The dispatcher's batch: due deliveries of enabled endpoints of every
+-- tenant, at most p_per_endpoint of each and none of the endpoints in
+-- p_busy (those this instance already has enough of in flight), leased to
+-- p_owner for p_lease_seconds. SKIP LOCKED lets every instance claim at
+-- once without two taking the same delivery.
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_claim_webhook_deliveries(p_owner text, p_lease_seconds float8, p_limit integer,
+                                                   p_per_endpoint integer, p_busy uuid[])
+RETURNS SETOF webhook_deliveries
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    UPDATE webhook_deliveries d
+    SET next_attempt_at = now() + make_interval(secs => p_lease_seconds),
+        attempts = d.attempts + 1, lease_owner = p_owner, last_attempt_at = now()
+    FROM (
+        SELECT x.tenant_id, x.id
+        FROM webhooks w
+        CROSS JOIN LATERAL (
+            SELECT d2.tenant_id, d2.id FROM webhook_deliveries d2
+            WHERE d2.tenant_id = w.tenant_id AND d2.webhook_id = w.id
+              AND d2.status = 'pending' AND d2.next_attempt_at <= now()
+            ORDER BY d2.next_attempt_at
+            LIMIT p_per_endpoint
+            FOR UPDATE SKIP LOCKED
+        ) x
+        WHERE w.enabled AND w.id <> ALL (p_busy)
+        LIMIT p_limit
+    ) c
+    WHERE d.tenant_id = c.tenant_id AND d.id = c.id
+    RETURNING d.*;
+$$;
+-- +goose StatementEnd
+
+-- Delivery health per endpoint, for analysts and operators.
+CREATE VIEW webhook_health WITH (security_invoker = true) AS
+SELECT
+    w.tenant_id,
+    w.id AS webhook_id,
+    w.url,
+    w.enabled,
+    w.disabled_reason,
+    count(d.id) FILTER (WHERE d.status = 'pending') AS pending,
+    count(d.id) FILTER (WHERE d.status = 'delivered') AS delivered,
+    count(d.id) FILTER (WHERE d.status = 'dead') AS dead,
+    count(d.id) FILTER (WHERE d.status = 'pending' AND d.attempts > 0) AS retrying,
+    min(d.created_at) FILTER (WHERE d.status = 'pending') AS oldest_pending_at,
+    max(d.delivered_at) AS last_delivered_at,
+    max(d.last_attempt_at) FILTER (WHERE d.last_error IS NOT NULL) AS last_failure_at,
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM (d.delivered_at - d.created_at)))
+        FILTER (WHERE d.status = 'delivered') AS delivery_p50_seconds,
+    percentile_cont(0.9) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM (d.delivered_at - d.created_at)))
+        FILTER (WHERE d.status = 'delivered') AS delivery_p90_seconds
+FROM webhooks w
+LEFT JOIN webhook_deliveries d ON d.tenant_id = w.tenant_id AND d.webhook_id = w.id
+GROUP BY w.tenant_id, w.id, w.url, w.enabled, w.disabled_reason;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['webhooks', 'webhook_secrets', 'webhook_deliveries'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format($p$CREATE POLICY tenant_isolation ON %I
+            USING (tenant_id = current_setting('holdpoint.tenant_id', true) OR holdpoint_system_actor())
+            WITH CHECK (tenant_id = current_setting('holdpoint.tenant_id', true) OR holdpoint_system_actor())$p$, t);
+    END LOOP;
+    FOREACH t IN ARRAY ARRAY['holdpoint_events_after(bigint, bigint, integer)',
+                             'holdpoint_claim_webhook_deliveries(text, float8, integer, integer, uuid[])'] LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', t);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO holdpoint_app', t);
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+GRANT SELECT, INSERT, UPDATE, DELETE ON webhooks, webhook_secrets TO holdpoint_app;
+GRANT SELECT, UPDATE ON webhook_deliveries TO holdpoint_app;
+GRANT SELECT ON webhook_health, event_log TO holdpoint_app;
+
+-- +goose Down
+DROP VIEW webhook_health;
+DROP FUNCTION holdpoint_claim_webhook_deliveries(text, float8, integer, integer, uuid[]);
+DROP FUNCTION holdpoint_event_horizon();
+DROP FUNCTION holdpoint_events_after(bigint, bigint, integer);
+DROP VIEW event_log;
+DROP FUNCTION holdpoint_xid(bigint);
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_recent_interrupt_events(p_since timestamptz) RETURNS SETOF interrupt_events
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT * FROM interrupt_events
+    WHERE created_at >= p_since
+    ORDER BY created_at, id
+    LIMIT 10000;
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION holdpoint_recent_interrupt_events(timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION holdpoint_recent_interrupt_events(timestamptz) TO holdpoint_app;
+DROP TRIGGER interrupt_events_fan_out ON interrupt_events;
+DROP FUNCTION interrupt_events_fan_out();
+DROP TABLE webhook_deliveries;
+DROP TABLE webhook_secrets;
+DROP TABLE webhooks;
+DROP FUNCTION holdpoint_event_name(text);
+DROP INDEX interrupt_events_tenant_position_idx;
+DROP INDEX interrupt_events_position_idx;
+ALTER TABLE interrupt_events DROP COLUMN xid;
+CREATE INDEX interrupt_events_recent_idx ON interrupt_events (created_at);
+DELETE FROM interrupt_events WHERE interrupt_id IS NULL;
+ALTER TABLE interrupt_events DROP CONSTRAINT interrupt_events_type_check;
+ALTER TABLE interrupt_events ADD CONSTRAINT interrupt_events_type_check
+    CHECK (type IN ('created', 'claimed', 'released', 'resolved', 'expired', 'cancelled'));
+ALTER TABLE interrupt_events ALTER COLUMN interrupt_id SET NOT NULL;

@@ -1,0 +1,159 @@
+-- name: CreateWebhook :one
+INSERT INTO webhooks (tenant_id, url, description, event_types, enabled, created_by)
+VALUES (@tenant_id, @url, @description, @event_types::text[], @enabled, @created_by)
+RETURNING *;
+
+-- name: InsertWebhookSecret :exec
+-- The endpoint's next signing secret. Older secrets that never expired
+-- expire after the overlap, so a receiver has that long to switch.
+WITH expire AS (
+    UPDATE webhook_secrets
+    SET expires_at = now() + make_interval(secs => @overlap_seconds::double precision)
+    WHERE tenant_id = @tenant_id AND webhook_id = @webhook_id AND expires_at IS NULL
+)
+INSERT INTO webhook_secrets (tenant_id, webhook_id, key_id, secret)
+SELECT @tenant_id, @webhook_id,
+       1 + coalesce((SELECT max(key_id) FROM webhook_secrets
+                     WHERE tenant_id = @tenant_id AND webhook_id = @webhook_id), 0),
+       @secret;
+
+-- name: ListWebhookSecrets :many
+-- The secrets that still sign, newest first.
+SELECT key_id, secret, created_at, expires_at FROM webhook_secrets
+WHERE tenant_id = @tenant_id AND webhook_id = @webhook_id AND (expires_at IS NULL OR expires_at > now())
+ORDER BY key_id DESC;
+
+-- name: LockWebhook :one
+-- Serializes secret rotations of one endpoint.
+SELECT id FROM webhooks WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: ListWebhooks :many
+SELECT * FROM webhooks WHERE tenant_id = @tenant_id ORDER BY created_at, id;
+
+-- name: GetWebhook :one
+SELECT * FROM webhooks WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: UpdateWebhook :one
+-- Changes the given fields. Enabling clears the reason the platform had
+-- turned the endpoint off.
+UPDATE webhooks
+SET url = coalesce(sqlc.narg(url)::text, url),
+    description = coalesce(sqlc.narg(description)::text, description),
+    event_types = coalesce(sqlc.narg(event_types)::text[], event_types),
+    enabled = coalesce(sqlc.narg(enabled)::boolean, enabled),
+    disabled_reason = CASE WHEN sqlc.narg(enabled)::boolean THEN NULL ELSE disabled_reason END,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: DeleteWebhook :execrows
+DELETE FROM webhooks WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: DisableWebhook :exec
+-- The receiver answered 410 Gone: the platform stops delivering to it.
+UPDATE webhooks SET enabled = false, disabled_reason = @reason, updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND enabled;
+
+-- name: ClaimWebhookDeliveries :many
+-- A system function (see the migration): due deliveries of every tenant.
+SELECT * FROM holdpoint_claim_webhook_deliveries(@owner, @lease_seconds::double precision, @batch::integer,
+                                                 @per_endpoint::integer, @busy::uuid[]);
+
+-- name: GetDeliveryContext :one
+-- Everything one attempt of a delivery sends: the endpoint, the event, and
+-- what the event is about (its interrupt, or its turn and tool call).
+SELECT d.id, d.attempts, d.status,
+       w.url, w.enabled,
+       e.id AS event_id, e.xid::text::bigint AS event_xid, e.type AS event_type, e.created_at AS occurred_at,
+       e.actor, e.interrupt_id,
+       i.agent AS interrupt_agent, i.tool AS interrupt_tool, i.input AS interrupt_input, i.expires_at,
+       i.session_id AS interrupt_session_id, i.snapshot_id AS interrupt_snapshot_id, i.status AS interrupt_status,
+       i.resolution, i.resolved_by, i.resolved_at, i.created_at AS interrupt_created_at,
+       CASE WHEN e.interrupt_id IS NOT NULL THEN (
+           SELECT count(*) FROM interrupt_events s
+           WHERE s.tenant_id = e.tenant_id AND s.interrupt_id = e.interrupt_id AND s.id <= e.id)
+       ELSE 0 END::integer AS sequence,
+       sn.id AS turn_snapshot_id, sn.session_id AS turn_session_id, sn.agent AS turn_agent,
+       sn.finish_reason AS turn_finish_reason, sn.error AS turn_error,
+       c.call_key AS call_key, c.tool AS call_tool, c.status AS call_status, c.ref AS call_ref,
+       c.session_id AS call_session_id, c.http_status AS call_http_status
+FROM webhook_deliveries d
+JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
+LEFT JOIN snapshots sn ON e.interrupt_id IS NULL AND sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId'
+LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
+    AND c.turn_id = e.payload ->> 'snapshotId' AND c.call_key = e.payload ->> 'callKey'
+WHERE d.tenant_id = @tenant_id AND d.id = @id;
+
+-- name: FinishDeliveryAttempt :execrows
+-- Records the outcome of one attempt, only by the attempt that holds the
+-- lease: an instance whose lease ran out (and whose delivery another
+-- instance took) records nothing.
+UPDATE webhook_deliveries
+SET status = @status, next_attempt_at = sqlc.narg(next_attempt_at), last_status = sqlc.narg(last_status),
+    last_error = sqlc.narg(last_error), delivered_at = CASE WHEN @status = 'delivered' THEN now() END,
+    lease_owner = NULL
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending'
+  AND lease_owner = @owner AND attempts = @attempts;
+
+-- name: ListWebhookDeliveries :many
+-- An endpoint's deliveries, newest first, before a cursor.
+SELECT d.*, e.type AS event_type, e.xid::text::bigint AS event_xid, e.interrupt_id
+FROM webhook_deliveries d
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+WHERE d.tenant_id = @tenant_id AND d.webhook_id = @webhook_id
+  AND (sqlc.narg(status)::text IS NULL OR d.status = sqlc.narg(status))
+  AND (sqlc.narg(before_created_at)::timestamptz IS NULL
+       OR (d.created_at, d.id) < (sqlc.narg(before_created_at), sqlc.narg(before_id)::uuid))
+ORDER BY d.created_at DESC, d.id DESC
+LIMIT @page_size;
+
+-- name: RedeliverWebhookDelivery :one
+-- Queues a finished delivery again, due now, with a fresh retry schedule;
+-- it keeps its event, so its webhook-id is the same.
+UPDATE webhook_deliveries
+SET status = 'pending', next_attempt_at = now(), attempts = 0, lease_owner = NULL, delivered_at = NULL
+WHERE tenant_id = @tenant_id AND webhook_id = @webhook_id AND id = @id AND status <> 'pending'
+RETURNING *;
+
+-- name: GetWebhookDelivery :one
+SELECT d.*, e.type AS event_type, e.xid::text::bigint AS event_xid, e.interrupt_id
+FROM webhook_deliveries d
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+WHERE d.tenant_id = @tenant_id AND d.webhook_id = @webhook_id AND d.id = @id;
+
+-- name: ListWebhookHealth :many
+-- Times as epoch seconds and unknown figures as -1 (the view's columns
+-- are NULL when an endpoint has no such delivery).
+SELECT webhook_id, pending, delivered, dead, retrying,
+       coalesce(EXTRACT(EPOCH FROM oldest_pending_at), -1)::float8 AS oldest_pending_epoch,
+       coalesce(EXTRACT(EPOCH FROM last_delivered_at), -1)::float8 AS last_delivered_epoch,
+       coalesce(EXTRACT(EPOCH FROM last_failure_at), -1)::float8 AS last_failure_epoch,
+       coalesce(delivery_p50_seconds, -1)::float8 AS delivery_p50_seconds,
+       coalesce(delivery_p90_seconds, -1)::float8 AS delivery_p90_seconds
+FROM webhook_health WHERE tenant_id = @tenant_id ORDER BY url;
+
+-- name: ListEventsAfter :many
+-- The live reader's batch: events of every tenant after a position, up to
+-- the horizon (a system function).
+SELECT * FROM holdpoint_events_after(@after_xid::bigint, @after_id::bigint, @batch::integer);
+
+-- name: ListTenantEventsAfter :many
+-- One tenant's events after a position, up to the horizon: what a
+-- reconnecting event stream missed.
+SELECT v.* FROM (
+    SELECT e.id, e.xid FROM interrupt_events e
+    WHERE e.tenant_id = @tenant_id
+      AND (e.xid, e.id) > (holdpoint_xid(@after_xid::bigint), @after_id::bigint)
+      AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY e.xid, e.id
+    LIMIT @batch
+) p
+JOIN event_log v ON v.tenant_id = @tenant_id AND v.id = p.id
+ORDER BY p.xid, p.id;
+
+-- name: EventHorizon :one
+-- Positions before (horizon, 0) are final: a stream starting now starts
+-- there.
+SELECT holdpoint_event_horizon()::bigint AS horizon;

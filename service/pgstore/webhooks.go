@@ -1,0 +1,378 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+var _ service.WebhookStore = (*PgStore)(nil)
+
+func webhookOf(r db.Webhook) *service.Webhook {
+	return &service.Webhook{
+		ID: r.ID, URL: r.Url, Description: r.Description, EventTypes: r.EventTypes, Enabled: r.Enabled,
+		DisabledReason: deref(r.DisabledReason), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// CreateWebhook implements service.WebhookStore: the endpoint and its
+// first secret in one transaction.
+func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *service.Webhook, secret []byte) (*service.Webhook, error) {
+	var row db.Webhook
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.CreateWebhook(ctx, db.CreateWebhookParams{
+			TenantID: tenantID, Url: w.URL, Description: w.Description, EventTypes: w.EventTypes,
+			Enabled: w.Enabled, CreatedBy: orSystem(w.CreatedBy),
+		})
+		if err != nil {
+			return err
+		}
+		return q.InsertWebhookSecret(ctx, db.InsertWebhookSecretParams{TenantID: tenantID, WebhookID: row.ID, Secret: secret})
+	})
+	if err != nil {
+		return nil, translateConflict(err, "url: the tenant already has an endpoint with this URL")
+	}
+	return webhookOf(row), nil
+}
+
+// ListWebhooks implements service.WebhookStore.
+func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]service.Webhook, error) {
+	var rows []db.Webhook
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListWebhooks(ctx, tenantID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.Webhook, len(rows))
+	for i, r := range rows {
+		out[i] = *webhookOf(r)
+	}
+	return out, nil
+}
+
+// GetWebhook implements service.WebhookStore.
+func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*service.Webhook, error) {
+	var row db.Webhook
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetWebhook(ctx, db.GetWebhookParams{TenantID: tenantID, ID: id})
+		return err
+	})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return webhookOf(row), nil
+}
+
+// UpdateWebhook implements service.WebhookStore.
+func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u service.WebhookUpdate) (*service.Webhook, error) {
+	var row db.Webhook
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.UpdateWebhook(ctx, db.UpdateWebhookParams{
+			TenantID: tenantID, ID: id, Url: u.URL, Description: u.Description, EventTypes: u.EventTypes, Enabled: u.Enabled,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, notFound(translateConflict(err, "url: the tenant already has an endpoint with this URL"))
+	}
+	return webhookOf(row), nil
+}
+
+// DeleteWebhook implements service.WebhookStore.
+func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UUID) error {
+	var n int64
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		n, err = q.DeleteWebhook(ctx, db.DeleteWebhookParams{TenantID: tenantID, ID: id})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return service.ErrNotFound
+	}
+	return nil
+}
+
+// RotateWebhookSecret implements service.WebhookStore.
+func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id uuid.UUID, secret []byte, overlap time.Duration) error {
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		if _, err := q.LockWebhook(ctx, db.LockWebhookParams{TenantID: tenantID, ID: id}); err != nil {
+			return err
+		}
+		return q.InsertWebhookSecret(ctx, db.InsertWebhookSecretParams{
+			TenantID: tenantID, WebhookID: id, Secret: secret, OverlapSeconds: overlap.Seconds(),
+		})
+	})
+	return notFound(err)
+}
+
+// WebhookSecrets implements service.WebhookStore.
+func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.UUID) ([][]byte, error) {
+	var rows []db.ListWebhookSecretsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListWebhookSecrets(ctx, db.ListWebhookSecretsParams{TenantID: tenantID, WebhookID: id})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(rows))
+	for i, r := range rows {
+		out[i] = r.Secret
+	}
+	return out, nil
+}
+
+// DisableWebhook implements service.WebhookStore.
+func (s *PgStore) DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error {
+	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+		return q.DisableWebhook(ctx, db.DisableWebhookParams{TenantID: tenantID, ID: id, Reason: &reason})
+	})
+}
+
+// ClaimWebhookDeliveries implements service.WebhookStore (a system
+// function: the claim spans tenants).
+func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]service.WebhookClaim, error) {
+	if busy == nil {
+		busy = []uuid.UUID{}
+	}
+	var rows []db.WebhookDelivery
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		rows, err = q.ClaimWebhookDeliveries(ctx, db.ClaimWebhookDeliveriesParams{
+			Owner: owner, LeaseSeconds: lease.Seconds(), Batch: int32(batch), PerEndpoint: int32(perEndpoint), Busy: busy,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.WebhookClaim, len(rows))
+	for i, r := range rows {
+		out[i] = service.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts)}
+	}
+	return out, nil
+}
+
+// WebhookEvent implements service.WebhookStore.
+func (s *PgStore) WebhookEvent(ctx context.Context, tenantID string, deliveryID uuid.UUID) (*service.WebhookEvent, error) {
+	var r db.GetDeliveryContextRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		r, err = q.GetDeliveryContext(ctx, db.GetDeliveryContextParams{TenantID: tenantID, ID: deliveryID})
+		return err
+	})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	ev := &service.WebhookEvent{
+		URL: r.Url, Enabled: r.Enabled, Pos: service.EventPos{Xid: r.EventXid, ID: r.EventID},
+		Type: eventName(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
+	}
+	switch {
+	case r.InterruptID.Valid && r.InterruptAgent != nil:
+		ev.Interrupt = &service.WebhookInterrupt{
+			ID: r.InterruptID.Bytes, Agent: *r.InterruptAgent, Tool: deref(r.InterruptTool), Input: rawOrNilBytes(r.InterruptInput),
+			Deadline: r.ExpiresAt, SessionID: deref(r.InterruptSessionID), SnapshotID: deref(r.InterruptSnapshotID),
+			Status: deref(r.InterruptStatus), Resolution: rawOrNilBytes(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
+			ResolvedAt: r.ResolvedAt,
+		}
+		if r.InterruptCreatedAt != nil {
+			ev.Interrupt.CreatedAt = *r.InterruptCreatedAt
+		}
+	case r.CallKey != nil:
+		ev.ToolCall = &service.WebhookToolCall{
+			SnapshotID: deref(r.TurnSnapshotID), SessionID: deref(r.CallSessionID), Agent: deref(r.TurnAgent),
+			Key: *r.CallKey, Tool: deref(r.CallTool), Ref: deref(r.CallRef), Status: deref(r.CallStatus),
+		}
+		if r.CallHttpStatus != nil {
+			ev.ToolCall.HTTPStatus = int(*r.CallHttpStatus)
+		}
+	case r.TurnSnapshotID != nil:
+		ev.Turn = &service.WebhookTurn{
+			SnapshotID: *r.TurnSnapshotID, SessionID: deref(r.TurnSessionID), Agent: deref(r.TurnAgent),
+			FinishReason: deref(r.TurnFinishReason), Error: rawOrNilBytes(r.TurnError),
+		}
+	}
+	return ev, nil
+}
+
+// eventName is the public name of a stored event type (as the SQL
+// function holdpoint_event_name says).
+func eventName(t string) string {
+	for i := 0; i < len(t); i++ {
+		if t[i] == '.' {
+			return t
+		}
+	}
+	return "interrupt." + t
+}
+
+// FinishWebhookDelivery implements service.WebhookStore.
+func (s *PgStore) FinishWebhookDelivery(ctx context.Context, c service.WebhookClaim, owner string, o service.WebhookOutcome) (bool, error) {
+	p := db.FinishDeliveryAttemptParams{
+		TenantID: c.TenantID, ID: c.ID, Owner: &owner, Attempts: int32(c.Attempts),
+		Status: o.Status, NextAttemptAt: o.NextAttemptAt,
+	}
+	if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
+		st := int32(o.HTTPStatus)
+		p.LastStatus = &st
+	}
+	if o.Error != "" {
+		p.LastError = &o.Error
+	}
+	var n int64
+	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
+		var err error
+		n, err = q.FinishDeliveryAttempt(ctx, p)
+		return err
+	})
+	return n == 1, err
+}
+
+func deliveryOf(r db.ListWebhookDeliveriesRow) service.WebhookDelivery {
+	d := service.WebhookDelivery{
+		ID: r.ID, WebhookID: r.WebhookID, EventType: eventName(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
+		NextAttemptAt: r.NextAttemptAt, LastAttemptAt: r.LastAttemptAt, LastError: deref(r.LastError),
+		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: service.EventPos{Xid: r.EventXid, ID: r.EventID},
+	}
+	if r.Status != service.DeliveryPending {
+		d.NextAttemptAt = nil
+	}
+	if r.LastStatus != nil {
+		d.LastStatus = int(*r.LastStatus)
+	}
+	if r.InterruptID.Valid {
+		id := uuid.UUID(r.InterruptID.Bytes)
+		d.InterruptID = &id
+	}
+	return d
+}
+
+// ListWebhookDeliveries implements service.WebhookStore.
+func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p service.ListWebhookDeliveriesParams) ([]service.WebhookDelivery, error) {
+	params := db.ListWebhookDeliveriesParams{TenantID: p.TenantID, WebhookID: p.WebhookID, PageSize: int32(p.Limit)}
+	if p.Status != "" {
+		params.Status = &p.Status
+	}
+	if !p.BeforeCreatedAt.IsZero() {
+		params.BeforeCreatedAt = &p.BeforeCreatedAt
+		params.BeforeID = pgtype.UUID{Bytes: p.BeforeID, Valid: true}
+	}
+	var rows []db.ListWebhookDeliveriesRow
+	err := s.piped(ctx, p.TenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListWebhookDeliveries(ctx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.WebhookDelivery, len(rows))
+	for i, r := range rows {
+		out[i] = deliveryOf(r)
+	}
+	return out, nil
+}
+
+// GetWebhookDelivery implements service.WebhookStore.
+func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+	var r db.GetWebhookDeliveryRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		r, err = q.GetWebhookDelivery(ctx, db.GetWebhookDeliveryParams{TenantID: tenantID, WebhookID: webhookID, ID: id})
+		return err
+	})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	d := deliveryOf(db.ListWebhookDeliveriesRow(r))
+	return &d, nil
+}
+
+// RedeliverWebhookDelivery implements service.WebhookStore.
+func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		_, err := q.RedeliverWebhookDelivery(ctx, db.RedeliverWebhookDeliveryParams{TenantID: tenantID, WebhookID: webhookID, ID: id})
+		return err
+	})
+	if errors.Is(err, service.ErrNotFound) || errors.Is(err, pgx.ErrNoRows) {
+		// Missing, or still pending: tell which.
+		d, gerr := s.GetWebhookDelivery(ctx, tenantID, webhookID, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if d.Status == service.DeliveryPending {
+			return nil, service.Errorf(service.CodeFailedPrecondition, "delivery %s is still pending: it is attempted again without a redelivery", id)
+		}
+		return nil, service.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.eventsWritten() // wakes the dispatchers
+	return s.GetWebhookDelivery(ctx, tenantID, webhookID, id)
+}
+
+// WebhookHealth implements service.WebhookStore.
+func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]service.WebhookHealth, error) {
+	var rows []db.ListWebhookHealthRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListWebhookHealth(ctx, tenantID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.WebhookHealth, len(rows))
+	for i, r := range rows {
+		out[i] = service.WebhookHealth{
+			WebhookID: r.WebhookID, Pending: r.Pending, Delivered: r.Delivered, Dead: r.Dead, Retrying: r.Retrying,
+			OldestPendingAt: epochTime(r.OldestPendingEpoch), LastDeliveredAt: epochTime(r.LastDeliveredEpoch),
+			LastFailureAt: epochTime(r.LastFailureEpoch),
+			DeliveryP50Seconds: nonNegative(r.DeliveryP50Seconds), DeliveryP90Seconds: nonNegative(r.DeliveryP90Seconds),
+		}
+	}
+	return out, nil
+}
+
+func epochTime(sec float64) *time.Time {
+	if sec < 0 {
+		return nil
+	}
+	t := time.Unix(0, int64(sec*1e9)).UTC()
+	return &t
+}
+
+func nonNegative(v float64) *float64 {
+	if v < 0 {
+		return nil
+	}
+	return &v
+}
+
+// notFound maps a missing row to service.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return service.ErrNotFound
+	}
+	return err
+}

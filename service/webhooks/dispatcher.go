@@ -1,0 +1,374 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/httptool"
+)
+
+// DefaultSchedule is the wait before each retry of a failed delivery:
+// eleven attempts over about 27 hours (each wait +-10%), then the delivery
+// is dead.
+var DefaultSchedule = []time.Duration{
+	5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 12 * time.Hour,
+}
+
+// Dispatcher defaults.
+const (
+	DefaultLease       = time.Minute
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 16
+	DefaultPerEndpoint = 4
+	defaultPoll        = time.Second
+	// maxErrorText bounds the last error kept with a delivery.
+	maxErrorText = 500
+)
+
+// Dispatcher delivers the outbox. Every instance runs one: each claims due
+// deliveries of every tenant with SKIP LOCKED, leasing them (the lease is
+// the delivery's next attempt time moved past now), so no two instances
+// attempt one delivery at once and a delivery whose instance died is
+// attempted again when its lease runs out. An attempt records its outcome
+// only while it holds the lease (owner and attempt number match).
+type Dispatcher struct {
+	Store service.WebhookStore
+	IDs   *service.EventIDs
+	// Owner names this instance on its leases.
+	Owner string
+	// AllowLoopback lets endpoints on this machine be called (serve --dev
+	// or --allow-loopback-webhooks).
+	AllowLoopback bool
+	// Client carries the settings of the calls (Resolver, RootCAs,
+	// MaxBody); its Policy is set per tenant and it makes one attempt per
+	// call (the schedule does the retrying).
+	Client httptool.Client
+	// Schedule is the wait before each retry (default DefaultSchedule);
+	// after len(Schedule)+1 failed attempts a delivery is dead.
+	Schedule []time.Duration
+	// Lease is how long a claimed delivery is this instance's (default a
+	// minute); it must exceed Timeout.
+	Lease time.Duration
+	// Timeout bounds one attempt (default 10s).
+	Timeout time.Duration
+	// Concurrency bounds this instance's attempts in flight (default 16),
+	// PerEndpoint those to one endpoint (default 4), so a receiver that
+	// hangs holds at most PerEndpoint of them.
+	Concurrency, PerEndpoint int
+	// PublicURL is where this platform's API and dashboard are reached,
+	// for the links in payloads ("" leaves them out).
+	PublicURL string
+	// Poll is how often due deliveries are looked for when no event wakes
+	// the dispatcher (default 1s).
+	Poll time.Duration
+	Log  *slog.Logger
+
+	mu       sync.Mutex
+	inflight map[uuid.UUID]int
+	total    int
+	clients  map[string]*httptool.Client
+	kick     chan struct{}
+	once     sync.Once
+}
+
+func (d *Dispatcher) init() {
+	d.once.Do(func() {
+		if d.Schedule == nil {
+			d.Schedule = DefaultSchedule
+		}
+		if d.Lease <= 0 {
+			d.Lease = DefaultLease
+		}
+		if d.Timeout <= 0 {
+			d.Timeout = DefaultTimeout
+		}
+		if d.Concurrency <= 0 {
+			d.Concurrency = DefaultConcurrency
+		}
+		if d.PerEndpoint <= 0 {
+			d.PerEndpoint = DefaultPerEndpoint
+		}
+		if d.Poll <= 0 {
+			d.Poll = defaultPoll
+		}
+		if d.Log == nil {
+			d.Log = slog.Default()
+		}
+		d.inflight = map[uuid.UUID]int{}
+		d.clients = map[string]*httptool.Client{}
+		d.kick = make(chan struct{}, 1)
+	})
+}
+
+// Kick makes the dispatcher look for due deliveries now.
+func (d *Dispatcher) Kick() {
+	d.init()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers until ctx ends, then waits for the attempts in flight (each
+// bounded by Timeout) so their outcomes are recorded.
+func (d *Dispatcher) Run(ctx context.Context) {
+	d.init()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	go d.listen(ctx)
+	t := time.NewTicker(d.Poll)
+	defer t.Stop()
+	for {
+		d.claim(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// listen kicks the dispatcher whenever an instance announces new events
+// (a delivery is written with its event), reconnecting after failures.
+func (d *Dispatcher) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := d.Store.ListenEvents(ctx, func() { backoff = 100 * time.Millisecond }, d.Kick)
+		if ctx.Err() != nil {
+			return
+		}
+		d.Log.Warn("webhook dispatcher: listening for events failed; polling meanwhile", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// claim leases as many due deliveries as there is room for and starts
+// their attempts.
+func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
+	for ctx.Err() == nil {
+		d.mu.Lock()
+		free := d.Concurrency - d.total
+		var busy []uuid.UUID
+		for id, n := range d.inflight {
+			if n >= d.PerEndpoint {
+				busy = append(busy, id)
+			}
+		}
+		d.mu.Unlock()
+		if free <= 0 {
+			return
+		}
+		claims, err := d.Store.ClaimWebhookDeliveries(ctx, d.Owner, d.Lease, free, d.PerEndpoint, busy)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.Log.Warn("webhook dispatcher: claiming deliveries failed", "err", err)
+			}
+			return
+		}
+		for _, c := range claims {
+			d.mu.Lock()
+			d.inflight[c.WebhookID]++
+			d.total++
+			d.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d.attempt(ctx, c)
+				d.mu.Lock()
+				if d.inflight[c.WebhookID]--; d.inflight[c.WebhookID] <= 0 {
+					delete(d.inflight, c.WebhookID)
+				}
+				d.total--
+				d.mu.Unlock()
+				d.Kick() // room for more
+			}()
+		}
+		if len(claims) < free {
+			return
+		}
+	}
+}
+
+// attempt makes one attempt of a claimed delivery and records it. A
+// failure to prepare it (the database) leaves the lease to run out: the
+// delivery is then attempted again.
+func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim) {
+	// A shutdown does not cut an attempt short: its outcome is recorded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.Timeout+10*time.Second)
+	defer cancel()
+	log := d.Log.With("tenant", c.TenantID, "webhook", c.WebhookID, "delivery", c.ID, "attempt", c.Attempts)
+	ev, err := d.Store.WebhookEvent(ctx, c.TenantID, c.ID)
+	if errors.Is(err, service.ErrNotFound) {
+		return // the endpoint was deleted meanwhile
+	}
+	if err != nil {
+		log.Warn("webhook: reading the delivery failed", "err", err)
+		return
+	}
+	secrets, err := d.Store.WebhookSecrets(ctx, c.TenantID, c.WebhookID)
+	if err != nil || len(secrets) == 0 {
+		log.Warn("webhook: reading the signing secrets failed", "err", err, "secrets", len(secrets))
+		return
+	}
+	msgID, err := d.IDs.Encode(ctx, c.TenantID, ev.Pos)
+	if err != nil {
+		log.Warn("webhook: encoding the event id failed", "err", err)
+		return
+	}
+	body, err := json.Marshal(d.payload(c.TenantID, msgID, ev))
+	if err != nil {
+		log.Error("webhook: encoding the payload failed", "err", err)
+		return
+	}
+	client, err := d.client(ctx, c.TenantID)
+	if err != nil {
+		log.Warn("webhook: reading the tenant's allowed hosts failed", "err", err)
+		return
+	}
+	res, callErr := client.Do(ctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
+	out := d.outcome(c, res, callErr)
+	recorded, err := d.Store.FinishWebhookDelivery(ctx, c, d.Owner, out)
+	if err != nil {
+		log.Warn("webhook: recording the attempt failed", "err", err)
+		return
+	}
+	if !recorded {
+		log.Info("webhook: the lease ran out before the attempt ended; another attempt records the delivery")
+		return
+	}
+	if out.Status == service.DeliveryDead && out.HTTPStatus == 410 {
+		reason := fmt.Sprintf("the receiver answered 410 Gone at %s", time.Now().UTC().Format(time.RFC3339))
+		if err := d.Store.DisableWebhook(ctx, c.TenantID, c.WebhookID, reason); err != nil {
+			log.Warn("webhook: disabling the endpoint failed", "err", err)
+		}
+	}
+	log.Debug("webhook attempt", "status", out.Status, "httpStatus", out.HTTPStatus, "err", out.Error)
+}
+
+// outcome classifies an attempt: delivered on a 2xx; dead on 410 or when
+// the schedule is used up; otherwise due again after the next wait.
+func (d *Dispatcher) outcome(c service.WebhookClaim, res *httptool.Result, err error) service.WebhookOutcome {
+	out := service.WebhookOutcome{HTTPStatus: res.Status}
+	if err == nil {
+		out.Status = service.DeliveryDelivered
+		return out
+	}
+	out.Error = errorText(err)
+	if res.Status == 410 {
+		out.Status = service.DeliveryDead
+		return out
+	}
+	if c.Attempts > len(d.Schedule) {
+		out.Status = service.DeliveryDead
+		return out
+	}
+	wait := d.Schedule[c.Attempts-1]
+	wait += time.Duration((rand.Float64()*0.2 - 0.1) * float64(wait))
+	next := time.Now().Add(wait)
+	out.Status, out.NextAttemptAt = service.DeliveryPending, &next
+	return out
+}
+
+func errorText(err error) string {
+	s := err.Error()
+	if len(s) > maxErrorText {
+		s = s[:maxErrorText]
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// client is the HTTP client of the tenant's address policy.
+func (d *Dispatcher) client(ctx context.Context, tenantID string) (*httptool.Client, error) {
+	hosts, err := d.Store.TenantToolHosts(ctx, tenantID)
+	if err != nil && !errors.Is(err, service.ErrNotFound) {
+		return nil, err
+	}
+	key := fmt.Sprint(d.AllowLoopback, strings.Join(hosts, ","))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.clients[key]; ok {
+		return c, nil
+	}
+	c := &httptool.Client{
+		Policy:   httptool.Policy{AllowLoopback: d.AllowLoopback, AllowedHosts: hosts},
+		Resolver: d.Client.Resolver, MaxBody: d.Client.MaxBody, Attempts: 1, RootCAs: d.Client.RootCAs, Now: d.Client.Now,
+	}
+	if len(d.clients) > 1000 {
+		clear(d.clients)
+	}
+	d.clients[key] = c
+	return c, nil
+}
+
+// Payload is the JSON body of a webhook.
+type Payload struct {
+	// ID is the message id, the same as the webhook-id header and the
+	// event's id in GET /api/v1/events: the same on every retry.
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Timestamp and OccurredAt are when the event happened (the former is
+	// the Standard Webhooks name).
+	Timestamp  time.Time `json:"timestamp"`
+	OccurredAt time.Time `json:"occurredAt"`
+	TenantID   string    `json:"tenantId"`
+	// Sequence numbers the events of one interrupt (1 for interrupt.created),
+	// so a receiver can order them: deliveries may arrive out of order.
+	Sequence int               `json:"sequence,omitempty"`
+	Actor    string            `json:"actor,omitempty"`
+	Data     PayloadData       `json:"data"`
+	Links    map[string]string `json:"links,omitempty"`
+}
+
+// PayloadData is what the event is about.
+type PayloadData struct {
+	Interrupt *service.WebhookInterrupt `json:"interrupt,omitempty"`
+	Turn      *service.WebhookTurn      `json:"turn,omitempty"`
+	ToolCall  *service.WebhookToolCall  `json:"toolCall,omitempty"`
+}
+
+func (d *Dispatcher) payload(tenantID, id string, ev *service.WebhookEvent) Payload {
+	p := Payload{
+		ID: id, Type: ev.Type, Timestamp: ev.OccurredAt.UTC(), OccurredAt: ev.OccurredAt.UTC(), TenantID: tenantID,
+		Sequence: ev.Sequence, Actor: ev.Actor,
+		Data: PayloadData{Interrupt: ev.Interrupt, Turn: ev.Turn, ToolCall: ev.ToolCall},
+	}
+	base := strings.TrimRight(d.PublicURL, "/")
+	if base == "" {
+		return p
+	}
+	p.Links = map[string]string{}
+	session := ""
+	switch {
+	case ev.Interrupt != nil:
+		id := ev.Interrupt.ID.String()
+		p.Links["interrupt"] = base + "/api/v1/interrupts/" + id
+		p.Links["ui"] = base + "/ui/interrupts/" + id
+		session = ev.Interrupt.SessionID
+	case ev.Turn != nil:
+		session = ev.Turn.SessionID
+	case ev.ToolCall != nil:
+		session = ev.ToolCall.SessionID
+	}
+	if session != "" {
+		p.Links["session"] = base + "/ui/sessions/" + url.PathEscape(session)
+	}
+	return p
+}

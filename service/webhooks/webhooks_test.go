@@ -1,0 +1,655 @@
+package webhooks_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/webhooks"
+)
+
+// env is a runtime with the demo banking agent over a fresh database, the
+// webhook manager, and a dispatcher with a short retry schedule.
+type env struct {
+	t     *testing.T
+	rt    *service.Runtime
+	store *pgstore.PgStore
+	m     *webhooks.Manager
+	ids   *service.EventIDs
+	acme  service.Caller
+	rival service.Caller
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	url := testdb.URL(t)
+	app, err := pgstore.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := pgstore.New(app)
+	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
+	t.Cleanup(app.Close)
+	t.Cleanup(store.Close)
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	if err := rt.Register(demo.BankingAgent(demo.NewModel())); err != nil {
+		t.Fatal(err)
+	}
+	acc := service.NewAccounts(store)
+	for _, id := range []string{"acme", "rival"} {
+		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &env{
+		t: t, rt: rt, store: store, m: &webhooks.Manager{Store: store, AllowLoopback: true},
+		ids:  service.NewEventIDs(store.SigningKeys),
+		acme: service.Caller{TenantID: "acme", Actor: "test:acme"}, rival: service.Caller{TenantID: "rival", Actor: "test:rival"},
+	}
+}
+
+// dispatcher starts a dispatcher named owner until the test ends.
+func (e *env) dispatcher(owner string, tune func(d *webhooks.Dispatcher)) {
+	d := &webhooks.Dispatcher{
+		Store: e.store, IDs: e.ids, Owner: owner, AllowLoopback: true,
+		Schedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
+		Lease:    5 * time.Second, Timeout: 2 * time.Second, Poll: 50 * time.Millisecond,
+		PublicURL: "https://holdpoint.example", Log: testlog.Logger(e.t),
+	}
+	if tune != nil {
+		tune(d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+}
+
+// pause sends a transfer request to the demo agent, which pauses on its
+// approval interrupt; it returns the output and when the turn ended.
+func (e *env) pause(c service.Caller, text string) (*service.AgentOutput, time.Time) {
+	e.t.Helper()
+	out, err := e.rt.InvokeOne(context.Background(), c, demo.BankingAgentName, service.AgentInit{},
+		service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if out.FinishReason != "interrupted" {
+		e.t.Fatalf("turn finished %q, want interrupted", out.FinishReason)
+	}
+	return out, time.Now()
+}
+
+func (e *env) pending(c service.Caller) []service.Interrupt {
+	e.t.Helper()
+	items, err := e.rt.ListInterrupts(context.Background(), c, service.InterruptFilter{Status: "pending", Limit: 50})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return items
+}
+
+// call is one request a receiver got.
+type call struct {
+	at      time.Time
+	header  http.Header
+	body    []byte
+	payload webhooks.Payload
+}
+
+// receiver is a tenant's endpoint. answer decides each response (by the
+// 1-based number of the request); it verifies signatures with secrets.
+type receiver struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	calls  []call
+	secret [][]byte
+	answer func(n int, w http.ResponseWriter)
+	got    chan struct{}
+}
+
+func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter)) *receiver {
+	r := &receiver{t: t, answer: answer, got: make(chan struct{}, 1000)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		secrets := r.secret
+		r.mu.Unlock()
+		if err := httptool.Verify(secrets, req.Header, body, time.Now(), time.Minute); err != nil {
+			t.Errorf("signature: %v", err)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		c := call{at: time.Now(), header: req.Header.Clone(), body: body}
+		if err := json.Unmarshal(body, &c.payload); err != nil {
+			t.Errorf("payload: %v", err)
+		}
+		r.mu.Lock()
+		r.calls = append(r.calls, c)
+		n := len(r.calls)
+		r.mu.Unlock()
+		r.got <- struct{}{}
+		if r.answer != nil {
+			r.answer(n, w)
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) url() string { return r.srv.URL + "/hook" }
+
+func (r *receiver) setSecret(secrets ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secret = nil
+	for _, s := range secrets {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, webhooks.SecretPrefix))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		r.secret = append(r.secret, b)
+	}
+}
+
+// wait returns the calls once there are n of them (within 10 s).
+func (r *receiver) wait(n int) []call {
+	r.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		if len(r.calls) >= n {
+			out := append([]call(nil), r.calls...)
+			r.mu.Unlock()
+			return out
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.got:
+		case <-deadline:
+			r.t.Fatalf("receiver got %d calls within 10 s, want %d", len(r.calls), n)
+		}
+	}
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+func (e *env) create(c service.Caller, r *receiver, types ...string) *webhooks.Created {
+	e.t.Helper()
+	u := r.url()
+	w, err := e.m.Create(context.Background(), c, webhooks.Input{URL: &u, EventTypes: types})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r.setSecret(w.Secret)
+	return w
+}
+
+// deliveries returns an endpoint's deliveries once cond holds for them.
+func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]service.WebhookDelivery) bool) []service.WebhookDelivery {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page, err := e.m.Deliveries(context.Background(), c, e.ids, id, "", "", 100)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if cond(page.Items) {
+			return page.Items
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("deliveries never reached the wanted state: %+v", page.Items)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ok(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }
+
+func TestPendingApprovalSendsSignedWebhook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, ok)
+	hook := e.create(e.acme, r, "interrupt.created")
+	e.dispatcher("one", nil)
+
+	out, ended := e.pause(e.acme, "Transfer $50 to account 12345")
+	c := r.wait(1)[0]
+	took := c.at.Sub(ended)
+	t.Logf("webhook arrived %s after the turn ended", took)
+	if took > 5*time.Second {
+		t.Errorf("webhook took %s", took)
+	}
+	irq := e.pending(e.acme)[0]
+	p := c.payload
+	if p.Type != "interrupt.created" || p.Sequence != 1 || p.TenantID != "acme" {
+		t.Errorf("payload %+v", p)
+	}
+	if p.ID == "" || p.ID != c.header.Get("webhook-id") || !strings.HasPrefix(p.ID, "ev_") {
+		t.Errorf("payload id %q, webhook-id %q", p.ID, c.header.Get("webhook-id"))
+	}
+	d := p.Data.Interrupt
+	if d == nil || d.ID != irq.ID || d.Agent != demo.BankingAgentName || d.Tool != "userApproval" ||
+		d.SessionID != out.SessionID || d.SnapshotID != out.SnapshotID || d.Deadline == nil || len(d.Input) == 0 {
+		t.Errorf("payload interrupt %+v, want %s of session %s", d, irq.ID, out.SessionID)
+	}
+	if p.Links["interrupt"] != "https://holdpoint.example/api/v1/interrupts/"+irq.ID.String() ||
+		p.Links["ui"] != "https://holdpoint.example/ui/interrupts/"+irq.ID.String() {
+		t.Errorf("links %v", p.Links)
+	}
+	if !strings.Contains(string(c.body), `"details":"Transfer $50.00 to account 12345"`) {
+		t.Errorf("payload lacks the interrupt's input: %s", c.body)
+	}
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered
+	})
+	if ds[0].EventID != p.ID || ds[0].Attempts != 1 || ds[0].LastStatus != http.StatusNoContent || ds[0].InterruptID == nil {
+		t.Errorf("delivery %+v", ds[0])
+	}
+	// Only the subscribed type: the turn's own event went nowhere.
+	time.Sleep(200 * time.Millisecond)
+	if n := r.count(); n != 1 {
+		t.Errorf("receiver got %d calls, want 1", n)
+	}
+}
+
+func TestRetriesKeepTheWebhookID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, func(n int, w http.ResponseWriter) {
+		if n <= 2 {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	hook := e.create(e.acme, r, "interrupt.created")
+	e.dispatcher("one", nil)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	calls := r.wait(3)
+	for _, c := range calls[1:] {
+		if c.header.Get("webhook-id") != calls[0].header.Get("webhook-id") || c.payload.ID != calls[0].payload.ID {
+			t.Errorf("retry changed the id: %q then %q", calls[0].header.Get("webhook-id"), c.header.Get("webhook-id"))
+		}
+	}
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered
+	})
+	if ds[0].Attempts != 3 {
+		t.Errorf("delivered after %d attempts, want 3", ds[0].Attempts)
+	}
+}
+
+func TestDeadLetterThenRedeliver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	status := http.StatusInternalServerError
+	r := newReceiver(t, func(_ int, w http.ResponseWriter) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.WriteHeader(status)
+	})
+	hook := e.create(e.acme, r, "interrupt.created")
+	e.dispatcher("one", nil)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	// Two retries in the schedule: three attempts, then dead.
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDead
+	})
+	if ds[0].Attempts != 3 || ds[0].LastStatus != http.StatusInternalServerError || ds[0].LastError == "" || ds[0].NextAttemptAt != nil {
+		t.Errorf("dead delivery %+v", ds[0])
+	}
+	if n := r.count(); n != 3 {
+		t.Errorf("receiver got %d attempts, want 3", n)
+	}
+	health, err := e.m.Health(context.Background(), e.acme)
+	if err != nil || len(health) != 1 || health[0].Dead != 1 || health[0].LastFailureAt == nil {
+		t.Errorf("health %+v %v", health, err)
+	}
+	// A pending delivery cannot be redelivered; a dead one can.
+	mu.Lock()
+	status = http.StatusOK
+	mu.Unlock()
+	d, err := e.m.Redeliver(context.Background(), e.acme, e.ids, hook.ID, ds[0].ID)
+	if err != nil || d.Status != service.DeliveryPending || d.EventID != ds[0].EventID {
+		t.Fatalf("redeliver: %+v %v", d, err)
+	}
+	calls := r.wait(4)
+	if calls[3].header.Get("webhook-id") != calls[0].header.Get("webhook-id") {
+		t.Errorf("redelivery has webhook-id %q, want %q", calls[3].header.Get("webhook-id"), calls[0].header.Get("webhook-id"))
+	}
+	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].Attempts == 1
+	})
+	if _, err := e.m.Redeliver(context.Background(), e.rival, e.ids, hook.ID, ds[0].ID); service.AsError(err).Status != service.CodeNotFound {
+		t.Errorf("rival redelivered acme's delivery: %v", err)
+	}
+}
+
+func TestGoneDisablesTheEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
+	hook := e.create(e.acme, r, "interrupt.created")
+	e.dispatcher("one", nil)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDead && ds[0].Attempts == 1
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w, err := e.m.Get(context.Background(), e.acme, hook.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.Enabled {
+			if !strings.Contains(w.DisabledReason, "410") {
+				t.Errorf("disabled reason %q", w.DisabledReason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the endpoint is still enabled after a 410")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A disabled endpoint gets no new deliveries.
+	e.pause(e.acme, "Transfer $60 to account 12345")
+	time.Sleep(300 * time.Millisecond)
+	if n := r.count(); n != 1 {
+		t.Errorf("a disabled endpoint got %d calls, want 1", n)
+	}
+}
+
+func TestTurnAndToolEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, ok)
+	e.create(e.acme, r, "turn.completed", "tool.called", "interrupt.resolved")
+	e.dispatcher("one", nil)
+	out, _ := e.pause(e.acme, "Transfer $50 to account 12345")
+	irq := e.pending(e.acme)[0]
+	if _, err := e.rt.RespondInterrupt(context.Background(), e.acme, irq.ID, json.RawMessage(`{"approved":true}`), "ok"); err != nil {
+		t.Fatal(err)
+	}
+	// The paused turn, the decision, the tool call, the continued turn:
+	// order is not promised, the set is.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		calls := r.wait(1)
+		seen := map[string]webhooks.Payload{}
+		for _, c := range calls {
+			key := c.payload.Type
+			if c.payload.Type == "turn.completed" && c.payload.Data.Turn != nil {
+				key += "/" + c.payload.Data.Turn.FinishReason
+			}
+			seen[key] = c.payload
+		}
+		if len(seen) == 4 {
+			paused := seen["turn.completed/interrupted"].Data.Turn
+			if paused == nil || paused.SnapshotID != out.SnapshotID || paused.SessionID != out.SessionID || paused.Agent != demo.BankingAgentName {
+				t.Errorf("paused turn %+v", paused)
+			}
+			tool := seen["tool.called"].Data.ToolCall
+			if tool == nil || tool.Tool != "transferMoney" || tool.Status == "" || tool.SessionID != out.SessionID {
+				t.Errorf("tool call %+v", tool)
+			}
+			res := seen["interrupt.resolved"]
+			if res.Data.Interrupt == nil || res.Data.Interrupt.ID != irq.ID || res.Sequence < 2 ||
+				!strings.Contains(string(res.Data.Interrupt.Resolution), "approved") || res.Data.Interrupt.ResolvedBy != "test:acme" {
+				t.Errorf("resolved %+v", res)
+			}
+			if _, ok := seen["turn.completed/stop"]; !ok {
+				t.Errorf("no completed continued turn in %v", keys(seen))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events seen: %v", keys(seen))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestHangingReceiverBlocksNoOtherEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	release := make(chan struct{})
+	hang := newReceiver(t, func(_ int, w http.ResponseWriter) {
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	defer close(release)
+	fast := newReceiver(t, ok)
+	e.create(e.acme, hang, "interrupt.created")
+	e.create(e.acme, fast, "interrupt.created")
+	e.dispatcher("one", func(d *webhooks.Dispatcher) {
+		d.Timeout = 300 * time.Millisecond
+		d.Concurrency, d.PerEndpoint = 4, 2
+		d.Schedule = []time.Duration{time.Hour}
+	})
+	for i := 0; i < 6; i++ {
+		e.pause(e.acme, "Transfer $50 to account 12345")
+	}
+	fast.wait(6)
+	if n := hang.count(); n < 1 {
+		t.Errorf("the hanging receiver got %d calls", n)
+	}
+}
+
+func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, ok)
+	hook := e.create(e.acme, r, "interrupt.created")
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	// An instance claims the delivery and dies before attempting it.
+	ctx := context.Background()
+	var claims []service.WebhookClaim
+	for deadline := time.Now().Add(10 * time.Second); len(claims) == 0; {
+		var err error
+		if claims, err = e.store.ClaimWebhookDeliveries(ctx, "dead", 300*time.Millisecond, 10, 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing to claim")
+		}
+	}
+	// While its lease holds, nobody else takes it.
+	if more, err := e.store.ClaimWebhookDeliveries(ctx, "other", time.Minute, 10, 4, nil); err != nil || len(more) != 0 {
+		t.Fatalf("claimed a leased delivery: %v %v", more, err)
+	}
+	e.dispatcher("alive", nil)
+	c := r.wait(1)[0]
+	msgID := c.header.Get("webhook-id")
+	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].EventID == msgID
+	})
+	// The dead instance's late outcome is fenced off.
+	recorded, err := e.store.FinishWebhookDelivery(ctx, claims[0], "dead", service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"})
+	if err != nil || recorded {
+		t.Errorf("a stale lease recorded an outcome: %v %v", recorded, err)
+	}
+}
+
+func TestRotatedSecretSignsAlongsideTheOld(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, ok)
+	hook := e.create(e.acme, r, "interrupt.created")
+	first := hook.Secret
+	second, err := e.m.RotateSecret(context.Background(), e.acme, hook.ID, time.Hour)
+	if err != nil || second == first || !strings.HasPrefix(second, webhooks.SecretPrefix) {
+		t.Fatalf("rotate: %q %v", second, err)
+	}
+	e.dispatcher("one", nil)
+	// A receiver still on the old secret verifies; so does one on the new.
+	r.setSecret(first)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	c := r.wait(1)[0]
+	if sigs := strings.Fields(c.header.Get("webhook-signature")); len(sigs) != 2 {
+		t.Errorf("signatures %q, want two during the overlap", sigs)
+	}
+	r.setSecret(second)
+	e.pause(e.acme, "Transfer $60 to account 12345")
+	r.wait(2)
+	if _, err := e.m.RotateSecret(context.Background(), e.rival, hook.ID, 0); service.AsError(err).Status != service.CodeNotFound {
+		t.Errorf("rival rotated acme's secret: %v", err)
+	}
+}
+
+func TestBadEndpointsAreRefusedWithTheField(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	strict := &webhooks.Manager{Store: e.store} // no loopback
+	str := func(s string) *string { return &s }
+	r := newReceiver(t, ok)
+	e.create(e.acme, r)
+	cases := []struct {
+		name  string
+		m     *webhooks.Manager
+		in    webhooks.Input
+		field string
+	}{
+		{"no url", e.m, webhooks.Input{}, "url"},
+		{"not a url", e.m, webhooks.Input{URL: str("::not a url")}, "url"},
+		{"plain http", strict, webhooks.Input{URL: str("http://hooks.example.com/x")}, "url"},
+		{"loopback", strict, webhooks.Input{URL: str("https://127.0.0.1/x")}, "url"},
+		{"private address", strict, webhooks.Input{URL: str("https://10.1.2.3/x")}, "url"},
+		{"metadata address", strict, webhooks.Input{URL: str("https://169.254.169.254/latest")}, "url"},
+		{"credentials in url", strict, webhooks.Input{URL: str("https://user:pw@hooks.example.com/x")}, "url"},
+		{"unknown event type", e.m, webhooks.Input{URL: str("https://hooks.example.com/x"), EventTypes: []string{"interrupt.eaten"}}, "eventTypes"},
+		{"duplicate endpoint", e.m, webhooks.Input{URL: str(r.url())}, "url"},
+		{"long description", e.m, webhooks.Input{URL: str("https://hooks.example.com/y"), Description: str(strings.Repeat("x", 501))}, "description"},
+	}
+	for _, tc := range cases {
+		_, err := tc.m.Create(context.Background(), e.acme, tc.in)
+		se := service.AsError(err)
+		details, _ := se.Details.(map[string]any)
+		if se.Status != service.CodeInvalidArgument || details["field"] != tc.field {
+			t.Errorf("%s: %v (details %v), want INVALID_ARGUMENT on %s", tc.name, err, se.Details, tc.field)
+		}
+	}
+	list, err := e.m.List(context.Background(), e.acme)
+	if err != nil || len(list) != 1 {
+		t.Errorf("endpoints after the refusals: %d %v, want the one created", len(list), err)
+	}
+}
+
+func TestEndpointsAreTenantScoped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	acmeRecv, rivalRecv := newReceiver(t, ok), newReceiver(t, ok)
+	hook := e.create(e.acme, acmeRecv, "interrupt.created")
+	e.create(e.rival, rivalRecv, "interrupt.created")
+	e.dispatcher("one", nil)
+	ctx := context.Background()
+	off := false
+	for name, err := range map[string]error{
+		"get":    func() error { _, err := e.m.Get(ctx, e.rival, hook.ID); return err }(),
+		"update": func() error { _, err := e.m.Update(ctx, e.rival, hook.ID, webhooks.Input{Enabled: &off}); return err }(),
+		"list":   func() error { _, err := e.m.Deliveries(ctx, e.rival, e.ids, hook.ID, "", "", 10); return err }(),
+		"delete": e.m.Delete(ctx, e.rival, hook.ID),
+	} {
+		if service.AsError(err).Status != service.CodeNotFound {
+			t.Errorf("rival %s of acme's endpoint: %v", name, err)
+		}
+	}
+	if list, _ := e.m.List(ctx, e.rival); len(list) != 1 || list[0].ID == hook.ID {
+		t.Errorf("rival lists %+v", list)
+	}
+	e.pause(e.rival, "Transfer $50 to account 12345")
+	rivalRecv.wait(1)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	got := acmeRecv.wait(1)
+	time.Sleep(200 * time.Millisecond)
+	if acmeRecv.count() != 1 || rivalRecv.count() != 1 || got[0].payload.TenantID != "acme" {
+		t.Errorf("acme got %d, rival %d", acmeRecv.count(), rivalRecv.count())
+	}
+	if w, err := e.m.Get(ctx, e.acme, hook.ID); err != nil || !w.Enabled {
+		t.Errorf("acme's endpoint after rival's attempts: %+v %v", w, err)
+	}
+}
+
+func TestRedirectsAndHugeBodiesAreFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	redirect := newReceiver(t, func(_ int, w http.ResponseWriter) {
+		w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
+		w.WriteHeader(http.StatusFound)
+	})
+	huge := newReceiver(t, func(_ int, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusOK)
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for i := 0; i < 64; i++ { // 4 MiB
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	a := e.create(e.acme, redirect, "interrupt.created")
+	b := e.create(e.acme, huge, "interrupt.created")
+	e.dispatcher("one", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{time.Hour} })
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	for _, id := range []uuid.UUID{a.ID, b.ID} {
+		ds := e.deliveries(e.acme, id, func(ds []service.WebhookDelivery) bool {
+			return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].LastError != ""
+		})
+		if ds[0].Status != service.DeliveryPending || ds[0].NextAttemptAt == nil || time.Until(*ds[0].NextAttemptAt) < 30*time.Minute {
+			t.Errorf("delivery after a failed attempt: %+v", ds[0])
+		}
+	}
+}
+
+func TestDeletedEndpointStopsDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
+	hook := e.create(e.acme, r, "interrupt.created")
+	e.dispatcher("one", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{200 * time.Millisecond, 200 * time.Millisecond} })
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	r.wait(1)
+	if err := e.m.Delete(context.Background(), e.acme, hook.ID); err != nil {
+		t.Fatal(err)
+	}
+	n := r.count()
+	time.Sleep(600 * time.Millisecond)
+	if r.count() > n+1 { // one attempt may have been in flight
+		t.Errorf("deliveries went on after the endpoint was deleted: %d then %d", n, r.count())
+	}
+	if _, err := e.m.Get(context.Background(), e.acme, hook.ID); !errors.Is(err, service.ErrNotFound) && service.AsError(err).Status != service.CodeNotFound {
+		t.Errorf("deleted endpoint: %v", err)
+	}
+}

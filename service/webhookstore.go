@@ -1,0 +1,211 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Webhook delivery statuses.
+const (
+	DeliveryPending   = "pending"   // to be attempted at NextAttemptAt
+	DeliveryDelivered = "delivered" // a 2xx came back
+	DeliveryDead      = "dead"      // every attempt failed, or the receiver answered 410
+)
+
+// Webhook is a tenant's webhook endpoint.
+type Webhook struct {
+	ID          uuid.UUID `json:"id"`
+	URL         string    `json:"url"`
+	Description string    `json:"description,omitempty"`
+	EventTypes  []string  `json:"eventTypes"`
+	Enabled     bool      `json:"enabled"`
+	// DisabledReason says why the platform turned the endpoint off (a 410
+	// from the receiver).
+	DisabledReason string    `json:"disabledReason,omitempty"`
+	CreatedBy      string    `json:"createdBy"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// WebhookUpdate changes the fields that are set.
+type WebhookUpdate struct {
+	URL         *string
+	Description *string
+	EventTypes  []string
+	Enabled     *bool
+}
+
+// WebhookDelivery is one event's delivery to one endpoint.
+type WebhookDelivery struct {
+	ID        uuid.UUID `json:"id"`
+	WebhookID uuid.UUID `json:"webhookId"`
+	// EventID is the event's opaque id, sent as webhook-id.
+	EventID     string     `json:"eventId"`
+	EventType   string     `json:"eventType"`
+	InterruptID *uuid.UUID `json:"interruptId,omitempty"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	// NextAttemptAt is when a pending delivery is (re)tried.
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	// LastStatus is the HTTP status of the last attempt (none when no
+	// answer came).
+	LastStatus  int        `json:"lastStatus,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+
+	// Pos is the event's position (EventID before encoding).
+	Pos EventPos `json:"-"`
+}
+
+// WebhookHealth is an endpoint's delivery figures (the webhook_health
+// view).
+type WebhookHealth struct {
+	WebhookID       uuid.UUID  `json:"webhookId"`
+	Pending         int64      `json:"pending"`
+	Delivered       int64      `json:"delivered"`
+	Dead            int64      `json:"dead"`
+	Retrying        int64      `json:"retrying"`
+	OldestPendingAt *time.Time `json:"oldestPendingAt,omitempty"`
+	LastDeliveredAt *time.Time `json:"lastDeliveredAt,omitempty"`
+	LastFailureAt   *time.Time `json:"lastFailureAt,omitempty"`
+	// DeliveryP50Seconds is the median time from event to delivery.
+	DeliveryP50Seconds *float64 `json:"deliveryP50Seconds,omitempty"`
+	DeliveryP90Seconds *float64 `json:"deliveryP90Seconds,omitempty"`
+}
+
+// WebhookClaim is a delivery a dispatcher leased for one attempt.
+type WebhookClaim struct {
+	TenantID  string
+	ID        uuid.UUID
+	WebhookID uuid.UUID
+	// Attempts counts this attempt; with the owner it fences the outcome.
+	Attempts int
+}
+
+// WebhookEvent is what one delivery attempt sends: the endpoint and the
+// event with what it is about.
+type WebhookEvent struct {
+	URL        string
+	Enabled    bool
+	Pos        EventPos
+	Type       string // the public name, e.g. interrupt.created
+	OccurredAt time.Time
+	Actor      string
+	// Sequence numbers the events of one interrupt (1 for its creation);
+	// 0 for other events.
+	Sequence  int
+	Interrupt *WebhookInterrupt
+	Turn      *WebhookTurn
+	ToolCall  *WebhookToolCall
+}
+
+// WebhookInterrupt is the interrupt an event is about.
+type WebhookInterrupt struct {
+	ID         uuid.UUID       `json:"id"`
+	Agent      string          `json:"agent"`
+	Tool       string          `json:"tool"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Deadline   *time.Time      `json:"deadline,omitempty"`
+	SessionID  string          `json:"sessionId"`
+	SnapshotID string          `json:"snapshotId"`
+	Status     string          `json:"status"`
+	Resolution json.RawMessage `json:"resolution,omitempty"`
+	ResolvedBy string          `json:"resolvedBy,omitempty"`
+	ResolvedAt *time.Time      `json:"resolvedAt,omitempty"`
+	CreatedAt  time.Time       `json:"createdAt"`
+}
+
+// WebhookTurn is the turn a turn.* event is about.
+type WebhookTurn struct {
+	SnapshotID   string          `json:"snapshotId"`
+	SessionID    string          `json:"sessionId"`
+	Agent        string          `json:"agent"`
+	FinishReason string          `json:"finishReason,omitempty"`
+	Error        json.RawMessage `json:"error,omitempty"`
+}
+
+// WebhookToolCall is the call a tool.called event is about.
+type WebhookToolCall struct {
+	SnapshotID string `json:"snapshotId"`
+	SessionID  string `json:"sessionId"`
+	Agent      string `json:"agent"`
+	Key        string `json:"key"`
+	Tool       string `json:"tool"`
+	Ref        string `json:"ref,omitempty"`
+	Status     string `json:"status"`
+	HTTPStatus int    `json:"httpStatus,omitempty"`
+}
+
+// WebhookOutcome is the result of one delivery attempt.
+type WebhookOutcome struct {
+	Status        string     // DeliveryPending (retry), DeliveryDelivered or DeliveryDead
+	NextAttemptAt *time.Time // when Status is DeliveryPending
+	HTTPStatus    int
+	Error         string
+}
+
+// WebhookStore is the persistence of webhook endpoints and their
+// deliveries. Tenant-scoped methods are scoped in the SQL itself; the
+// dispatcher's claim spans tenants.
+type WebhookStore interface {
+	// CreateWebhook stores an endpoint with its first signing secret
+	// (ALREADY_EXISTS when the tenant has one with that URL).
+	CreateWebhook(ctx context.Context, tenantID string, w *Webhook, secret []byte) (*Webhook, error)
+	ListWebhooks(ctx context.Context, tenantID string) ([]Webhook, error)
+	// GetWebhook returns an endpoint (ErrNotFound when none).
+	GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*Webhook, error)
+	// UpdateWebhook changes an endpoint (ErrNotFound, ALREADY_EXISTS).
+	UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u WebhookUpdate) (*Webhook, error)
+	// DeleteWebhook removes an endpoint with its secrets and deliveries.
+	DeleteWebhook(ctx context.Context, tenantID string, id uuid.UUID) error
+	// RotateWebhookSecret adds the signing secret that signs from now on;
+	// the older ones keep signing for overlap.
+	RotateWebhookSecret(ctx context.Context, tenantID string, id uuid.UUID, secret []byte, overlap time.Duration) error
+	// WebhookSecrets returns the secrets that sign, newest first.
+	WebhookSecrets(ctx context.Context, tenantID string, id uuid.UUID) ([][]byte, error)
+	// DisableWebhook turns an endpoint off, saying why.
+	DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error
+	// ClaimWebhookDeliveries leases due deliveries of every tenant to
+	// owner: at most batch, at most perEndpoint of one endpoint, none of
+	// busy's endpoints.
+	ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]WebhookClaim, error)
+	// WebhookEvent returns what a delivery sends (ErrNotFound when the
+	// delivery is gone).
+	WebhookEvent(ctx context.Context, tenantID string, deliveryID uuid.UUID) (*WebhookEvent, error)
+	// FinishWebhookDelivery records an attempt's outcome if the attempt
+	// still holds the delivery's lease; false when it does not.
+	FinishWebhookDelivery(ctx context.Context, c WebhookClaim, owner string, o WebhookOutcome) (bool, error)
+	// ListWebhookDeliveries returns an endpoint's deliveries, newest first,
+	// before the cursor (created at, id) when one is given.
+	ListWebhookDeliveries(ctx context.Context, p ListWebhookDeliveriesParams) ([]WebhookDelivery, error)
+	// GetWebhookDelivery returns one delivery of an endpoint.
+	GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*WebhookDelivery, error)
+	// RedeliverWebhookDelivery queues a finished delivery again, due now
+	// (FAILED_PRECONDITION when it is still pending).
+	RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*WebhookDelivery, error)
+	// WebhookHealth returns the delivery figures of the tenant's endpoints.
+	WebhookHealth(ctx context.Context, tenantID string) ([]WebhookHealth, error)
+	// TenantToolHosts are the non-public hosts the operator allowed the
+	// tenant (for HTTP tools and webhooks alike).
+	TenantToolHosts(ctx context.Context, tenantID string) ([]string, error)
+	// ListenEvents blocks until ctx ends or the connection fails, calling
+	// wake whenever an instance announces new events.
+	ListenEvents(ctx context.Context, ready, wake func()) error
+}
+
+// ListWebhookDeliveriesParams select a page of an endpoint's deliveries.
+type ListWebhookDeliveriesParams struct {
+	TenantID  string
+	WebhookID uuid.UUID
+	Status    string // "" for any
+	// BeforeCreatedAt and BeforeID are the cursor (the last item of the
+	// previous page); zero for the first page.
+	BeforeCreatedAt time.Time
+	BeforeID        uuid.UUID
+	Limit           int
+}
