@@ -30,6 +30,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // inboxServer is the API the way `platform serve` runs it: the store on a
@@ -101,9 +102,12 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	if cfg.sweep > 0 {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })
 	}
+	store := newStore(t, app)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{
-		Logger: log,
-		Events: hub,
+		Logger:   log,
+		Events:   hub,
+		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true},
+		EventIDs: service.NewEventIDs(store.SigningKeys),
 		Caller: func(c echo.Context) (service.Caller, error) {
 			if tenant := c.Request().Header.Get(tenantHeader); tenant != "" {
 				return service.Caller{TenantID: tenant, Actor: "operator:" + tenant}, nil

@@ -347,7 +347,7 @@ func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]service
 		out[i] = service.WebhookHealth{
 			WebhookID: r.WebhookID, Pending: r.Pending, Delivered: r.Delivered, Dead: r.Dead, Retrying: r.Retrying,
 			OldestPendingAt: epochTime(r.OldestPendingEpoch), LastDeliveredAt: epochTime(r.LastDeliveredEpoch),
-			LastFailureAt: epochTime(r.LastFailureEpoch),
+			LastFailureAt:      epochTime(r.LastFailureEpoch),
 			DeliveryP50Seconds: nonNegative(r.DeliveryP50Seconds), DeliveryP90Seconds: nonNegative(r.DeliveryP90Seconds),
 		}
 	}

@@ -638,7 +638,9 @@ func TestDeletedEndpointStopsDeliveries(t *testing.T) {
 	e := newEnv(t)
 	r := newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
 	hook := e.create(e.acme, r, "interrupt.created")
-	e.dispatcher("one", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{200 * time.Millisecond, 200 * time.Millisecond} })
+	e.dispatcher("one", func(d *webhooks.Dispatcher) {
+		d.Schedule = []time.Duration{200 * time.Millisecond, 200 * time.Millisecond}
+	})
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	r.wait(1)
 	if err := e.m.Delete(context.Background(), e.acme, hook.ID); err != nil {
