@@ -252,6 +252,7 @@ type WebhookDelivery struct {
 	TenantID      string
 	ID            uuid.UUID
 	WebhookID     uuid.UUID
+	EventXid      pgtype.Uint64
 	EventID       int64
 	Status        string
 	Attempts      int32

@@ -14,7 +14,7 @@ import (
 )
 
 const claimWebhookDeliveries = `-- name: ClaimWebhookDeliveries :many
-SELECT tenant_id, id, webhook_id, event_id, status, attempts, next_attempt_at, lease_owner, last_attempt_at, last_status, last_error, delivered_at, created_at FROM holdpoint_claim_webhook_deliveries($1, $2::double precision, $3::integer,
+SELECT tenant_id, id, webhook_id, event_xid, event_id, status, attempts, next_attempt_at, lease_owner, last_attempt_at, last_status, last_error, delivered_at, created_at FROM holdpoint_claim_webhook_deliveries($1, $2::double precision, $3::integer,
                                                  $4::integer, $5::uuid[])
 `
 
@@ -46,6 +46,7 @@ func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDe
 			&i.TenantID,
 			&i.ID,
 			&i.WebhookID,
+			&i.EventXid,
 			&i.EventID,
 			&i.Status,
 			&i.Attempts,
@@ -212,7 +213,7 @@ SELECT d.id, d.attempts, d.status,
        c.session_id AS call_session_id, c.http_status AS call_http_status
 FROM webhook_deliveries d
 JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
 LEFT JOIN snapshots sn ON e.interrupt_id IS NULL AND sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId'
 LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
@@ -334,9 +335,9 @@ func (q *Queries) GetWebhook(ctx context.Context, arg GetWebhookParams) (Webhook
 }
 
 const getWebhookDelivery = `-- name: GetWebhookDelivery :one
-SELECT d.tenant_id, d.id, d.webhook_id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.lease_owner, d.last_attempt_at, d.last_status, d.last_error, d.delivered_at, d.created_at, e.type AS event_type, e.xid::text::bigint AS event_xid, e.interrupt_id
+SELECT d.tenant_id, d.id, d.webhook_id, d.event_xid, d.event_id, d.status, d.attempts, d.next_attempt_at, d.lease_owner, d.last_attempt_at, d.last_status, d.last_error, d.delivered_at, d.created_at, e.type AS event_type, e.interrupt_id
 FROM webhook_deliveries d
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 WHERE d.tenant_id = $1 AND d.webhook_id = $2 AND d.id = $3
 `
 
@@ -350,6 +351,7 @@ type GetWebhookDeliveryRow struct {
 	TenantID      string
 	ID            uuid.UUID
 	WebhookID     uuid.UUID
+	EventXid      pgtype.Uint64
 	EventID       int64
 	Status        string
 	Attempts      int32
@@ -361,7 +363,6 @@ type GetWebhookDeliveryRow struct {
 	DeliveredAt   *time.Time
 	CreatedAt     time.Time
 	EventType     string
-	EventXid      int64
 	InterruptID   pgtype.UUID
 }
 
@@ -372,6 +373,7 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, arg GetWebhookDelivery
 		&i.TenantID,
 		&i.ID,
 		&i.WebhookID,
+		&i.EventXid,
 		&i.EventID,
 		&i.Status,
 		&i.Attempts,
@@ -383,7 +385,6 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, arg GetWebhookDelivery
 		&i.DeliveredAt,
 		&i.CreatedAt,
 		&i.EventType,
-		&i.EventXid,
 		&i.InterruptID,
 	)
 	return i, err
@@ -474,7 +475,7 @@ SELECT v.tenant_id, v.id, v.xid, v.type, v.interrupt_id, v.actor, v.created_at, 
     ORDER BY e.xid, e.id
     LIMIT $4
 ) p
-JOIN event_log v ON v.tenant_id = $1 AND v.id = p.id
+JOIN event_log v ON v.tenant_id = $1 AND v.xid = p.xid::text::bigint AND v.id = p.id
 ORDER BY p.xid, p.id
 `
 
@@ -525,9 +526,9 @@ func (q *Queries) ListTenantEventsAfter(ctx context.Context, arg ListTenantEvent
 }
 
 const listWebhookDeliveries = `-- name: ListWebhookDeliveries :many
-SELECT d.tenant_id, d.id, d.webhook_id, d.event_id, d.status, d.attempts, d.next_attempt_at, d.lease_owner, d.last_attempt_at, d.last_status, d.last_error, d.delivered_at, d.created_at, e.type AS event_type, e.xid::text::bigint AS event_xid, e.interrupt_id
+SELECT d.tenant_id, d.id, d.webhook_id, d.event_xid, d.event_id, d.status, d.attempts, d.next_attempt_at, d.lease_owner, d.last_attempt_at, d.last_status, d.last_error, d.delivered_at, d.created_at, e.type AS event_type, e.interrupt_id
 FROM webhook_deliveries d
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 WHERE d.tenant_id = $1 AND d.webhook_id = $2
   AND ($3::text IS NULL OR d.status = $3)
   AND ($4::timestamptz IS NULL
@@ -549,6 +550,7 @@ type ListWebhookDeliveriesRow struct {
 	TenantID      string
 	ID            uuid.UUID
 	WebhookID     uuid.UUID
+	EventXid      pgtype.Uint64
 	EventID       int64
 	Status        string
 	Attempts      int32
@@ -560,7 +562,6 @@ type ListWebhookDeliveriesRow struct {
 	DeliveredAt   *time.Time
 	CreatedAt     time.Time
 	EventType     string
-	EventXid      int64
 	InterruptID   pgtype.UUID
 }
 
@@ -585,6 +586,7 @@ func (q *Queries) ListWebhookDeliveries(ctx context.Context, arg ListWebhookDeli
 			&i.TenantID,
 			&i.ID,
 			&i.WebhookID,
+			&i.EventXid,
 			&i.EventID,
 			&i.Status,
 			&i.Attempts,
@@ -596,7 +598,6 @@ func (q *Queries) ListWebhookDeliveries(ctx context.Context, arg ListWebhookDeli
 			&i.DeliveredAt,
 			&i.CreatedAt,
 			&i.EventType,
-			&i.EventXid,
 			&i.InterruptID,
 		); err != nil {
 			return nil, err
@@ -765,7 +766,7 @@ const redeliverWebhookDelivery = `-- name: RedeliverWebhookDelivery :one
 UPDATE webhook_deliveries
 SET status = 'pending', next_attempt_at = now(), attempts = 0, lease_owner = NULL, delivered_at = NULL
 WHERE tenant_id = $1 AND webhook_id = $2 AND id = $3 AND status <> 'pending'
-RETURNING tenant_id, id, webhook_id, event_id, status, attempts, next_attempt_at, lease_owner, last_attempt_at, last_status, last_error, delivered_at, created_at
+RETURNING tenant_id, id, webhook_id, event_xid, event_id, status, attempts, next_attempt_at, lease_owner, last_attempt_at, last_status, last_error, delivered_at, created_at
 `
 
 type RedeliverWebhookDeliveryParams struct {
@@ -783,6 +784,7 @@ func (q *Queries) RedeliverWebhookDelivery(ctx context.Context, arg RedeliverWeb
 		&i.TenantID,
 		&i.ID,
 		&i.WebhookID,
+		&i.EventXid,
 		&i.EventID,
 		&i.Status,
 		&i.Attempts,

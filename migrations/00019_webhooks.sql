@@ -18,9 +18,16 @@ ALTER TABLE interrupt_events ADD CONSTRAINT interrupt_events_type_check CHECK (
 -- resumes after a position misses nothing.
 ALTER TABLE interrupt_events ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
 DROP INDEX interrupt_events_recent_idx;
--- The live reader of every tenant, and one tenant's replay.
+-- The key leads with the position within a tenant: one tenant's replay
+-- scans it, and a delivery names its event by (xid, id). The live reader
+-- of every tenant scans the position alone.
+ALTER TABLE interrupt_events DROP CONSTRAINT interrupt_events_pkey;
+ALTER TABLE interrupt_events ADD PRIMARY KEY (tenant_id, xid, id);
 CREATE INDEX interrupt_events_position_idx ON interrupt_events (xid, id);
-CREATE INDEX interrupt_events_tenant_position_idx ON interrupt_events (tenant_id, xid, id);
+-- Turn and tool events name no interrupt: the audit trail's index skips
+-- them.
+DROP INDEX interrupt_events_interrupt_idx;
+CREATE INDEX interrupt_events_interrupt_idx ON interrupt_events (tenant_id, interrupt_id, id) WHERE interrupt_id IS NOT NULL;
 
 -- The public name of an event: interrupt events are "interrupt.<type>".
 -- +goose StatementBegin
@@ -71,6 +78,7 @@ CREATE TABLE webhook_deliveries (
     -- Random, so ids say nothing about other tenants' volume.
     id              uuid NOT NULL DEFAULT gen_random_uuid(),
     webhook_id      uuid NOT NULL,
+    event_xid       xid8 NOT NULL,
     event_id        bigint NOT NULL,
     -- pending: to be attempted at next_attempt_at; delivered: a 2xx came
     -- back; dead: every attempt failed (or the receiver answered 410).
@@ -87,7 +95,7 @@ CREATE TABLE webhook_deliveries (
     created_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, id),
     FOREIGN KEY (tenant_id, webhook_id) REFERENCES webhooks (tenant_id, id) ON DELETE CASCADE,
-    FOREIGN KEY (tenant_id, event_id) REFERENCES interrupt_events (tenant_id, id),
+    FOREIGN KEY (tenant_id, event_xid, event_id) REFERENCES interrupt_events (tenant_id, xid, id),
     CHECK ((status = 'pending') = (next_attempt_at IS NOT NULL))
 );
 
@@ -105,8 +113,8 @@ CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (tenant_id, we
 CREATE FUNCTION interrupt_events_fan_out() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-    INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_id, next_attempt_at)
-    SELECT e.tenant_id, w.id, e.id, now()
+    INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, next_attempt_at)
+    SELECT e.tenant_id, w.id, e.xid, e.id, now()
     FROM new_events e
     JOIN webhooks w ON w.tenant_id = e.tenant_id AND w.enabled
         AND holdpoint_event_name(e.type) = ANY (w.event_types);
@@ -153,7 +161,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
         ORDER BY e.xid, e.id
         LIMIT p_limit
     ) p
-    JOIN event_log v ON v.tenant_id = p.tenant_id AND v.id = p.id
+    JOIN event_log v ON v.tenant_id = p.tenant_id AND v.xid = p.xid::text::bigint AND v.id = p.id
     ORDER BY p.xid, p.id;
 $$;
 -- +goose StatementEnd
@@ -270,8 +278,11 @@ DROP TABLE webhook_deliveries;
 DROP TABLE webhook_secrets;
 DROP TABLE webhooks;
 DROP FUNCTION holdpoint_event_name(text);
-DROP INDEX interrupt_events_tenant_position_idx;
 DROP INDEX interrupt_events_position_idx;
+DROP INDEX interrupt_events_interrupt_idx;
+CREATE INDEX interrupt_events_interrupt_idx ON interrupt_events (tenant_id, interrupt_id, id);
+ALTER TABLE interrupt_events DROP CONSTRAINT interrupt_events_pkey;
+ALTER TABLE interrupt_events ADD PRIMARY KEY (tenant_id, id);
 ALTER TABLE interrupt_events DROP COLUMN xid;
 CREATE INDEX interrupt_events_recent_idx ON interrupt_events (created_at);
 DELETE FROM interrupt_events WHERE interrupt_id IS NULL;

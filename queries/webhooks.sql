@@ -79,7 +79,7 @@ SELECT d.id, d.attempts, d.status,
        c.session_id AS call_session_id, c.http_status AS call_http_status
 FROM webhook_deliveries d
 JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
 LEFT JOIN snapshots sn ON e.interrupt_id IS NULL AND sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId'
 LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
@@ -99,9 +99,9 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending'
 
 -- name: ListWebhookDeliveries :many
 -- An endpoint's deliveries, newest first, before a cursor.
-SELECT d.*, e.type AS event_type, e.xid::text::bigint AS event_xid, e.interrupt_id
+SELECT d.*, e.type AS event_type, e.interrupt_id
 FROM webhook_deliveries d
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 WHERE d.tenant_id = @tenant_id AND d.webhook_id = @webhook_id
   AND (sqlc.narg(status)::text IS NULL OR d.status = sqlc.narg(status))
   AND (sqlc.narg(before_created_at)::timestamptz IS NULL
@@ -118,9 +118,9 @@ WHERE tenant_id = @tenant_id AND webhook_id = @webhook_id AND id = @id AND statu
 RETURNING *;
 
 -- name: GetWebhookDelivery :one
-SELECT d.*, e.type AS event_type, e.xid::text::bigint AS event_xid, e.interrupt_id
+SELECT d.*, e.type AS event_type, e.interrupt_id
 FROM webhook_deliveries d
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 WHERE d.tenant_id = @tenant_id AND d.webhook_id = @webhook_id AND d.id = @id;
 
 -- name: ListWebhookHealth :many
@@ -150,7 +150,7 @@ SELECT v.* FROM (
     ORDER BY e.xid, e.id
     LIMIT @batch
 ) p
-JOIN event_log v ON v.tenant_id = @tenant_id AND v.id = p.id
+JOIN event_log v ON v.tenant_id = @tenant_id AND v.xid = p.xid::text::bigint AND v.id = p.id
 ORDER BY p.xid, p.id;
 
 -- name: EventHorizon :one

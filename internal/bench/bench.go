@@ -39,6 +39,8 @@ type Config struct {
 	// compares the bytes written by its first and last 20 cycles.
 	FlatCycles int
 	Out        io.Writer
+	// Webhooks adds webhook endpoints and a dispatcher to the run.
+	Webhooks WebhookConfig
 }
 
 // Agent is the name of the benchmark agent.
@@ -142,7 +144,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer pool.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: quiet})
+	store := pgstore.New(pool)
+	rt := service.NewRuntime(store, service.Options{Logger: quiet})
 	defer func() { _ = rt.Shutdown(context.Background()) }()
 	if err := Register(rt); err != nil {
 		return nil, err
@@ -162,6 +165,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cycle = httpCycle(url, cfg.Sessions)
 	default:
 		return nil, fmt.Errorf("--mode must be inprocess or http")
+	}
+
+	rig, err := startWebhooks(ctx, store, admin, cfg.Webhooks, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 
 	// Warm up: connections, prepared statements, code paths.
@@ -227,6 +235,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Out != nil {
 		Print(cfg.Out, res)
 	}
+	if rig != nil {
+		if err := rig.finish(ctx, admin, cfg.Out, cfg.Sessions*cfg.Cycles); err != nil {
+			return res, err
+		}
+	}
 	if res.Errors > 0 {
 		return res, fmt.Errorf("%d sessions failed", res.Errors)
 	}
@@ -250,7 +263,7 @@ func Print(w io.Writer, r *Result) {
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 // benchTables are the tables a cycle writes to.
-var benchTables = []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events"}
+var benchTables = []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events", "webhook_deliveries"}
 
 // tableBytes is the on-disk size of the tables a cycle writes, indexes
 // included.

@@ -251,7 +251,7 @@ func deliveryOf(r db.ListWebhookDeliveriesRow) service.WebhookDelivery {
 	d := service.WebhookDelivery{
 		ID: r.ID, WebhookID: r.WebhookID, EventType: eventName(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
 		NextAttemptAt: r.NextAttemptAt, LastAttemptAt: r.LastAttemptAt, LastError: deref(r.LastError),
-		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: service.EventPos{Xid: r.EventXid, ID: r.EventID},
+		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: service.EventPos{Xid: int64(r.EventXid.Uint64), ID: r.EventID},
 	}
 	if r.Status != service.DeliveryPending {
 		d.NextAttemptAt = nil

@@ -32,6 +32,9 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
 	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.BoolVar(&cfg.Webhooks.Subscribe, "webhook", false, "subscribe a loopback endpoint to every event and deliver during the run")
+	fs.IntVar(&cfg.Webhooks.Backlog, "webhook-backlog", 0, "queue this many deliveries to a slow loopback endpoint before the run")
+	fs.DurationVar(&cfg.Webhooks.Slow, "webhook-slow", 2*time.Second, "how long the slow endpoint takes to answer (--webhook-backlog)")
 	var inbox bool
 	inboxCfg := bench.InboxConfig{Out: stdout, Queries: 500}
 	fs.BoolVar(&inbox, "inbox", false, "instead of the approval cycle: seed many tenants' interrupts and time the inbox and the daily report")

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/webhooks"
+)
+
+// WebhookConfig adds webhooks to a run.
+type WebhookConfig struct {
+	// Subscribe creates an endpoint subscribed to every event, on a
+	// loopback receiver that answers at once, and runs a dispatcher.
+	Subscribe bool
+	// Backlog queues this many deliveries, before the run, to a second
+	// endpoint whose receiver takes Slow to answer each.
+	Backlog int
+	Slow    time.Duration
+}
+
+// webhookRig is the receivers and the dispatcher of a run.
+type webhookRig struct {
+	srv    *http.Server
+	stop   context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	delays []time.Duration // arrival minus occurredAt, fast endpoint
+	fastID string
+}
+
+// startWebhooks sets up cfg's endpoints in the default tenant and starts a
+// dispatcher; nil when cfg asks for nothing.
+func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.Pool, cfg WebhookConfig, log *slog.Logger) (*webhookRig, error) {
+	if !cfg.Subscribe && cfg.Backlog == 0 {
+		return nil, nil
+	}
+	rig := &webhookRig{done: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/fast", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var p struct {
+			OccurredAt time.Time `json:"occurredAt"`
+		}
+		if json.Unmarshal(body, &p) == nil && !p.OccurredAt.IsZero() {
+			rig.mu.Lock()
+			rig.delays = append(rig.delays, time.Since(p.OccurredAt))
+			rig.mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(cfg.Slow):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rig.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = rig.srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	m := &webhooks.Manager{Store: store, AllowLoopback: true}
+	caller := service.Caller{TenantID: "default", Actor: "bench"}
+	if cfg.Subscribe {
+		u := base + "/fast"
+		w, err := m.Create(ctx, caller, webhooks.Input{URL: &u})
+		if err != nil {
+			return nil, err
+		}
+		rig.fastID = w.ID.String()
+	}
+	if cfg.Backlog > 0 {
+		u := base + "/slow"
+		only := []string{"interrupt.expired"} // no new deliveries: only the backlog
+		w, err := m.Create(ctx, caller, webhooks.Input{URL: &u, EventTypes: only})
+		if err != nil {
+			return nil, err
+		}
+		// The backlog is one event delivered many times over: a
+		// queue of due deliveries like an outage leaves behind.
+		if _, err := admin.Exec(ctx, `INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+			VALUES ('default', 'turn.failed', 'bench', '{"snapshotId":"none"}')`); err != nil {
+			return nil, err
+		}
+		if _, err := admin.Exec(ctx, `INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, next_attempt_at)
+			SELECT 'default', $1, e.xid, e.id, now()
+			FROM (SELECT xid, id FROM interrupt_events ORDER BY id DESC LIMIT 1) e, generate_series(1, $2)`, w.ID, cfg.Backlog); err != nil {
+			return nil, err
+		}
+	}
+	dctx, stop := context.WithCancel(context.Background())
+	rig.stop = stop
+	d := &webhooks.Dispatcher{
+		Store: store, IDs: service.NewEventIDs(store.SigningKeys), Owner: "bench", AllowLoopback: true,
+		Timeout: max(10*time.Second, 2*cfg.Slow), Lease: max(time.Minute, 4*cfg.Slow), Log: log,
+	}
+	go func() { defer close(rig.done); d.Run(dctx) }()
+	return rig, nil
+}
+
+// finish waits (up to a minute) for the fast endpoint's deliveries to be
+// delivered, stops the dispatcher and the receivers, and prints the
+// figures.
+func (rig *webhookRig) finish(ctx context.Context, admin *pgxpool.Pool, out io.Writer, cycles int) error {
+	defer func() {
+		rig.stop()
+		<-rig.done
+		_ = rig.srv.Close()
+	}()
+	if rig.fastID == "" {
+		return nil
+	}
+	start := time.Now()
+	var pending, total int
+	for {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'delivered'), count(*) FROM webhook_deliveries WHERE webhook_id = $1`,
+			rig.fastID).Scan(&pending, &total); err != nil {
+			return err
+		}
+		if pending == 0 || time.Since(start) > time.Minute {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rig.mu.Lock()
+	delays := slices.Clone(rig.delays)
+	rig.mu.Unlock()
+	slices.Sort(delays)
+	if out == nil || len(delays) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "webhooks: %d deliveries (%.1f per cycle), %d undelivered; event to receiver p50 %s, p99 %s, max %s; drained %s after the last cycle\n",
+		total, float64(total)/float64(cycles), pending, ms(delays[len(delays)/2]), ms(delays[len(delays)*99/100]),
+		ms(delays[len(delays)-1]), ms(time.Since(start)))
+	return nil
+}
