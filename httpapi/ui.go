@@ -100,6 +100,9 @@ func (a *api) registerUI(e *echo.Echo) {
 	e.GET("/ui/interrupts/:id", a.uiInterrupt)
 	e.GET("/ui/sessions", a.uiSessions)
 	e.GET("/ui/sessions/:id", a.uiSession)
+	e.GET("/ui/webhooks", a.uiWebhooks)
+	e.GET("/ui/webhooks/:id", a.uiWebhook)
+	e.POST("/ui/webhooks/:id/deliveries/:delivery/redeliver", a.uiRedeliver)
 	e.GET("/ui/static/*", func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-cache")
 		assets.ServeHTTP(c.Response(), c.Request())

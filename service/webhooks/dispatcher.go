@@ -287,8 +287,29 @@ func (d *Dispatcher) outcome(c service.WebhookClaim, res *httptool.Result, err e
 	return out
 }
 
+// errorText describes a failed attempt for the deliveries list, in the
+// receiver's terms.
 func errorText(err error) string {
 	s := err.Error()
+	var ce *httptool.CallError
+	if errors.As(err, &ce) {
+		cause := "unknown error"
+		if ce.Err != nil {
+			cause = ce.Err.Error()
+		}
+		switch ce.Kind {
+		case httptool.KindStatus:
+			s = fmt.Sprintf("the receiver answered HTTP %d", ce.Status)
+		case httptool.KindRefused:
+			s = "refused: " + cause
+		case httptool.KindTimeout:
+			s = "no answer in time: " + cause
+		case httptool.KindTooLarge:
+			s = "the receiver's answer was too large: " + cause
+		default:
+			s = "connection failed: " + cause
+		}
+	}
 	if len(s) > maxErrorText {
 		s = s[:maxErrorText]
 	}

@@ -28,6 +28,7 @@ Usage:
   platform agents apply|list|show|disable            manage a tenant's own agents (.prompt files)
   platform keys create|list|revoke                  manage a tenant's API keys
   platform tokens mint|revoke                       mint or revoke user tokens for end users
+  platform webhooks create|list|show|update|...     manage a tenant's webhook endpoints and deliveries
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
   platform version                                  print the build version
 
@@ -63,6 +64,8 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 		return keysCommand(args[1:], stdout, stderr)
 	case "tokens":
 		return tokensCommand(args[1:], stdout, stderr)
+	case "webhooks":
+		return webhooksCommand(args[1:], stdout, stderr)
 	case "bench":
 		return benchCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
