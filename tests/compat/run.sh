@@ -131,7 +131,10 @@ if [[ -z "$auth_key" ]]; then
 	echo "run.sh: could not create a client key for the authenticated server" >&2
 	exit 1
 fi
-start_server server-auth "$tmp/platform" "$db_url" --demo
+# Every instance on a database delivers its webhook outbox, so this one must
+# allow the loopback receivers of webhooks.test.mjs as the dev server does
+# (else it may claim a delivery and refuse it).
+start_server server-auth "$tmp/platform" "$db_url" --demo --allow-loopback-webhooks
 auth_base=$url
 start_server server-seed "$tmp/mybank" "$seed_db_url" --dev
 seed_base=$url
