@@ -81,6 +81,7 @@ type serverOpts struct {
 	heartbeatTimeout time.Duration // default 1s
 	grace            time.Duration // default: serve's own
 	env              []string
+	args             []string // more serve flags, e.g. --webhook-retries
 }
 
 // cleanEnv is the test's environment without anything that would change
@@ -135,6 +136,7 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 	if o.grace > 0 {
 		args = append(args, "--shutdown-grace", o.grace.String())
 	}
+	args = append(args, o.args...)
 	s := &server{name: name, base: "http://" + addr, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
