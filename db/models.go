@@ -265,6 +265,45 @@ type WebhookDelivery struct {
 	CreatedAt     time.Time
 }
 
+type WebhookDeliveryContext struct {
+	TenantID            string
+	ID                  uuid.UUID
+	WebhookID           uuid.UUID
+	Attempts            int32
+	Status              string
+	Url                 string
+	Enabled             bool
+	EventID             int64
+	EventXid            int64
+	EventType           string
+	OccurredAt          time.Time
+	Actor               string
+	InterruptID         pgtype.UUID
+	InterruptAgent      *string
+	InterruptTool       *string
+	InterruptInput      []byte
+	ExpiresAt           *time.Time
+	InterruptSessionID  *string
+	InterruptSnapshotID *string
+	InterruptStatus     *string
+	Resolution          []byte
+	ResolvedBy          *string
+	ResolvedAt          *time.Time
+	InterruptCreatedAt  *time.Time
+	Sequence            int32
+	TurnSnapshotID      *string
+	TurnSessionID       *string
+	TurnAgent           *string
+	TurnFinishReason    *string
+	TurnError           []byte
+	CallKey             *string
+	CallTool            *string
+	CallStatus          *string
+	CallRef             *string
+	CallSessionID       *string
+	CallHttpStatus      *int32
+}
+
 type WebhookHealth struct {
 	TenantID           string
 	WebhookID          uuid.UUID

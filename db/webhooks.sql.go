@@ -14,7 +14,7 @@ import (
 )
 
 const claimWebhookDeliveries = `-- name: ClaimWebhookDeliveries :many
-SELECT tenant_id, id, webhook_id, event_xid, event_id, status, attempts, next_attempt_at, lease_owner, last_attempt_at, last_status, last_error, delivered_at, created_at FROM holdpoint_claim_webhook_deliveries($1, $2::double precision, $3::integer,
+SELECT tenant_id, id, webhook_id, attempts, status, url, enabled, event_id, event_xid, event_type, occurred_at, actor, interrupt_id, interrupt_agent, interrupt_tool, interrupt_input, expires_at, interrupt_session_id, interrupt_snapshot_id, interrupt_status, resolution, resolved_by, resolved_at, interrupt_created_at, sequence, turn_snapshot_id, turn_session_id, turn_agent, turn_finish_reason, turn_error, call_key, call_tool, call_status, call_ref, call_session_id, call_http_status FROM holdpoint_claim_webhook_deliveries($1, $2::double precision, $3::integer,
                                                  $4::integer, $5::uuid[])
 `
 
@@ -27,7 +27,7 @@ type ClaimWebhookDeliveriesParams struct {
 }
 
 // A system function (see the migration): due deliveries of every tenant.
-func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDeliveriesParams) ([]WebhookDelivery, error) {
+func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDeliveriesParams) ([]WebhookDeliveryContext, error) {
 	rows, err := q.db.Query(ctx, claimWebhookDeliveries,
 		arg.Owner,
 		arg.LeaseSeconds,
@@ -39,24 +39,46 @@ func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDe
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WebhookDelivery{}
+	items := []WebhookDeliveryContext{}
 	for rows.Next() {
-		var i WebhookDelivery
+		var i WebhookDeliveryContext
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.ID,
 			&i.WebhookID,
-			&i.EventXid,
-			&i.EventID,
-			&i.Status,
 			&i.Attempts,
-			&i.NextAttemptAt,
-			&i.LeaseOwner,
-			&i.LastAttemptAt,
-			&i.LastStatus,
-			&i.LastError,
-			&i.DeliveredAt,
-			&i.CreatedAt,
+			&i.Status,
+			&i.Url,
+			&i.Enabled,
+			&i.EventID,
+			&i.EventXid,
+			&i.EventType,
+			&i.OccurredAt,
+			&i.Actor,
+			&i.InterruptID,
+			&i.InterruptAgent,
+			&i.InterruptTool,
+			&i.InterruptInput,
+			&i.ExpiresAt,
+			&i.InterruptSessionID,
+			&i.InterruptSnapshotID,
+			&i.InterruptStatus,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.InterruptCreatedAt,
+			&i.Sequence,
+			&i.TurnSnapshotID,
+			&i.TurnSessionID,
+			&i.TurnAgent,
+			&i.TurnFinishReason,
+			&i.TurnError,
+			&i.CallKey,
+			&i.CallTool,
+			&i.CallStatus,
+			&i.CallRef,
+			&i.CallSessionID,
+			&i.CallHttpStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -66,6 +88,19 @@ func (q *Queries) ClaimWebhookDeliveries(ctx context.Context, arg ClaimWebhookDe
 		return nil, err
 	}
 	return items, nil
+}
+
+const commitAsynchronously = `-- name: CommitAsynchronously :exec
+SELECT set_config('synchronous_commit', 'off', true)
+`
+
+// The dispatcher's own writes (claims and attempt outcomes) do not wait
+// for the WAL flush: one lost in a crash makes its delivery due again, and
+// delivery is at least once anyway. The deliveries themselves are written
+// with their events, durably.
+func (q *Queries) CommitAsynchronously(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, commitAsynchronously)
+	return err
 }
 
 const createWebhook = `-- name: CreateWebhook :one
@@ -109,7 +144,10 @@ func (q *Queries) CreateWebhook(ctx context.Context, arg CreateWebhookParams) (W
 }
 
 const deleteWebhook = `-- name: DeleteWebhook :execrows
-DELETE FROM webhooks WHERE tenant_id = $1 AND id = $2
+WITH deliveries AS (
+    DELETE FROM webhook_deliveries d WHERE d.tenant_id = $1 AND d.webhook_id = $2
+)
+DELETE FROM webhooks w WHERE w.tenant_id = $1 AND w.id = $2
 `
 
 type DeleteWebhookParams struct {
@@ -117,6 +155,7 @@ type DeleteWebhookParams struct {
 	ID       uuid.UUID
 }
 
+// The endpoint, its secrets (by cascade) and its deliveries.
 func (q *Queries) DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteWebhook, arg.TenantID, arg.ID)
 	if err != nil {
@@ -155,156 +194,67 @@ func (q *Queries) EventHorizon(ctx context.Context) (int64, error) {
 	return horizon, err
 }
 
-const finishDeliveryAttempt = `-- name: FinishDeliveryAttempt :execrows
-UPDATE webhook_deliveries
-SET status = $1, next_attempt_at = $2, last_status = $3,
-    last_error = $4, delivered_at = CASE WHEN $1 = 'delivered' THEN now() END,
+const finishDeliveryAttempts = `-- name: FinishDeliveryAttempts :many
+UPDATE webhook_deliveries d
+SET status = f.status,
+    next_attempt_at = CASE WHEN f.status = 'pending' THEN f.next_attempt_at END,
+    last_status = nullif(f.last_status, 0), last_error = nullif(f.last_error, ''),
+    delivered_at = CASE WHEN f.status = 'delivered' THEN now() END,
     lease_owner = NULL
-WHERE tenant_id = $5 AND id = $6 AND status = 'pending'
-  AND lease_owner = $7 AND attempts = $8
+FROM (
+    SELECT unnest($3::uuid[]) AS webhook_id, unnest($4::uuid[]) AS id, unnest($5::integer[]) AS attempts,
+           unnest($6::text[]) AS status, unnest($7::timestamptz[]) AS next_attempt_at,
+           unnest($8::integer[]) AS last_status, unnest($9::text[]) AS last_error
+) AS f
+WHERE d.tenant_id = $1 AND d.webhook_id = f.webhook_id AND d.id = f.id AND d.status = 'pending'
+  AND d.lease_owner = $2::text AND d.attempts = f.attempts
+RETURNING d.id
 `
 
-type FinishDeliveryAttemptParams struct {
-	Status        string
-	NextAttemptAt *time.Time
-	LastStatus    *int32
-	LastError     *string
-	TenantID      string
-	ID            uuid.UUID
-	Owner         *string
-	Attempts      int32
+type FinishDeliveryAttemptsParams struct {
+	TenantID       string
+	Owner          string
+	WebhookIds     []uuid.UUID
+	Ids            []uuid.UUID
+	Attempts       []int32
+	Statuses       []string
+	NextAttemptAts []time.Time
+	LastStatuses   []int32
+	LastErrors     []string
 }
 
-// Records the outcome of one attempt, only by the attempt that holds the
-// lease: an instance whose lease ran out (and whose delivery another
-// instance took) records nothing.
-func (q *Queries) FinishDeliveryAttempt(ctx context.Context, arg FinishDeliveryAttemptParams) (int64, error) {
-	result, err := q.db.Exec(ctx, finishDeliveryAttempt,
-		arg.Status,
-		arg.NextAttemptAt,
-		arg.LastStatus,
-		arg.LastError,
+// Records the outcomes of attempts (of one tenant), each only by the
+// attempt that holds the lease: an instance whose lease ran out (and whose
+// delivery another instance took) records nothing. Returns the ids
+// recorded.
+func (q *Queries) FinishDeliveryAttempts(ctx context.Context, arg FinishDeliveryAttemptsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, finishDeliveryAttempts,
 		arg.TenantID,
-		arg.ID,
 		arg.Owner,
+		arg.WebhookIds,
+		arg.Ids,
 		arg.Attempts,
+		arg.Statuses,
+		arg.NextAttemptAts,
+		arg.LastStatuses,
+		arg.LastErrors,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
-}
-
-const getDeliveryContext = `-- name: GetDeliveryContext :one
-SELECT d.id, d.attempts, d.status,
-       w.url, w.enabled,
-       e.id AS event_id, e.xid::text::bigint AS event_xid, e.type AS event_type, e.created_at AS occurred_at,
-       e.actor, e.interrupt_id,
-       i.agent AS interrupt_agent, i.tool AS interrupt_tool, i.input AS interrupt_input, i.expires_at,
-       i.session_id AS interrupt_session_id, i.snapshot_id AS interrupt_snapshot_id, i.status AS interrupt_status,
-       i.resolution, i.resolved_by, i.resolved_at, i.created_at AS interrupt_created_at,
-       CASE WHEN e.interrupt_id IS NOT NULL THEN (
-           SELECT count(*) FROM interrupt_events s
-           WHERE s.tenant_id = e.tenant_id AND s.interrupt_id = e.interrupt_id AND s.id <= e.id)
-       ELSE 0 END::integer AS sequence,
-       sn.id AS turn_snapshot_id, sn.session_id AS turn_session_id, sn.agent AS turn_agent,
-       sn.finish_reason AS turn_finish_reason, sn.error AS turn_error,
-       c.call_key AS call_key, c.tool AS call_tool, c.status AS call_status, c.ref AS call_ref,
-       c.session_id AS call_session_id, c.http_status AS call_http_status
-FROM webhook_deliveries d
-JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
-LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
-LEFT JOIN snapshots sn ON e.interrupt_id IS NULL AND sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId'
-LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
-    AND c.turn_id = e.payload ->> 'snapshotId' AND c.call_key = e.payload ->> 'callKey'
-WHERE d.tenant_id = $1 AND d.id = $2
-`
-
-type GetDeliveryContextParams struct {
-	TenantID string
-	ID       uuid.UUID
-}
-
-type GetDeliveryContextRow struct {
-	ID                  uuid.UUID
-	Attempts            int32
-	Status              string
-	Url                 string
-	Enabled             bool
-	EventID             int64
-	EventXid            int64
-	EventType           string
-	OccurredAt          time.Time
-	Actor               string
-	InterruptID         pgtype.UUID
-	InterruptAgent      *string
-	InterruptTool       *string
-	InterruptInput      []byte
-	ExpiresAt           *time.Time
-	InterruptSessionID  *string
-	InterruptSnapshotID *string
-	InterruptStatus     *string
-	Resolution          []byte
-	ResolvedBy          *string
-	ResolvedAt          *time.Time
-	InterruptCreatedAt  *time.Time
-	Sequence            int32
-	TurnSnapshotID      *string
-	TurnSessionID       *string
-	TurnAgent           *string
-	TurnFinishReason    *string
-	TurnError           []byte
-	CallKey             *string
-	CallTool            *string
-	CallStatus          *string
-	CallRef             *string
-	CallSessionID       *string
-	CallHttpStatus      *int32
-}
-
-// Everything one attempt of a delivery sends: the endpoint, the event, and
-// what the event is about (its interrupt, or its turn and tool call).
-func (q *Queries) GetDeliveryContext(ctx context.Context, arg GetDeliveryContextParams) (GetDeliveryContextRow, error) {
-	row := q.db.QueryRow(ctx, getDeliveryContext, arg.TenantID, arg.ID)
-	var i GetDeliveryContextRow
-	err := row.Scan(
-		&i.ID,
-		&i.Attempts,
-		&i.Status,
-		&i.Url,
-		&i.Enabled,
-		&i.EventID,
-		&i.EventXid,
-		&i.EventType,
-		&i.OccurredAt,
-		&i.Actor,
-		&i.InterruptID,
-		&i.InterruptAgent,
-		&i.InterruptTool,
-		&i.InterruptInput,
-		&i.ExpiresAt,
-		&i.InterruptSessionID,
-		&i.InterruptSnapshotID,
-		&i.InterruptStatus,
-		&i.Resolution,
-		&i.ResolvedBy,
-		&i.ResolvedAt,
-		&i.InterruptCreatedAt,
-		&i.Sequence,
-		&i.TurnSnapshotID,
-		&i.TurnSessionID,
-		&i.TurnAgent,
-		&i.TurnFinishReason,
-		&i.TurnError,
-		&i.CallKey,
-		&i.CallTool,
-		&i.CallStatus,
-		&i.CallRef,
-		&i.CallSessionID,
-		&i.CallHttpStatus,
-	)
-	return i, err
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getWebhook = `-- name: GetWebhook :one
@@ -531,19 +481,17 @@ FROM webhook_deliveries d
 JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 WHERE d.tenant_id = $1 AND d.webhook_id = $2
   AND ($3::text IS NULL OR d.status = $3)
-  AND ($4::timestamptz IS NULL
-       OR (d.created_at, d.id) < ($4, $5::uuid))
-ORDER BY d.created_at DESC, d.id DESC
-LIMIT $6
+  AND ($4::uuid IS NULL OR d.id < $4::uuid)
+ORDER BY d.id DESC
+LIMIT $5
 `
 
 type ListWebhookDeliveriesParams struct {
-	TenantID        string
-	WebhookID       uuid.UUID
-	Status          *string
-	BeforeCreatedAt *time.Time
-	BeforeID        pgtype.UUID
-	PageSize        int32
+	TenantID  string
+	WebhookID uuid.UUID
+	Status    *string
+	BeforeID  pgtype.UUID
+	PageSize  int32
 }
 
 type ListWebhookDeliveriesRow struct {
@@ -571,7 +519,6 @@ func (q *Queries) ListWebhookDeliveries(ctx context.Context, arg ListWebhookDeli
 		arg.TenantID,
 		arg.WebhookID,
 		arg.Status,
-		arg.BeforeCreatedAt,
 		arg.BeforeID,
 		arg.PageSize,
 	)
@@ -763,10 +710,15 @@ func (q *Queries) LockWebhook(ctx context.Context, arg LockWebhookParams) (uuid.
 }
 
 const redeliverWebhookDelivery = `-- name: RedeliverWebhookDelivery :one
-UPDATE webhook_deliveries
-SET status = 'pending', next_attempt_at = now(), attempts = 0, lease_owner = NULL, delivered_at = NULL
-WHERE tenant_id = $1 AND webhook_id = $2 AND id = $3 AND status <> 'pending'
-RETURNING tenant_id, id, webhook_id, event_xid, event_id, status, attempts, next_attempt_at, lease_owner, last_attempt_at, last_status, last_error, delivered_at, created_at
+WITH r AS (
+    UPDATE webhook_deliveries d
+    SET status = 'pending', next_attempt_at = now(), attempts = 0, lease_owner = NULL, delivered_at = NULL
+    WHERE d.tenant_id = $1 AND d.webhook_id = $2 AND d.id = $3 AND d.status <> 'pending'
+    RETURNING d.tenant_id, d.id, d.webhook_id, d.event_xid, d.event_id, d.status, d.attempts, d.next_attempt_at, d.lease_owner, d.last_attempt_at, d.last_status, d.last_error, d.delivered_at, d.created_at
+)
+SELECT r.tenant_id, r.id, r.webhook_id, r.event_xid, r.event_id, r.status, r.attempts, r.next_attempt_at, r.lease_owner, r.last_attempt_at, r.last_status, r.last_error, r.delivered_at, r.created_at, e.type AS event_type, e.interrupt_id
+FROM r
+JOIN interrupt_events e ON e.tenant_id = r.tenant_id AND e.xid = r.event_xid AND e.id = r.event_id
 `
 
 type RedeliverWebhookDeliveryParams struct {
@@ -775,11 +727,30 @@ type RedeliverWebhookDeliveryParams struct {
 	ID        uuid.UUID
 }
 
+type RedeliverWebhookDeliveryRow struct {
+	TenantID      string
+	ID            uuid.UUID
+	WebhookID     uuid.UUID
+	EventXid      pgtype.Uint64
+	EventID       int64
+	Status        string
+	Attempts      int32
+	NextAttemptAt *time.Time
+	LeaseOwner    *string
+	LastAttemptAt *time.Time
+	LastStatus    *int32
+	LastError     *string
+	DeliveredAt   *time.Time
+	CreatedAt     time.Time
+	EventType     string
+	InterruptID   pgtype.UUID
+}
+
 // Queues a finished delivery again, due now, with a fresh retry schedule;
-// it keeps its event, so its webhook-id is the same.
-func (q *Queries) RedeliverWebhookDelivery(ctx context.Context, arg RedeliverWebhookDeliveryParams) (WebhookDelivery, error) {
+// it keeps its event, so its webhook-id is the same. Returns it as queued.
+func (q *Queries) RedeliverWebhookDelivery(ctx context.Context, arg RedeliverWebhookDeliveryParams) (RedeliverWebhookDeliveryRow, error) {
 	row := q.db.QueryRow(ctx, redeliverWebhookDelivery, arg.TenantID, arg.WebhookID, arg.ID)
-	var i WebhookDelivery
+	var i RedeliverWebhookDeliveryRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.ID,
@@ -795,6 +766,8 @@ func (q *Queries) RedeliverWebhookDelivery(ctx context.Context, arg RedeliverWeb
 		&i.LastError,
 		&i.DeliveredAt,
 		&i.CreatedAt,
+		&i.EventType,
+		&i.InterruptID,
 	)
 	return i, err
 }

@@ -68,6 +68,18 @@ CREATE TABLE webhook_secrets (
     FOREIGN KEY (tenant_id, webhook_id) REFERENCES webhooks (tenant_id, id) ON DELETE CASCADE
 );
 
+-- Time-ordered (version 7) UUIDs: random enough to say nothing about other
+-- tenants' volume, ordered by creation so an endpoint's deliveries list in
+-- key order.
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_uuid7() RETURNS uuid
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+        PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+        FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid;
+$$;
+-- +goose StatementEnd
+
 -- The outbox: one row per event and endpoint, written by the trigger below
 -- in the transaction that wrote the event, so a delivery exists if and only
 -- if its event committed. A dispatcher claims due rows by moving
@@ -75,8 +87,7 @@ CREATE TABLE webhook_secrets (
 -- again when the lease runs out, and another instance delivers it.
 CREATE TABLE webhook_deliveries (
     tenant_id       text NOT NULL,
-    -- Random, so ids say nothing about other tenants' volume.
-    id              uuid NOT NULL DEFAULT gen_random_uuid(),
+    id              uuid NOT NULL DEFAULT holdpoint_uuid7(),
     webhook_id      uuid NOT NULL,
     event_xid       xid8 NOT NULL,
     event_id        bigint NOT NULL,
@@ -93,17 +104,20 @@ CREATE TABLE webhook_deliveries (
     last_error      text,
     delivered_at    timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (tenant_id, id),
-    FOREIGN KEY (tenant_id, webhook_id) REFERENCES webhooks (tenant_id, id) ON DELETE CASCADE,
-    FOREIGN KEY (tenant_id, event_xid, event_id) REFERENCES interrupt_events (tenant_id, xid, id),
+    -- An endpoint's deliveries, newest first, are a scan of the key.
+    PRIMARY KEY (tenant_id, webhook_id, id),
+    -- No foreign keys: checking them would share-lock the endpoint's row
+    -- from every writing turn at once (and look up the event the same
+    -- statement just wrote). Rows come only from the trigger below, which
+    -- joins both; deleting an endpoint deletes its deliveries; a delivery
+    -- of an endpoint deleted while its turn was writing is never claimed
+    -- (the claim joins the endpoint).
     CHECK ((status = 'pending') = (next_attempt_at IS NOT NULL))
 );
 
 -- The dispatcher's scan: an endpoint's due deliveries, oldest first.
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (tenant_id, webhook_id, next_attempt_at)
     WHERE status = 'pending';
--- An endpoint's deliveries, newest first (the deliveries API).
-CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (tenant_id, webhook_id, created_at DESC, id DESC);
 
 -- The fan-out: every event inserted becomes a delivery to each enabled
 -- endpoint of its tenant subscribed to its type, in the same statement.
@@ -175,35 +189,80 @@ LANGUAGE sql STABLE AS $$
 $$;
 -- +goose StatementEnd
 
+-- What one attempt of a delivery sends: the endpoint, the event, and what
+-- the event is about (its interrupt, or its turn and tool call), with the
+-- event's number among its interrupt's events.
+CREATE VIEW webhook_delivery_context WITH (security_invoker = true) AS
+SELECT d.tenant_id, d.id, d.webhook_id, d.attempts, d.status,
+       w.url, w.enabled,
+       e.id AS event_id, e.xid::text::bigint AS event_xid, e.type AS event_type, e.created_at AS occurred_at,
+       e.actor, e.interrupt_id,
+       i.agent AS interrupt_agent, i.tool AS interrupt_tool, i.input AS interrupt_input, i.expires_at,
+       i.session_id AS interrupt_session_id, i.snapshot_id AS interrupt_snapshot_id, i.status AS interrupt_status,
+       i.resolution, i.resolved_by, i.resolved_at, i.created_at AS interrupt_created_at,
+       CASE WHEN e.interrupt_id IS NOT NULL THEN (
+           SELECT count(*) FROM interrupt_events s
+           WHERE s.tenant_id = e.tenant_id AND s.interrupt_id = e.interrupt_id AND s.id <= e.id)
+       ELSE 0 END::integer AS sequence,
+       sn.id AS turn_snapshot_id, sn.session_id AS turn_session_id, sn.agent AS turn_agent,
+       sn.finish_reason AS turn_finish_reason, sn.error AS turn_error,
+       c.call_key, c.tool AS call_tool, c.status AS call_status, c.ref AS call_ref,
+       c.session_id AS call_session_id, c.http_status AS call_http_status
+FROM webhook_deliveries d
+JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
+JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
+LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
+LEFT JOIN snapshots sn ON e.interrupt_id IS NULL AND sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId'
+LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
+    AND c.turn_id = e.payload ->> 'snapshotId' AND c.call_key = e.payload ->> 'callKey';
+
 -- The dispatcher's batch: due deliveries of enabled endpoints of every
 -- tenant, at most p_per_endpoint of each and none of the endpoints in
 -- p_busy (those this instance already has enough of in flight), leased to
--- p_owner for p_lease_seconds. SKIP LOCKED lets every instance claim at
--- once without two taking the same delivery.
+-- p_owner for p_lease_seconds, returned with what they send (one round
+-- trip). SKIP LOCKED lets every instance claim at once without two taking
+-- the same delivery.
 -- +goose StatementBegin
 CREATE FUNCTION holdpoint_claim_webhook_deliveries(p_owner text, p_lease_seconds float8, p_limit integer,
                                                    p_per_endpoint integer, p_busy uuid[])
-RETURNS SETOF webhook_deliveries
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    UPDATE webhook_deliveries d
-    SET next_attempt_at = now() + make_interval(secs => p_lease_seconds),
-        attempts = d.attempts + 1, lease_owner = p_owner, last_attempt_at = now()
-    FROM (
-        SELECT x.tenant_id, x.id
-        FROM webhooks w
-        CROSS JOIN LATERAL (
-            SELECT d2.tenant_id, d2.id FROM webhook_deliveries d2
-            WHERE d2.tenant_id = w.tenant_id AND d2.webhook_id = w.id
-              AND d2.status = 'pending' AND d2.next_attempt_at <= now()
-            ORDER BY d2.next_attempt_at
-            LIMIT p_per_endpoint
-            FOR UPDATE SKIP LOCKED
-        ) x
-        WHERE w.enabled AND w.id <> ALL (p_busy)
-        LIMIT p_limit
-    ) c
-    WHERE d.tenant_id = c.tenant_id AND d.id = c.id
-    RETURNING d.*;
+RETURNS SETOF webhook_delivery_context
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    tenants text[];
+    hooks uuid[];
+    ids uuid[];
+BEGIN
+    WITH claimed AS (
+        UPDATE webhook_deliveries d
+        SET next_attempt_at = now() + make_interval(secs => p_lease_seconds),
+            attempts = d.attempts + 1, lease_owner = p_owner, last_attempt_at = now()
+        FROM (
+            SELECT x.tenant_id, x.webhook_id, x.id
+            FROM webhooks w
+            CROSS JOIN LATERAL (
+                SELECT d2.tenant_id, d2.webhook_id, d2.id FROM webhook_deliveries d2
+                WHERE d2.tenant_id = w.tenant_id AND d2.webhook_id = w.id
+                  AND d2.status = 'pending' AND d2.next_attempt_at <= now()
+                ORDER BY d2.next_attempt_at
+                LIMIT p_per_endpoint
+                FOR UPDATE SKIP LOCKED
+            ) x
+            WHERE w.enabled AND w.id <> ALL (p_busy)
+            LIMIT p_limit
+        ) c
+        WHERE d.tenant_id = c.tenant_id AND d.webhook_id = c.webhook_id AND d.id = c.id
+        RETURNING d.tenant_id, d.webhook_id, d.id
+    )
+    SELECT array_agg(claimed.tenant_id), array_agg(claimed.webhook_id), array_agg(claimed.id)
+    INTO tenants, hooks, ids FROM claimed;
+    -- One lookup per claimed delivery by its key, so the plan follows keys
+    -- whatever the statistics say (a burst of new deliveries is not yet in
+    -- them).
+    FOR i IN 1 .. coalesce(cardinality(ids), 0) LOOP
+        RETURN QUERY SELECT * FROM webhook_delivery_context c
+            WHERE c.tenant_id = tenants[i] AND c.webhook_id = hooks[i] AND c.id = ids[i];
+    END LOOP;
+END;
 $$;
 -- +goose StatementEnd
 
@@ -251,12 +310,13 @@ END
 $$;
 -- +goose StatementEnd
 GRANT SELECT, INSERT, UPDATE, DELETE ON webhooks, webhook_secrets TO holdpoint_app;
-GRANT SELECT, UPDATE ON webhook_deliveries TO holdpoint_app;
-GRANT SELECT ON webhook_health, event_log TO holdpoint_app;
+GRANT SELECT, UPDATE, DELETE ON webhook_deliveries TO holdpoint_app;
+GRANT SELECT ON webhook_health, event_log, webhook_delivery_context TO holdpoint_app;
 
 -- +goose Down
 DROP VIEW webhook_health;
 DROP FUNCTION holdpoint_claim_webhook_deliveries(text, float8, integer, integer, uuid[]);
+DROP VIEW webhook_delivery_context;
 DROP FUNCTION holdpoint_event_horizon();
 DROP FUNCTION holdpoint_events_after(bigint, bigint, integer);
 DROP VIEW event_log;
@@ -275,6 +335,7 @@ GRANT EXECUTE ON FUNCTION holdpoint_recent_interrupt_events(timestamptz) TO hold
 DROP TRIGGER interrupt_events_fan_out ON interrupt_events;
 DROP FUNCTION interrupt_events_fan_out();
 DROP TABLE webhook_deliveries;
+DROP FUNCTION holdpoint_uuid7();
 DROP TABLE webhook_secrets;
 DROP TABLE webhooks;
 DROP FUNCTION holdpoint_event_name(text);

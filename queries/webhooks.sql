@@ -47,7 +47,11 @@ WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
 -- name: DeleteWebhook :execrows
-DELETE FROM webhooks WHERE tenant_id = @tenant_id AND id = @id;
+-- The endpoint, its secrets (by cascade) and its deliveries.
+WITH deliveries AS (
+    DELETE FROM webhook_deliveries d WHERE d.tenant_id = @tenant_id AND d.webhook_id = @id
+)
+DELETE FROM webhooks w WHERE w.tenant_id = @tenant_id AND w.id = @id;
 
 -- name: DisableWebhook :exec
 -- The receiver answered 410 Gone: the platform stops delivering to it.
@@ -59,43 +63,25 @@ WHERE tenant_id = @tenant_id AND id = @id AND enabled;
 SELECT * FROM holdpoint_claim_webhook_deliveries(@owner, @lease_seconds::double precision, @batch::integer,
                                                  @per_endpoint::integer, @busy::uuid[]);
 
--- name: GetDeliveryContext :one
--- Everything one attempt of a delivery sends: the endpoint, the event, and
--- what the event is about (its interrupt, or its turn and tool call).
-SELECT d.id, d.attempts, d.status,
-       w.url, w.enabled,
-       e.id AS event_id, e.xid::text::bigint AS event_xid, e.type AS event_type, e.created_at AS occurred_at,
-       e.actor, e.interrupt_id,
-       i.agent AS interrupt_agent, i.tool AS interrupt_tool, i.input AS interrupt_input, i.expires_at,
-       i.session_id AS interrupt_session_id, i.snapshot_id AS interrupt_snapshot_id, i.status AS interrupt_status,
-       i.resolution, i.resolved_by, i.resolved_at, i.created_at AS interrupt_created_at,
-       CASE WHEN e.interrupt_id IS NOT NULL THEN (
-           SELECT count(*) FROM interrupt_events s
-           WHERE s.tenant_id = e.tenant_id AND s.interrupt_id = e.interrupt_id AND s.id <= e.id)
-       ELSE 0 END::integer AS sequence,
-       sn.id AS turn_snapshot_id, sn.session_id AS turn_session_id, sn.agent AS turn_agent,
-       sn.finish_reason AS turn_finish_reason, sn.error AS turn_error,
-       c.call_key AS call_key, c.tool AS call_tool, c.status AS call_status, c.ref AS call_ref,
-       c.session_id AS call_session_id, c.http_status AS call_http_status
-FROM webhook_deliveries d
-JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
-JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
-LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
-LEFT JOIN snapshots sn ON e.interrupt_id IS NULL AND sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId'
-LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
-    AND c.turn_id = e.payload ->> 'snapshotId' AND c.call_key = e.payload ->> 'callKey'
-WHERE d.tenant_id = @tenant_id AND d.id = @id;
-
--- name: FinishDeliveryAttempt :execrows
--- Records the outcome of one attempt, only by the attempt that holds the
--- lease: an instance whose lease ran out (and whose delivery another
--- instance took) records nothing.
-UPDATE webhook_deliveries
-SET status = @status, next_attempt_at = sqlc.narg(next_attempt_at), last_status = sqlc.narg(last_status),
-    last_error = sqlc.narg(last_error), delivered_at = CASE WHEN @status = 'delivered' THEN now() END,
+-- name: FinishDeliveryAttempts :many
+-- Records the outcomes of attempts (of one tenant), each only by the
+-- attempt that holds the lease: an instance whose lease ran out (and whose
+-- delivery another instance took) records nothing. Returns the ids
+-- recorded.
+UPDATE webhook_deliveries d
+SET status = f.status,
+    next_attempt_at = CASE WHEN f.status = 'pending' THEN f.next_attempt_at END,
+    last_status = nullif(f.last_status, 0), last_error = nullif(f.last_error, ''),
+    delivered_at = CASE WHEN f.status = 'delivered' THEN now() END,
     lease_owner = NULL
-WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending'
-  AND lease_owner = @owner AND attempts = @attempts;
+FROM (
+    SELECT unnest(@webhook_ids::uuid[]) AS webhook_id, unnest(@ids::uuid[]) AS id, unnest(@attempts::integer[]) AS attempts,
+           unnest(@statuses::text[]) AS status, unnest(@next_attempt_ats::timestamptz[]) AS next_attempt_at,
+           unnest(@last_statuses::integer[]) AS last_status, unnest(@last_errors::text[]) AS last_error
+) AS f
+WHERE d.tenant_id = @tenant_id AND d.webhook_id = f.webhook_id AND d.id = f.id AND d.status = 'pending'
+  AND d.lease_owner = @owner::text AND d.attempts = f.attempts
+RETURNING d.id;
 
 -- name: ListWebhookDeliveries :many
 -- An endpoint's deliveries, newest first, before a cursor.
@@ -104,18 +90,22 @@ FROM webhook_deliveries d
 JOIN interrupt_events e ON e.tenant_id = d.tenant_id AND e.xid = d.event_xid AND e.id = d.event_id
 WHERE d.tenant_id = @tenant_id AND d.webhook_id = @webhook_id
   AND (sqlc.narg(status)::text IS NULL OR d.status = sqlc.narg(status))
-  AND (sqlc.narg(before_created_at)::timestamptz IS NULL
-       OR (d.created_at, d.id) < (sqlc.narg(before_created_at), sqlc.narg(before_id)::uuid))
-ORDER BY d.created_at DESC, d.id DESC
+  AND (sqlc.narg(before_id)::uuid IS NULL OR d.id < sqlc.narg(before_id)::uuid)
+ORDER BY d.id DESC
 LIMIT @page_size;
 
 -- name: RedeliverWebhookDelivery :one
 -- Queues a finished delivery again, due now, with a fresh retry schedule;
--- it keeps its event, so its webhook-id is the same.
-UPDATE webhook_deliveries
-SET status = 'pending', next_attempt_at = now(), attempts = 0, lease_owner = NULL, delivered_at = NULL
-WHERE tenant_id = @tenant_id AND webhook_id = @webhook_id AND id = @id AND status <> 'pending'
-RETURNING *;
+-- it keeps its event, so its webhook-id is the same. Returns it as queued.
+WITH r AS (
+    UPDATE webhook_deliveries d
+    SET status = 'pending', next_attempt_at = now(), attempts = 0, lease_owner = NULL, delivered_at = NULL
+    WHERE d.tenant_id = @tenant_id AND d.webhook_id = @webhook_id AND d.id = @id AND d.status <> 'pending'
+    RETURNING d.*
+)
+SELECT r.*, e.type AS event_type, e.interrupt_id
+FROM r
+JOIN interrupt_events e ON e.tenant_id = r.tenant_id AND e.xid = r.event_xid AND e.id = r.event_id;
 
 -- name: GetWebhookDelivery :one
 SELECT d.*, e.type AS event_type, e.interrupt_id
@@ -157,3 +147,10 @@ ORDER BY p.xid, p.id;
 -- Positions before (horizon, 0) are final: a stream starting now starts
 -- there.
 SELECT holdpoint_event_horizon()::bigint AS horizon;
+
+-- name: CommitAsynchronously :exec
+-- The dispatcher's own writes (claims and attempt outcomes) do not wait
+-- for the WAL flush: one lost in a crash makes its delivery due again, and
+-- delivery is at least once anyway. The deliveries themselves are written
+-- with their events, durably.
+SELECT set_config('synchronous_commit', 'off', true);

@@ -85,6 +85,14 @@ type WebhookClaim struct {
 	WebhookID uuid.UUID
 	// Attempts counts this attempt; with the owner it fences the outcome.
 	Attempts int
+	// Event is what the attempt sends.
+	Event *WebhookEvent
+}
+
+// WebhookFinish is the outcome of a claimed delivery's attempt.
+type WebhookFinish struct {
+	Claim   WebhookClaim
+	Outcome WebhookOutcome
 }
 
 // WebhookEvent is what one delivery attempt sends: the endpoint and the
@@ -171,15 +179,13 @@ type WebhookStore interface {
 	// DisableWebhook turns an endpoint off, saying why.
 	DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error
 	// ClaimWebhookDeliveries leases due deliveries of every tenant to
-	// owner: at most batch, at most perEndpoint of one endpoint, none of
-	// busy's endpoints.
+	// owner, with what they send: at most batch, at most perEndpoint of
+	// one endpoint, none of busy's endpoints.
 	ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]WebhookClaim, error)
-	// WebhookEvent returns what a delivery sends (ErrNotFound when the
-	// delivery is gone).
-	WebhookEvent(ctx context.Context, tenantID string, deliveryID uuid.UUID) (*WebhookEvent, error)
-	// FinishWebhookDelivery records an attempt's outcome if the attempt
-	// still holds the delivery's lease; false when it does not.
-	FinishWebhookDelivery(ctx context.Context, c WebhookClaim, owner string, o WebhookOutcome) (bool, error)
+	// FinishWebhookDeliveries records attempts' outcomes, each only if its
+	// attempt still holds the delivery's lease; it returns the ids
+	// recorded.
+	FinishWebhookDeliveries(ctx context.Context, owner string, done []WebhookFinish) (map[uuid.UUID]bool, error)
 	// ListWebhookDeliveries returns an endpoint's deliveries, newest first,
 	// before the cursor (created at, id) when one is given.
 	ListWebhookDeliveries(ctx context.Context, p ListWebhookDeliveriesParams) ([]WebhookDelivery, error)
@@ -203,9 +209,8 @@ type ListWebhookDeliveriesParams struct {
 	TenantID  string
 	WebhookID uuid.UUID
 	Status    string // "" for any
-	// BeforeCreatedAt and BeforeID are the cursor (the last item of the
-	// previous page); zero for the first page.
-	BeforeCreatedAt time.Time
-	BeforeID        uuid.UUID
-	Limit           int
+	// BeforeID is the cursor (the last item of the previous page: ids are
+	// time-ordered); zero for the first page.
+	BeforeID uuid.UUID
+	Limit    int
 }

@@ -28,6 +28,9 @@ type WebhookConfig struct {
 	// endpoint whose receiver takes Slow to answer each.
 	Backlog int
 	Slow    time.Duration
+	// NoDispatch leaves the deliveries queued: the run then measures what
+	// writing them costs the turns, without delivering them.
+	NoDispatch bool
 }
 
 // webhookRig is the receivers and the dispatcher of a run.
@@ -36,8 +39,9 @@ type webhookRig struct {
 	stop   context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
-	delays []time.Duration // arrival minus occurredAt, fast endpoint
-	fastID string
+	delays     []time.Duration // arrival minus occurredAt, fast endpoint
+	fastID     string
+	noDispatch bool
 }
 
 // startWebhooks sets up cfg's endpoints in the default tenant and starts a
@@ -46,7 +50,7 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 	if !cfg.Subscribe && cfg.Backlog == 0 {
 		return nil, nil
 	}
-	rig := &webhookRig{done: make(chan struct{})}
+	rig := &webhookRig{done: make(chan struct{}), noDispatch: cfg.NoDispatch}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/fast", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -105,6 +109,10 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 	}
 	dctx, stop := context.WithCancel(context.Background())
 	rig.stop = stop
+	if cfg.NoDispatch {
+		close(rig.done)
+		return rig, nil
+	}
 	d := &webhooks.Dispatcher{
 		Store: store, IDs: service.NewEventIDs(store.SigningKeys), Owner: "bench", AllowLoopback: true,
 		Timeout: max(10*time.Second, 2*cfg.Slow), Lease: max(time.Minute, 4*cfg.Slow), Log: log,
@@ -123,6 +131,14 @@ func (rig *webhookRig) finish(ctx context.Context, admin *pgxpool.Pool, out io.W
 		_ = rig.srv.Close()
 	}()
 	if rig.fastID == "" {
+		return nil
+	}
+	if rig.noDispatch {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1`, rig.fastID).Scan(&n); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "webhooks: %d deliveries written (%.1f per cycle), not delivered (--webhook-dispatch=false)\n", n, float64(n)/float64(cycles))
 		return nil
 	}
 	start := time.Now()

@@ -2,6 +2,7 @@ package httptool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -61,6 +62,10 @@ type Client struct {
 	// RootCAs are the roots TLS certificates are verified against (nil: the
 	// system's). It is for tests (httptest.NewTLSServer) and private CAs.
 	RootCAs *x509.CertPool
+	// IdleConnsPerHost is how many idle connections to one host are kept
+	// for reuse (default 2); a caller with more calls in flight to one host
+	// raises it.
+	IdleConnsPerHost int
 
 	once      sync.Once
 	transport *http.Transport
@@ -389,7 +394,7 @@ func (c *Client) roundTripper() *http.Transport {
 			ResponseHeaderTimeout:  maxTimeout, // the attempt's context bounds it tighter
 			ExpectContinueTimeout:  time.Second,
 			MaxIdleConns:           64,
-			MaxIdleConnsPerHost:    2,
+			MaxIdleConnsPerHost:    cmp.Or(c.IdleConnsPerHost, 2),
 			IdleConnTimeout:        60 * time.Second,
 			MaxResponseHeaderBytes: maxResponseHeaders,
 			DisableCompression:     true,

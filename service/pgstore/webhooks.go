@@ -153,8 +153,11 @@ func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, leas
 	if busy == nil {
 		busy = []uuid.UUID{}
 	}
-	var rows []db.WebhookDelivery
+	var rows []db.WebhookDeliveryContext
 	err := s.piped(ctx, "", func(q *db.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
 		var err error
 		rows, err = q.ClaimWebhookDeliveries(ctx, db.ClaimWebhookDeliveriesParams{
 			Owner: owner, LeaseSeconds: lease.Seconds(), Batch: int32(batch), PerEndpoint: int32(perEndpoint), Busy: busy,
@@ -166,22 +169,12 @@ func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, leas
 	}
 	out := make([]service.WebhookClaim, len(rows))
 	for i, r := range rows {
-		out[i] = service.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts)}
+		out[i] = service.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
 	}
 	return out, nil
 }
 
-// WebhookEvent implements service.WebhookStore.
-func (s *PgStore) WebhookEvent(ctx context.Context, tenantID string, deliveryID uuid.UUID) (*service.WebhookEvent, error) {
-	var r db.GetDeliveryContextRow
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		r, err = q.GetDeliveryContext(ctx, db.GetDeliveryContextParams{TenantID: tenantID, ID: deliveryID})
-		return err
-	})
-	if err != nil {
-		return nil, notFound(err)
-	}
+func webhookEventOf(r db.WebhookDeliveryContext) *service.WebhookEvent {
 	ev := &service.WebhookEvent{
 		URL: r.Url, Enabled: r.Enabled, Pos: service.EventPos{Xid: r.EventXid, ID: r.EventID},
 		Type: eventName(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
@@ -211,7 +204,7 @@ func (s *PgStore) WebhookEvent(ctx context.Context, tenantID string, deliveryID 
 			FinishReason: deref(r.TurnFinishReason), Error: rawOrNilBytes(r.TurnError),
 		}
 	}
-	return ev, nil
+	return ev
 }
 
 // eventName is the public name of a stored event type (as the SQL
@@ -225,26 +218,53 @@ func eventName(t string) string {
 	return "interrupt." + t
 }
 
-// FinishWebhookDelivery implements service.WebhookStore.
-func (s *PgStore) FinishWebhookDelivery(ctx context.Context, c service.WebhookClaim, owner string, o service.WebhookOutcome) (bool, error) {
-	p := db.FinishDeliveryAttemptParams{
-		TenantID: c.TenantID, ID: c.ID, Owner: &owner, Attempts: int32(c.Attempts),
-		Status: o.Status, NextAttemptAt: o.NextAttemptAt,
+// FinishWebhookDeliveries implements service.WebhookStore: one statement
+// per tenant, committed without waiting for the WAL flush (see
+// CommitAsynchronously).
+func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []service.WebhookFinish) (map[uuid.UUID]bool, error) {
+	byTenant := map[string]*db.FinishDeliveryAttemptsParams{}
+	for _, f := range done {
+		p := byTenant[f.Claim.TenantID]
+		if p == nil {
+			p = &db.FinishDeliveryAttemptsParams{TenantID: f.Claim.TenantID, Owner: owner}
+			byTenant[f.Claim.TenantID] = p
+		}
+		o := f.Outcome
+		next := time.Time{}
+		if o.NextAttemptAt != nil {
+			next = *o.NextAttemptAt
+		}
+		status := int32(0)
+		if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
+			status = int32(o.HTTPStatus)
+		}
+		p.WebhookIds = append(p.WebhookIds, f.Claim.WebhookID)
+		p.Ids = append(p.Ids, f.Claim.ID)
+		p.Attempts = append(p.Attempts, int32(f.Claim.Attempts))
+		p.Statuses = append(p.Statuses, o.Status)
+		p.NextAttemptAts = append(p.NextAttemptAts, next)
+		p.LastStatuses = append(p.LastStatuses, status)
+		p.LastErrors = append(p.LastErrors, o.Error)
 	}
-	if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
-		st := int32(o.HTTPStatus)
-		p.LastStatus = &st
+	recorded := map[uuid.UUID]bool{}
+	for tenant, p := range byTenant {
+		var ids []uuid.UUID
+		err := s.piped(ctx, tenant, func(q *db.Queries) error {
+			if err := q.CommitAsynchronously(ctx); err != nil {
+				return err
+			}
+			var err error
+			ids, err = q.FinishDeliveryAttempts(ctx, *p)
+			return err
+		})
+		if err != nil {
+			return recorded, err
+		}
+		for _, id := range ids {
+			recorded[id] = true
+		}
 	}
-	if o.Error != "" {
-		p.LastError = &o.Error
-	}
-	var n int64
-	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
-		var err error
-		n, err = q.FinishDeliveryAttempt(ctx, p)
-		return err
-	})
-	return n == 1, err
+	return recorded, nil
 }
 
 func deliveryOf(r db.ListWebhookDeliveriesRow) service.WebhookDelivery {
@@ -272,8 +292,7 @@ func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p service.ListWebho
 	if p.Status != "" {
 		params.Status = &p.Status
 	}
-	if !p.BeforeCreatedAt.IsZero() {
-		params.BeforeCreatedAt = &p.BeforeCreatedAt
+	if p.BeforeID != uuid.Nil {
 		params.BeforeID = pgtype.UUID{Bytes: p.BeforeID, Valid: true}
 	}
 	var rows []db.ListWebhookDeliveriesRow
@@ -309,8 +328,10 @@ func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webho
 
 // RedeliverWebhookDelivery implements service.WebhookStore.
 func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+	var row db.RedeliverWebhookDeliveryRow
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		_, err := q.RedeliverWebhookDelivery(ctx, db.RedeliverWebhookDeliveryParams{TenantID: tenantID, WebhookID: webhookID, ID: id})
+		var err error
+		row, err = q.RedeliverWebhookDelivery(ctx, db.RedeliverWebhookDeliveryParams{TenantID: tenantID, WebhookID: webhookID, ID: id})
 		return err
 	})
 	if errors.Is(err, service.ErrNotFound) || errors.Is(err, pgx.ErrNoRows) {
@@ -328,7 +349,8 @@ func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string,
 		return nil, err
 	}
 	s.eventsWritten() // wakes the dispatchers
-	return s.GetWebhookDelivery(ctx, tenantID, webhookID, id)
+	d := deliveryOf(db.ListWebhookDeliveriesRow(row))
+	return &d, nil
 }
 
 // WebhookHealth implements service.WebhookStore.

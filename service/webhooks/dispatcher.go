@@ -30,8 +30,8 @@ var DefaultSchedule = []time.Duration{
 const (
 	DefaultLease       = time.Minute
 	DefaultTimeout     = 10 * time.Second
-	DefaultConcurrency = 16
-	DefaultPerEndpoint = 4
+	DefaultConcurrency = 64
+	DefaultPerEndpoint = 16
 	defaultPoll        = time.Second
 	// maxErrorText bounds the last error kept with a delivery.
 	maxErrorText = 500
@@ -63,8 +63,8 @@ type Dispatcher struct {
 	Lease time.Duration
 	// Timeout bounds one attempt (default 10s).
 	Timeout time.Duration
-	// Concurrency bounds this instance's attempts in flight (default 16),
-	// PerEndpoint those to one endpoint (default 4), so a receiver that
+	// Concurrency bounds this instance's attempts in flight (default 64),
+	// PerEndpoint those to one endpoint (default 16), so a receiver that
 	// hangs holds at most PerEndpoint of them.
 	Concurrency, PerEndpoint int
 	// PublicURL is where this platform's API and dashboard are reached,
@@ -79,9 +79,22 @@ type Dispatcher struct {
 	inflight map[uuid.UUID]int
 	total    int
 	clients  map[string]*httptool.Client
+	finish   chan finishReq
+	secrets  map[uuid.UUID]cached[[][]byte] // by endpoint
+	hosts    map[string]cached[[]string]    // by tenant
 	kick     chan struct{}
 	once     sync.Once
 }
+
+// cached is a value read from the database, kept for cacheTTL: secrets and
+// allowed hosts change rarely, and a rotation keeps the old secret signing
+// for its overlap anyway.
+type cached[T any] struct {
+	v  T
+	at time.Time
+}
+
+const cacheTTL = 5 * time.Second
 
 func (d *Dispatcher) init() {
 	d.once.Do(func() {
@@ -108,6 +121,8 @@ func (d *Dispatcher) init() {
 		}
 		d.inflight = map[uuid.UUID]int{}
 		d.clients = map[string]*httptool.Client{}
+		d.secrets = map[uuid.UUID]cached[[][]byte]{}
+		d.hosts = map[string]cached[[]string]{}
 		d.kick = make(chan struct{}, 1)
 	})
 }
@@ -125,8 +140,15 @@ func (d *Dispatcher) Kick() {
 // bounded by Timeout) so their outcomes are recorded.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.init()
+	d.finish = make(chan finishReq, d.Concurrency)
+	finished := make(chan struct{})
+	go func() { defer close(finished); d.finishLoop() }()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		close(d.finish)
+		<-finished
+	}()
 	go d.listen(ctx)
 	t := time.NewTicker(d.Poll)
 	defer t.Stop()
@@ -137,6 +159,55 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			return
 		case <-d.kick:
 		case <-t.C:
+		}
+	}
+}
+
+// finishReq is an attempt's outcome waiting to be recorded.
+type finishReq struct {
+	f     service.WebhookFinish
+	reply chan<- finishReply
+}
+
+type finishReply struct {
+	recorded bool
+	err      error
+}
+
+// maxFinishBatch bounds the outcomes recorded by one statement.
+const maxFinishBatch = 256
+
+// finishLoop records attempts' outcomes: all those waiting at once go in
+// one statement (per tenant), so a busy dispatcher writes a batch per round
+// trip instead of a row.
+func (d *Dispatcher) finishLoop() {
+	for {
+		r, ok := <-d.finish
+		if !ok {
+			return
+		}
+		batch := []finishReq{r}
+	drain:
+		for len(batch) < maxFinishBatch {
+			select {
+			case r, ok := <-d.finish:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		done := make([]service.WebhookFinish, len(batch))
+		for i, r := range batch {
+			done[i] = r.f
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		recorded, err := d.Store.FinishWebhookDeliveries(ctx, d.Owner, done)
+		cancel()
+		for _, r := range batch {
+			r.reply <- finishReply{recorded: recorded[r.f.Claim.ID], err: err}
 		}
 	}
 }
@@ -183,47 +254,48 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			return
 		}
-		for _, c := range claims {
-			d.mu.Lock()
-			d.inflight[c.WebhookID]++
-			d.total++
-			d.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d.attempt(ctx, c)
-				d.mu.Lock()
-				if d.inflight[c.WebhookID]--; d.inflight[c.WebhookID] <= 0 {
-					delete(d.inflight, c.WebhookID)
-				}
-				d.total--
-				d.mu.Unlock()
-				d.Kick() // room for more
-			}()
-		}
+		d.start(ctx, wg, claims)
 		if len(claims) < free {
 			return
 		}
 	}
 }
 
+// start starts the attempts of claimed deliveries.
+func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []service.WebhookClaim) {
+	for _, c := range claims {
+		if c.Event == nil {
+			continue
+		}
+		d.mu.Lock()
+		d.inflight[c.WebhookID]++
+		d.total++
+		d.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.attempt(ctx, c, c.Event)
+			d.mu.Lock()
+			if d.inflight[c.WebhookID]--; d.inflight[c.WebhookID] <= 0 {
+				delete(d.inflight, c.WebhookID)
+			}
+			d.total--
+			d.mu.Unlock()
+			d.Kick() // room for more
+		}()
+	}
+}
+
 // attempt makes one attempt of a claimed delivery and records it. A
 // failure to prepare it (the database) leaves the lease to run out: the
 // delivery is then attempted again.
-func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim) {
+func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev *service.WebhookEvent) {
 	// A shutdown does not cut an attempt short: its outcome is recorded.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.Timeout+10*time.Second)
 	defer cancel()
-	log := d.Log.With("tenant", c.TenantID, "webhook", c.WebhookID, "delivery", c.ID, "attempt", c.Attempts)
-	ev, err := d.Store.WebhookEvent(ctx, c.TenantID, c.ID)
-	if errors.Is(err, service.ErrNotFound) {
-		return // the endpoint was deleted meanwhile
-	}
-	if err != nil {
-		log.Warn("webhook: reading the delivery failed", "err", err)
-		return
-	}
-	secrets, err := d.Store.WebhookSecrets(ctx, c.TenantID, c.WebhookID)
+	// The attempt's logger is built only when something is logged.
+	log := attemptLog{d.Log, c}
+	secrets, err := d.signingSecrets(ctx, c)
 	if err != nil || len(secrets) == 0 {
 		log.Warn("webhook: reading the signing secrets failed", "err", err, "secrets", len(secrets))
 		return
@@ -245,7 +317,10 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim) {
 	}
 	res, callErr := client.Do(ctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
 	out := d.outcome(c, res, callErr)
-	recorded, err := d.Store.FinishWebhookDelivery(ctx, c, d.Owner, out)
+	reply := make(chan finishReply, 1)
+	d.finish <- finishReq{f: service.WebhookFinish{Claim: c, Outcome: out}, reply: reply}
+	res2 := <-reply
+	recorded, err := res2.recorded, res2.err
 	if err != nil {
 		log.Warn("webhook: recording the attempt failed", "err", err)
 		return
@@ -260,8 +335,21 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim) {
 			log.Warn("webhook: disabling the endpoint failed", "err", err)
 		}
 	}
-	log.Debug("webhook attempt", "status", out.Status, "httpStatus", out.HTTPStatus, "err", out.Error)
 }
+
+// attemptLog logs with the attempt's identity.
+type attemptLog struct {
+	log *slog.Logger
+	c   service.WebhookClaim
+}
+
+func (l attemptLog) with() *slog.Logger {
+	return l.log.With("tenant", l.c.TenantID, "webhook", l.c.WebhookID, "delivery", l.c.ID, "attempt", l.c.Attempts)
+}
+
+func (l attemptLog) Warn(msg string, args ...any)  { l.with().Warn(msg, args...) }
+func (l attemptLog) Error(msg string, args ...any) { l.with().Error(msg, args...) }
+func (l attemptLog) Info(msg string, args ...any)  { l.with().Info(msg, args...) }
 
 // outcome classifies an attempt: delivered on a 2xx; dead on 410 or when
 // the schedule is used up; otherwise due again after the next wait.
@@ -316,11 +404,45 @@ func errorText(err error) string {
 	return strings.ToValidUTF8(s, "?")
 }
 
+// signingSecrets are the endpoint's secrets that sign (cached).
+func (d *Dispatcher) signingSecrets(ctx context.Context, c service.WebhookClaim) ([][]byte, error) {
+	d.mu.Lock()
+	e, ok := d.secrets[c.WebhookID]
+	d.mu.Unlock()
+	if ok && time.Since(e.at) < cacheTTL {
+		return e.v, nil
+	}
+	secrets, err := d.Store.WebhookSecrets(ctx, c.TenantID, c.WebhookID)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if len(d.secrets) > 10000 {
+		clear(d.secrets)
+	}
+	d.secrets[c.WebhookID] = cached[[][]byte]{secrets, time.Now()}
+	d.mu.Unlock()
+	return secrets, nil
+}
+
 // client is the HTTP client of the tenant's address policy.
 func (d *Dispatcher) client(ctx context.Context, tenantID string) (*httptool.Client, error) {
-	hosts, err := d.Store.TenantToolHosts(ctx, tenantID)
-	if err != nil && !errors.Is(err, service.ErrNotFound) {
-		return nil, err
+	d.mu.Lock()
+	e, ok := d.hosts[tenantID]
+	d.mu.Unlock()
+	hosts := e.v
+	if !ok || time.Since(e.at) >= cacheTTL {
+		var err error
+		hosts, err = d.Store.TenantToolHosts(ctx, tenantID)
+		if err != nil && !errors.Is(err, service.ErrNotFound) {
+			return nil, err
+		}
+		d.mu.Lock()
+		if len(d.hosts) > 10000 {
+			clear(d.hosts)
+		}
+		d.hosts[tenantID] = cached[[]string]{hosts, time.Now()}
+		d.mu.Unlock()
 	}
 	key := fmt.Sprint(d.AllowLoopback, strings.Join(hosts, ","))
 	d.mu.Lock()
@@ -331,6 +453,7 @@ func (d *Dispatcher) client(ctx context.Context, tenantID string) (*httptool.Cli
 	c := &httptool.Client{
 		Policy:   httptool.Policy{AllowLoopback: d.AllowLoopback, AllowedHosts: hosts},
 		Resolver: d.Client.Resolver, MaxBody: d.Client.MaxBody, Attempts: 1, RootCAs: d.Client.RootCAs, Now: d.Client.Now,
+		IdleConnsPerHost: d.PerEndpoint,
 	}
 	if len(d.clients) > 1000 {
 		clear(d.clients)

@@ -263,11 +263,11 @@ func (m *Manager) Deliveries(ctx context.Context, c service.Caller, ids *service
 	}
 	p := service.ListWebhookDeliveriesParams{TenantID: c.TenantID, WebhookID: id, Status: status, Limit: limit + 1}
 	if cursor != "" {
-		at, did, err := decodeCursor(cursor)
+		did, err := decodeCursor(cursor)
 		if err != nil {
 			return nil, fieldError("cursor", "not a cursor of this list")
 		}
-		p.BeforeCreatedAt, p.BeforeID = at, did
+		p.BeforeID = did
 	}
 	items, err := m.Store.ListWebhookDeliveries(ctx, p)
 	if err != nil {
@@ -277,7 +277,7 @@ func (m *Manager) Deliveries(ctx context.Context, c service.Caller, ids *service
 	if len(items) > limit {
 		page.Items = items[:limit]
 		last := page.Items[limit-1]
-		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+		page.NextCursor = encodeCursor(last.ID)
 	}
 	for i := range page.Items {
 		if err := fillEventID(ctx, ids, c.TenantID, &page.Items[i]); err != nil {
@@ -324,23 +324,15 @@ func (m *Manager) Health(ctx context.Context, c service.Caller) ([]service.Webho
 	return m.Store.WebhookHealth(ctx, c.TenantID)
 }
 
-func encodeCursor(at time.Time, id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id.String()))
+// A cursor is the last delivery's id (ids are time-ordered), opaque.
+func encodeCursor(id uuid.UUID) string {
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
-func decodeCursor(s string) (time.Time, uuid.UUID, error) {
+func decodeCursor(s string) (uuid.UUID, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return time.Time{}, uuid.Nil, err
+		return uuid.Nil, err
 	}
-	at, idText, ok := strings.Cut(string(b), "|")
-	if !ok {
-		return time.Time{}, uuid.Nil, errors.New("no separator")
-	}
-	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil {
-		return time.Time{}, uuid.Nil, err
-	}
-	id, err := uuid.Parse(idText)
-	return t, id, err
+	return uuid.FromBytes(b)
 }

@@ -498,8 +498,9 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].EventID == msgID
 	})
 	// The dead instance's late outcome is fenced off.
-	recorded, err := e.store.FinishWebhookDelivery(ctx, claims[0], "dead", service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"})
-	if err != nil || recorded {
+	recorded, err := e.store.FinishWebhookDeliveries(ctx, "dead", []service.WebhookFinish{
+		{Claim: claims[0], Outcome: service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"}}})
+	if err != nil || len(recorded) != 0 {
 		t.Errorf("a stale lease recorded an outcome: %v %v", recorded, err)
 	}
 }
