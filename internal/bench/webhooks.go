@@ -35,10 +35,10 @@ type WebhookConfig struct {
 
 // webhookRig is the receivers and the dispatcher of a run.
 type webhookRig struct {
-	srv    *http.Server
-	stop   context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
+	srv        *http.Server
+	stop       context.CancelFunc
+	done       chan struct{}
+	mu         sync.Mutex
 	delays     []time.Duration // arrival minus occurredAt, fast endpoint
 	fastID     string
 	noDispatch bool
