@@ -80,6 +80,7 @@ type Dispatcher struct {
 	total    int
 	clients  map[string]*httptool.Client
 	finish   chan finishReq
+	drained  bool // the last claim took all that was due
 	secrets  map[uuid.UUID]cached[[][]byte] // by endpoint
 	hosts    map[string]cached[[]string]    // by tenant
 	kick     chan struct{}
@@ -255,6 +256,20 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
 			return
 		}
 		d.start(ctx, wg, claims)
+		// A claim that took less than it could, took no endpoint's full
+		// share and left out no endpoint for having its share in flight,
+		// drained what is due: the attempts that end meanwhile need not
+		// look again (new events, and the poll for retries, will).
+		perEndpoint := map[uuid.UUID]int{}
+		capped := len(busy) > 0
+		for _, c := range claims {
+			if perEndpoint[c.WebhookID]++; perEndpoint[c.WebhookID] >= d.PerEndpoint {
+				capped = true
+			}
+		}
+		d.mu.Lock()
+		d.drained = len(claims) < free && !capped
+		d.mu.Unlock()
 		if len(claims) < free {
 			return
 		}
@@ -281,7 +296,12 @@ func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []ser
 			}
 			d.total--
 			d.mu.Unlock()
-			d.Kick() // room for more
+			d.mu.Lock()
+			more := !d.drained
+			d.mu.Unlock()
+			if more {
+				d.Kick() // room for more of what is due
+			}
 		}()
 	}
 }
