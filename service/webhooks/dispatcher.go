@@ -80,7 +80,7 @@ type Dispatcher struct {
 	total    int
 	clients  map[string]*httptool.Client
 	finish   chan finishReq
-	drained  bool // the last claim took all that was due
+	drained  bool                           // the last claim took all that was due
 	secrets  map[uuid.UUID]cached[[][]byte] // by endpoint
 	hosts    map[string]cached[[]string]    // by tenant
 	kick     chan struct{}
