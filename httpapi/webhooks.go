@@ -93,9 +93,18 @@ func (a *api) listWebhooks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	health, err := a.opts.Webhooks.Health(ctx, caller)
+	views, err := a.webhookViews(c, caller, list)
 	if err != nil {
 		return err
+	}
+	return writeJSON(c, map[string]any{"items": views})
+}
+
+// webhookViews are endpoints with their delivery figures.
+func (a *api) webhookViews(c echo.Context, caller service.Caller, list []service.Webhook) ([]webhookView, error) {
+	health, err := a.opts.Webhooks.Health(c.Request().Context(), caller)
+	if err != nil {
+		return nil, err
 	}
 	byID := map[uuid.UUID]*service.WebhookHealth{}
 	for i := range health {
@@ -105,7 +114,7 @@ func (a *api) listWebhooks(c echo.Context) error {
 	for i, w := range list {
 		out[i] = webhookView{Webhook: w, Health: byID[w.ID]}
 	}
-	return writeJSON(c, map[string]any{"items": out})
+	return out, nil
 }
 
 // getWebhook answers one endpoint: GET /api/v1/webhooks/:id.
@@ -118,22 +127,15 @@ func (a *api) getWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	w, err := a.opts.Webhooks.Get(ctx, caller, id)
+	w, err := a.opts.Webhooks.Get(c.Request().Context(), caller, id)
 	if err != nil {
 		return err
 	}
-	view := webhookView{Webhook: *w}
-	health, err := a.opts.Webhooks.Health(ctx, caller)
+	views, err := a.webhookViews(c, caller, []service.Webhook{*w})
 	if err != nil {
 		return err
 	}
-	for i := range health {
-		if health[i].WebhookID == id {
-			view.Health = &health[i]
-		}
-	}
-	return writeJSON(c, view)
+	return writeJSON(c, views[0])
 }
 
 // updateWebhook changes the fields the body has: PATCH /api/v1/webhooks/:id.
