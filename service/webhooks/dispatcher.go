@@ -255,7 +255,6 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			return
 		}
-		d.start(ctx, wg, claims)
 		// A claim that took less than it could, took no endpoint's full
 		// share and left out no endpoint for having its share in flight,
 		// drained what is due: the attempts that end meanwhile need not
@@ -270,6 +269,7 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
 		d.mu.Lock()
 		d.drained = len(claims) < free && !capped
 		d.mu.Unlock()
+		d.start(ctx, wg, claims)
 		if len(claims) < free {
 			return
 		}
@@ -295,8 +295,6 @@ func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []ser
 				delete(d.inflight, c.WebhookID)
 			}
 			d.total--
-			d.mu.Unlock()
-			d.mu.Lock()
 			more := !d.drained
 			d.mu.Unlock()
 			if more {
