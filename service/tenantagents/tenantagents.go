@@ -48,7 +48,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	built   map[string]*service.Agent // tenant/name/version -> agent (versions are immutable)
-	clients map[string]*httptool.Client
+	clients httptool.Clients
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
@@ -238,21 +238,14 @@ func (m *Manager) policy(ctx context.Context, tenantID string) (httptool.Policy,
 }
 
 // client is the HTTP client of a tenant's policy (one transport per
-// policy, so connections are reused).
+// policy, so connections are reused), with m.Client's settings.
 func (m *Manager) client(p httptool.Policy) *httptool.Client {
-	key := fmt.Sprint(p.AllowLoopback, strings.Join(p.AllowedHosts, ","))
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.clients[key]; ok {
-		return c
+	if m.clients.Base == nil {
+		m.clients.Base = &m.Client
 	}
-	if m.clients == nil {
-		m.clients = map[string]*httptool.Client{}
-	}
-	c := &httptool.Client{Policy: p, Resolver: m.Client.Resolver, MaxBody: m.Client.MaxBody, Attempts: m.Client.Attempts,
-		Backoff: m.Client.Backoff, Now: m.Client.Now, RootCAs: m.Client.RootCAs}
-	m.clients[key] = c
-	return c
+	m.mu.Unlock()
+	return m.clients.For(p)
 }
 
 // toolCallBody is what an HTTP tool's endpoint receives.

@@ -52,8 +52,8 @@ type Dispatcher struct {
 	// or --allow-loopback-webhooks).
 	AllowLoopback bool
 	// Client carries the settings of the calls (Resolver, RootCAs,
-	// MaxBody); its Policy is set per tenant and it makes one attempt per
-	// call (the schedule does the retrying).
+	// MaxBody); its Policy is set per tenant, and Run sets it to one
+	// attempt per call (the schedule does the retrying).
 	Client httptool.Client
 	// Schedule is the wait before each retry (default DefaultSchedule);
 	// after len(Schedule)+1 failed attempts a delivery is dead.
@@ -78,7 +78,7 @@ type Dispatcher struct {
 	mu       sync.Mutex
 	inflight map[uuid.UUID]int
 	total    int
-	clients  map[string]*httptool.Client
+	clients  httptool.Clients
 	finish   chan finishReq
 	drained  bool                           // the last claim took all that was due
 	secrets  map[uuid.UUID]cached[[][]byte] // by endpoint
@@ -121,7 +121,10 @@ func (d *Dispatcher) init() {
 			d.Log = slog.Default()
 		}
 		d.inflight = map[uuid.UUID]int{}
-		d.clients = map[string]*httptool.Client{}
+		// One attempt per call (the schedule retries), and as many pooled
+		// connections to an endpoint as attempts may be in flight to it.
+		d.Client.Attempts, d.Client.IdleConnsPerHost = 1, d.PerEndpoint
+		d.clients.Base = &d.Client
 		d.secrets = map[uuid.UUID]cached[[][]byte]{}
 		d.hosts = map[string]cached[[]string]{}
 		d.kick = make(chan struct{}, 1)
@@ -422,62 +425,49 @@ func errorText(err error) string {
 	return strings.ToValidUTF8(s, "?")
 }
 
-// signingSecrets are the endpoint's secrets that sign (cached).
-func (d *Dispatcher) signingSecrets(ctx context.Context, c service.WebhookClaim) ([][]byte, error) {
+// cachedLoad returns the value m keeps for key while it is younger than
+// cacheTTL, else load's, kept for next time (m is guarded by d.mu).
+func cachedLoad[K comparable, V any](d *Dispatcher, m map[K]cached[V], key K, load func() (V, error)) (V, error) {
 	d.mu.Lock()
-	e, ok := d.secrets[c.WebhookID]
+	e, ok := m[key]
 	d.mu.Unlock()
 	if ok && time.Since(e.at) < cacheTTL {
 		return e.v, nil
 	}
-	secrets, err := d.Store.WebhookSecrets(ctx, c.TenantID, c.WebhookID)
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	d.mu.Lock()
+	if len(m) > 10000 {
+		clear(m)
+	}
+	m[key] = cached[V]{v, time.Now()}
+	d.mu.Unlock()
+	return v, nil
+}
+
+// signingSecrets are the endpoint's secrets that sign (cached).
+func (d *Dispatcher) signingSecrets(ctx context.Context, c service.WebhookClaim) ([][]byte, error) {
+	return cachedLoad(d, d.secrets, c.WebhookID, func() ([][]byte, error) {
+		return d.Store.WebhookSecrets(ctx, c.TenantID, c.WebhookID)
+	})
+}
+
+// client is the HTTP client of the tenant's address policy (its allowed
+// hosts cached).
+func (d *Dispatcher) client(ctx context.Context, tenantID string) (*httptool.Client, error) {
+	hosts, err := cachedLoad(d, d.hosts, tenantID, func() ([]string, error) {
+		hosts, err := d.Store.TenantToolHosts(ctx, tenantID)
+		if errors.Is(err, service.ErrNotFound) {
+			return nil, nil
+		}
+		return hosts, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if len(d.secrets) > 10000 {
-		clear(d.secrets)
-	}
-	d.secrets[c.WebhookID] = cached[[][]byte]{secrets, time.Now()}
-	d.mu.Unlock()
-	return secrets, nil
-}
-
-// client is the HTTP client of the tenant's address policy.
-func (d *Dispatcher) client(ctx context.Context, tenantID string) (*httptool.Client, error) {
-	d.mu.Lock()
-	e, ok := d.hosts[tenantID]
-	d.mu.Unlock()
-	hosts := e.v
-	if !ok || time.Since(e.at) >= cacheTTL {
-		var err error
-		hosts, err = d.Store.TenantToolHosts(ctx, tenantID)
-		if err != nil && !errors.Is(err, service.ErrNotFound) {
-			return nil, err
-		}
-		d.mu.Lock()
-		if len(d.hosts) > 10000 {
-			clear(d.hosts)
-		}
-		d.hosts[tenantID] = cached[[]string]{hosts, time.Now()}
-		d.mu.Unlock()
-	}
-	key := fmt.Sprint(d.AllowLoopback, strings.Join(hosts, ","))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c, ok := d.clients[key]; ok {
-		return c, nil
-	}
-	c := &httptool.Client{
-		Policy:   httptool.Policy{AllowLoopback: d.AllowLoopback, AllowedHosts: hosts},
-		Resolver: d.Client.Resolver, MaxBody: d.Client.MaxBody, Attempts: 1, RootCAs: d.Client.RootCAs, Now: d.Client.Now,
-		IdleConnsPerHost: d.PerEndpoint,
-	}
-	if len(d.clients) > 1000 {
-		clear(d.clients)
-	}
-	d.clients[key] = c
-	return c, nil
+	return d.clients.For(httptool.Policy{AllowLoopback: d.AllowLoopback, AllowedHosts: hosts}), nil
 }
 
 // Payload is the JSON body of a webhook.
