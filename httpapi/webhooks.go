@@ -55,6 +55,17 @@ func pathUUID(c echo.Context, name, what string) (uuid.UUID, error) {
 
 const webhookShape = `{"url": "https://...", "eventTypes": ["interrupt.created", ...], "description": "...", "enabled": true}`
 
+// webhookInput decodes the body of a create or an update, strictly.
+func webhookInput(c echo.Context) (webhooks.Input, error) {
+	var in webhooks.Input
+	if ok, err := decodeBody(c, &in, webhookShape, true); err != nil {
+		return in, err
+	} else if !ok {
+		return in, invalid("missing body: expected %s", webhookShape)
+	}
+	return in, nil
+}
+
 // webhookView is an endpoint with its delivery figures.
 type webhookView struct {
 	service.Webhook
@@ -68,11 +79,9 @@ func (a *api) createWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in webhooks.Input
-	if ok, err := decodeBody(c, &in, webhookShape, true); err != nil {
+	in, err := webhookInput(c)
+	if err != nil {
 		return err
-	} else if !ok {
-		return invalid("missing body: expected %s", webhookShape)
 	}
 	w, err := a.opts.Webhooks.Create(c.Request().Context(), caller, in)
 	if err != nil {
@@ -148,11 +157,9 @@ func (a *api) updateWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in webhooks.Input
-	if ok, err := decodeBody(c, &in, webhookShape, true); err != nil {
+	in, err := webhookInput(c)
+	if err != nil {
 		return err
-	} else if !ok {
-		return invalid("missing body: expected %s", webhookShape)
 	}
 	w, err := a.opts.Webhooks.Update(c.Request().Context(), caller, id, in)
 	if err != nil {
