@@ -821,8 +821,10 @@ func TestLiveEvents(t *testing.T) {
 		if ev.note.InterruptID == nil || *ev.note.InterruptID != own.ID || ev.note.TenantID != "other" || ev.name != "interrupt.created" {
 			t.Fatalf("other tenant's first event %+v, want interrupt.created of %s", ev, own.ID)
 		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("other tenant saw no event of its own interrupt within 3 s")
+	case <-time.After(10 * time.Second):
+		// Events are read once every older transaction of the server has
+		// ended (the log's horizon); parallel tests hold some for a while.
+		t.Fatal("other tenant saw no event of its own interrupt within 10 s")
 	}
 }
 

@@ -29,7 +29,8 @@ type Notification struct {
 }
 
 // EventHub delivers events to subscribers of the same tenant, so a
-// dashboard on any instance sees every instance's events within a second:
+// dashboard on any instance sees every instance's events, usually within a
+// second (an event waits for every older transaction to end):
 // it reads the log past its position when another instance's NOTIFY wakes
 // it, and every second in any case. It reads events in log order (see
 // EventPos), so a listener that reconnects with the last id it saw can

@@ -186,17 +186,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	e.signIn(t, ctx, e.admin)
 
 	// A pending approval raised through the protocol shows up in the open
-	// inbox, without a reload, within 2 s.
+	// inbox, without a reload: well under a second on a quiet server; the
+	// bound is looser because events are read once every older transaction
+	// on the database server has ended, and parallel tests hold some.
 	var live string
 	run(t, ctx, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(5*time.Second)))
 	raised := time.Now()
 	e.ask(t, "Transfer $50 to account 12345")
 	var rows int
-	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	c, cancel := context.WithTimeout(ctx, 8*time.Second)
 	err := chromedp.Run(c, chromedp.Poll(`document.querySelectorAll('#inbox tbody tr[data-id]').length === 1 ? 1 : 0`, &rows, chromedp.WithPollingInterval(50*time.Millisecond)))
 	cancel()
 	if err != nil || rows != 1 {
-		t.Fatalf("the approval did not appear within 2 s: %v", err)
+		t.Fatalf("the approval did not appear within 8 s: %v", err)
 	}
 	t.Logf("FIGURE the approval appeared in the open inbox %s after it was raised", time.Since(raised).Round(time.Millisecond))
 	screenshot(t, ctx, "inbox.png")
