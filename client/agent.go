@@ -123,7 +123,9 @@ func (a *Agent) chatFromSnapshot(snap *Snapshot) *Chat {
 }
 
 // Abort stops the pending (detached) turn of a snapshot and returns the
-// snapshot's status afterwards (aborted, or how it had already ended).
+// status the snapshot had before, as the protocol does: pending when the
+// turn was running (it is aborted now), else how it had already ended ("" for
+// a snapshot the server does not know).
 func (a *Agent) Abort(ctx context.Context, snapshotID string) (string, error) {
 	var out struct {
 		Result struct {
@@ -365,7 +367,8 @@ func (ch *Chat) DetachInput(ctx context.Context, in Input) (*DetachedTask, error
 }
 
 // Abort aborts the chat's pending snapshot (a detached turn) and returns
-// its status afterwards; "" when the chat has no snapshot.
+// its status before the abort (see Agent.Abort); "" when the chat has no
+// snapshot.
 func (ch *Chat) Abort(ctx context.Context) (string, error) {
 	if ch.snapshotID == "" {
 		return "", nil
@@ -620,7 +623,8 @@ func (t *DetachedTask) Wait(ctx context.Context, interval time.Duration) (*Snaps
 	return last, nil
 }
 
-// Abort stops the task and returns its snapshot's status afterwards.
+// Abort stops the task and returns its snapshot's status before the abort
+// (see Agent.Abort).
 func (t *DetachedTask) Abort(ctx context.Context) (string, error) {
 	return t.agent.Abort(ctx, t.SnapshotID)
 }
