@@ -37,6 +37,15 @@ var rules = []rule{
 		pattern:   module + "/httpapi/...",
 		forbidden: []string{"github.com/jackc/pgx", module + "/db", module + "/service/pgstore"},
 	},
+	{
+		// The public Go client links nothing of the server.
+		pattern: module + "/client/...",
+		forbidden: []string{
+			module + "/cmd", module + "/db", module + "/examples", module + "/httpapi",
+			module + "/internal", module + "/service", module + "/tests",
+			"github.com/jackc/pgx", "github.com/labstack/echo",
+		},
+	},
 }
 
 // TestLayers fails when a package imports, in its non-test build, what its
