@@ -574,6 +574,40 @@ func (q *Queries) NotifyInterruptEvents(ctx context.Context) error {
 	return err
 }
 
+const pendingInterruptStats = `-- name: PendingInterruptStats :many
+SELECT tenant_id::text AS tenant_id, pending::bigint AS pending, oldest::timestamptz AS oldest
+FROM holdpoint_pending_interrupt_stats()
+`
+
+type PendingInterruptStatsRow struct {
+	TenantID string
+	Pending  int64
+	Oldest   time.Time
+}
+
+// Every tenant's pending interrupts: how many, and the oldest one's
+// creation time (the metrics endpoint): a system function
+// (holdpoint_system).
+func (q *Queries) PendingInterruptStats(ctx context.Context) ([]PendingInterruptStatsRow, error) {
+	rows, err := q.db.Query(ctx, pendingInterruptStats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PendingInterruptStatsRow{}
+	for rows.Next() {
+		var i PendingInterruptStatsRow
+		if err := rows.Scan(&i.TenantID, &i.Pending, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const releaseInterrupt = `-- name: ReleaseInterrupt :exec
 UPDATE interrupts
 SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL, resumed_snapshot_id = NULL

@@ -138,3 +138,10 @@ SELECT agent, tool, count(*) AS pending FROM interrupts
 WHERE tenant_id = @tenant_id AND status = 'pending'
 GROUP BY agent, tool
 ORDER BY agent, tool;
+
+-- name: PendingInterruptStats :many
+-- Every tenant's pending interrupts: how many, and the oldest one's
+-- creation time (the metrics endpoint): a system function
+-- (holdpoint_system).
+SELECT tenant_id::text AS tenant_id, pending::bigint AS pending, oldest::timestamptz AS oldest
+FROM holdpoint_pending_interrupt_stats();

@@ -90,6 +90,10 @@ type Store interface {
 	// CountPendingInterrupts counts a tenant's pending interrupts per agent
 	// and tool.
 	CountPendingInterrupts(ctx context.Context, tenantID string) ([]PendingCount, error)
+	// PendingInterruptStats counts every tenant's pending interrupts and
+	// finds the oldest one's creation time, for metrics: across tenants,
+	// figures only.
+	PendingInterruptStats(ctx context.Context) ([]PendingStat, error)
 	// ListInterrupts returns a page of the approvals inbox.
 	ListInterrupts(ctx context.Context, tenantID string, f InterruptFilter) ([]Interrupt, error)
 	// GetInterrupt returns one interrupt (ErrNotFound when missing).
@@ -382,6 +386,14 @@ type PendingCount struct {
 	Agent   string `json:"agent"`
 	Tool    string `json:"tool"`
 	Pending int64  `json:"pending"`
+}
+
+// PendingStat is how many interrupts of a tenant wait, and since when the
+// oldest does.
+type PendingStat struct {
+	TenantID string
+	Pending  int64
+	Oldest   time.Time
 }
 
 // Interrupt is one interrupted tool request, as the inbox shows it.

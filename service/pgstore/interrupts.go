@@ -478,3 +478,22 @@ func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string) (
 	}
 	return out, nil
 }
+
+// PendingInterruptStats implements Store: a system function, since it
+// counts every tenant's interrupts.
+func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]service.PendingStat, error) {
+	var rows []db.PendingInterruptStatsRow
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		rows, err = q.PendingInterruptStats(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.PendingStat, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, service.PendingStat{TenantID: r.TenantID, Pending: r.Pending, Oldest: r.Oldest})
+	}
+	return out, nil
+}
