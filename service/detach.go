@@ -113,7 +113,7 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		return err
 	}
 	inv.det.id = w.SnapshotID
-	inv.startBackground()
+	inv.startBackground(false)
 	inv.mu.Lock()
 	inv.detached = true
 	inv.mu.Unlock()
@@ -123,7 +123,8 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 
 // startBackground registers the detached turn for abort and starts its
 // heartbeat.
-func (inv *invocation) startBackground() {
+func (inv *invocation) startBackground(takenOver bool) {
+	inv.rt.obs.JobStarted(takenOver)
 	inv.det.journal = true
 	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.det.id), inv.cancelWork)
 	hbCtx, stop := context.WithCancel(inv.rt.bg)
@@ -171,6 +172,7 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	if !inv.isDetached() {
 		return
 	}
+	defer inv.rt.obs.JobEnded()
 	inv.det.stopHeartbeat()
 	<-inv.det.heartbeatDone
 	defer inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.det.id))
@@ -202,7 +204,14 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	w.ResolvedEvents = inv.det.resolvedEvents
 	ctx, cancel := context.WithTimeout(inv.rt.bg, 30*time.Second)
 	defer cancel()
-	committed, err := inv.rt.store.CommitTurn(context.WithoutCancel(ctx), w)
+	sctx, span := inv.rt.storeSpan(context.WithoutCancel(ctx), "holdpoint.store.finalize_detached")
+	committed, err := inv.rt.store.CommitTurn(sctx, w)
+	endSpan(span, err)
+	if err == nil && committed {
+		for _, ni := range w.Interrupts {
+			inv.rt.obs.InterruptCreated(inv.metricAgent(), inv.metricTool(ni.Tool))
+		}
+	}
 	if err != nil {
 		inv.rt.log.Error("finalizing detached snapshot", "snapshot", inv.det.id, "err", err)
 		return

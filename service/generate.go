@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	oteltrace "go.opentelemetry.io/otel/trace"
 )
 
 // Metadata keys the protocol gives meaning to.
@@ -120,13 +123,18 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 	if inv.isDetached() {
 		jobID = inv.det.id
 	}
-	ids, err := inv.rt.store.ClaimInterrupts(ctx, ClaimInterruptsParams{
+	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.claim_interrupts")
+	ids, err := inv.rt.store.ClaimInterrupts(sctx, ClaimInterruptsParams{
 		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: plan.claims, Actor: inv.caller.Actor,
 		JobSnapshotID: jobID, ResumedSnapshotID: t.snapshotID,
 	})
+	endSpan(span, err)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
+			if e.Status == CodeAborted {
+				inv.rt.obs.ResumeConflict(inv.metricAgent())
+			}
 			// Resuming an interrupt that is already resolved (409) or
 			// expired (400) is answered as an error, not a failed turn.
 			inv.reject(e)
@@ -134,6 +142,9 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 		return err
 	}
 	tr.claimed, tr.resolvedEvents = ids, true
+	for _, c := range plan.claims {
+		inv.rt.obs.InterruptResolved(inv.metricAgent(), inv.metricTool(c.Tool))
+	}
 	return nil
 }
 
@@ -151,6 +162,9 @@ func (inv *invocation) callModel(ctx context.Context, index int) (*ModelResponse
 	}
 	req.Messages = append(req.Messages, inv.sess.messages...)
 	var resp *ModelResponse
+	start := time.Now()
+	ctx, span := inv.rt.tracer.Start(ctx, "holdpoint.model", oteltrace.WithAttributes(
+		AttrAgent.String(a.Name), AttrModel.String(a.Model.Name())))
 	err := inv.protect("model", func() error {
 		var err error
 		resp, err = a.Model.Generate(ctx, req, func(c ModelChunk) {
@@ -164,6 +178,8 @@ func (inv *invocation) callModel(ctx context.Context, index int) (*ModelResponse
 		})
 		return err
 	})
+	inv.rt.obs.ModelCalled(inv.metricAgent(), time.Since(start), err != nil)
+	endSpan(span, err)
 	if err != nil {
 		return nil, inv.hideError(err, CodeUnavailable, "the model call")
 	}
@@ -312,11 +328,28 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 		Session: &ToolSession{t: t}, ID: callID, TenantID: inv.caller.TenantID, SessionID: inv.sess.id, TurnID: t.turnID(),
 		EndUser: inv.caller.EndUser, Trace: trace}
 	var out json.RawMessage
+	start := time.Now()
+	ctx, span := inv.rt.tracer.Start(ctx, "holdpoint.tool", oteltrace.WithAttributes(
+		AttrAgent.String(inv.agent.Name), AttrTool.String(req.Name), AttrSessionID.String(inv.sess.id)))
 	err := inv.protect("tool "+req.Name, func() error {
 		var err error
 		out, err = tool.Run(ctx, call)
 		return err
 	})
+	outcome := ToolCallSucceeded
+	if err != nil {
+		outcome = ToolCallFailed
+		if _, ok := asInterrupt(err); ok {
+			outcome = ToolCallInterrupted
+		}
+	}
+	inv.rt.obs.ToolCalled(inv.metricAgent(), inv.metricTool(req.Name), outcome, time.Since(start))
+	span.SetAttributes(AttrOutcome.String(outcome))
+	if outcome == ToolCallInterrupted {
+		span.End()
+	} else {
+		endSpan(span, err)
+	}
 	if err != nil {
 		if ie, ok := asInterrupt(err); ok {
 			return nil, interruptedPart(part, ie.Metadata), nil

@@ -173,6 +173,7 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 	if err != nil {
 		return nil, err
 	}
+	r.obs.InterruptResolved(r.metricAgent(it.Agent), r.metricTool(it.Agent, it.Tool))
 	if len(d.Batch) == 0 {
 		return &DecisionResult{Status: "recorded", WaitingFor: d.Waiting}, nil
 	}
@@ -234,11 +235,20 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, decided, err := r.store.SweepDueInterrupts(ctx, 100)
+		swept, decided, err := r.store.SweepDueInterrupts(ctx, 100)
 		if err != nil {
 			return total, err
 		}
+		n := len(swept)
 		total += n
+		for _, s := range swept {
+			agent, tool := r.metricAgent(s.Agent), r.metricTool(s.Agent, s.Tool)
+			if s.Status == InterruptExpired {
+				r.obs.InterruptExpired(agent, tool)
+			} else {
+				r.obs.InterruptResolved(agent, tool)
+			}
+		}
 		for _, d := range decided {
 			c := Caller{TenantID: d.TenantID, Actor: "system"}
 			if _, err := r.LookupFor(ctx, c, d.Agent); err != nil {

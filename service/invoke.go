@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Invoke runs an invocation of the named agent: it resolves the session
@@ -63,6 +64,10 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 func (inv *invocation) start(ctx context.Context, inputs <-chan AgentInput) <-chan struct{} {
 	r := inv.rt
 	workCtx, cancelWork := context.WithCancel(r.bg)
+	// The turns' spans are children of the request's (when traced).
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		workCtx = trace.ContextWithSpanContext(workCtx, sc)
+	}
 	inv.cancelWork = cancelWork
 	stopAfter := context.AfterFunc(ctx, func() {
 		if !inv.isDetached() {
@@ -545,7 +550,7 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 				inv.last.finishReason = FinishFailed
 				inv.last.err = details(err)
 				if e := AsError(err); e.Cause != nil {
-					inv.rt.log.Error("turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause, "request_id", inv.requestID)
+					inv.rt.log.ErrorContext(ctx, "turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause, "request_id", inv.requestID)
 				}
 			}
 			break
@@ -617,8 +622,45 @@ func (inv *invocation) claimSession(ctx context.Context) error {
 	return nil
 }
 
-// runTurn runs one turn and persists its end.
-func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
+// runTurn runs one turn and persists its end, in a span of its own, and
+// reports how it ended to the observer.
+func (inv *invocation) runTurn(ctx context.Context, in AgentInput) (err error) {
+	start := time.Now()
+	ctx, span := inv.rt.tracer.Start(ctx, "holdpoint.turn", trace.WithAttributes(
+		AttrAgent.String(inv.agent.Name), AttrSessionID.String(inv.sess.id)))
+	finish := ""
+	var tr turnRecord
+	var t *Turn
+	defer func() {
+		if err != nil {
+			finish = FinishFailed
+			if ctx.Err() != nil {
+				finish = FinishAborted
+			}
+		}
+		inv.rt.obs.TurnFinished(inv.metricAgent(), finish, time.Since(start))
+		if span.IsRecording() {
+			span.SetAttributes(AttrFinishReason.String(finish))
+			if t != nil && t.snapshotID != "" {
+				span.SetAttributes(AttrSnapshotID.String(t.snapshotID))
+			}
+			if len(tr.claimed) > 0 {
+				ids := make([]string, len(tr.claimed))
+				for i, id := range tr.claimed {
+					ids[i] = id.String()
+				}
+				span.SetAttributes(AttrInterruptIDs.StringSlice(ids))
+			}
+		}
+		endSpan(span, err)
+	}()
+	err = inv.turn(ctx, in, &t, &finish, &tr)
+	return err
+}
+
+// turn is runTurn's work: it sets *tp, *finish and *trp as they become
+// known.
+func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finishp *string, trp *turnRecord) error {
 	if res := in.Resume; res != nil && len(res.Respond)+len(res.Restart) > 0 && inv.sess.untrusted > 0 && len(inv.sess.messages) <= inv.sess.untrusted {
 		// The request to answer would be one the client wrote itself.
 		err := Errorf(CodeInvalidArgument, "init.state carries no valid signature of this server (it is missing, or the state was changed): its tool requests cannot be answered or restarted. Send the state exactly as the last answer returned it.")
@@ -630,6 +672,7 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 	}
 	inv.patches.firstInTurn = true
 	t := &Turn{inv: inv, input: in}
+	*tp = t
 	if inv.agent.ServerManaged {
 		t.snapshotID = uuid.NewString()
 		if inv.isDetached() {
@@ -649,6 +692,7 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) error {
 	if finish == "" {
 		finish = FinishStop
 	}
+	*finishp, *trp = finish, tr
 	if err == nil && inv.agent.ServerManaged {
 		err = inv.persist(ctx, t, StatusCompleted, finish, nil, tr)
 	}
@@ -837,11 +881,17 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 		st := inv.sess.state()
 		w.State, w.Bodies = &st, bodies
 	}
-	if _, err := inv.rt.store.CommitTurn(ctx, w); err != nil {
+	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.commit_turn")
+	_, err = inv.rt.store.CommitTurn(sctx, w)
+	endSpan(span, err)
+	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
 		}
 		return err
+	}
+	for _, ni := range tr.interrupts {
+		inv.rt.obs.InterruptCreated(inv.metricAgent(), inv.metricTool(ni.Tool))
 	}
 	t.outcomes = nil
 	if status == StatusCompleted {

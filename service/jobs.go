@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // abortPollInterval is how often a detached turn checks whether it should
@@ -72,7 +74,7 @@ func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
 	r.mu.RLock()
 	tenantAgents := r.tenantAgents != nil
 	r.mu.RUnlock()
-	job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), tenantAgents, r.jobStaleAfter())
+	job, err := r.claimNextJob(ctx, tenantAgents)
 	if err != nil || job == nil {
 		<-slots
 		if err != nil && ctx.Err() == nil {
@@ -137,7 +139,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 	inv.last.good = inv.sess.state()
 	inv.last.goodID = inv.baseID
 	inv.unpersisted = job.Inputs
-	inv.startBackground()
+	inv.startBackground(true)
 
 	queue := make(chan AgentInput, len(job.Inputs))
 	for _, in := range job.Inputs {
@@ -147,4 +149,22 @@ func (r *Runtime) runJob(job *TurnJob) {
 	out := inv.runTurns(workCtx, queue)
 	inv.finishDetached(out)
 	log.Info("detached turn finished", "finishReason", out.FinishReason)
+}
+
+// claimNextJob takes a job from the queue, in a store span when one was
+// found.
+func (r *Runtime) claimNextJob(ctx context.Context, tenantAgents bool) (*TurnJob, error) {
+	start := time.Now()
+	job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), tenantAgents, r.jobStaleAfter())
+	if job != nil || err != nil {
+		// Only claims that found work (or failed) are traced: the idle
+		// polls would drown them.
+		_, span := r.tracer.Start(ctx, "holdpoint.store.claim_job", trace.WithTimestamp(start),
+			trace.WithSpanKind(trace.SpanKindClient))
+		if job != nil {
+			span.SetAttributes(AttrAgent.String(job.Agent), AttrSnapshotID.String(job.SnapshotID))
+		}
+		endSpan(span, err)
+	}
+	return job, err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Caller is who an invocation acts for: the tenant whose rows it may touch,
@@ -29,6 +30,12 @@ type Options struct {
 	// HeartbeatTimeout is the age after which a pending snapshot's heartbeat
 	// is stale and the snapshot reads as expired (default 15s).
 	HeartbeatTimeout time.Duration
+	// Observer hears turns, model and tool calls, interrupts and detached
+	// jobs, for metrics (default: nothing).
+	Observer Observer
+	// TracerProvider makes the spans of turns, model and tool calls and
+	// store batches (default: none).
+	TracerProvider trace.TracerProvider
 }
 
 // Runtime runs the registered agents' turns and persists their sessions.
@@ -36,6 +43,8 @@ type Runtime struct {
 	store  Store
 	log    *slog.Logger
 	opts   Options
+	obs    Observer
+	tracer trace.Tracer
 	mu     sync.RWMutex
 	agents map[string]*Agent
 	// tenantAgents are the agents tenants define (nil: none).
@@ -70,11 +79,16 @@ func NewRuntime(store Store, opts Options) *Runtime {
 	if opts.HeartbeatTimeout <= 0 {
 		opts.HeartbeatTimeout = 15 * time.Second
 	}
+	if opts.Observer == nil {
+		opts.Observer = NopObserver{}
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	return &Runtime{
 		store:      store,
 		log:        opts.Logger,
 		opts:       opts,
+		obs:        opts.Observer,
+		tracer:     tracerOf(opts.TracerProvider),
 		agents:     map[string]*Agent{},
 		bg:         bg,
 		bgCancel:   cancel,

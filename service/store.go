@@ -106,7 +106,7 @@ type Store interface {
 	// SweepDueInterrupts applies the deadlines of up to limit due
 	// interrupts (any tenant) and returns the snapshots that became fully
 	// decided and must be resumed.
-	SweepDueInterrupts(ctx context.Context, limit int) (int, []DecidedSnapshot, error)
+	SweepDueInterrupts(ctx context.Context, limit int) ([]SweptInterrupt, []DecidedSnapshot, error)
 	// ReportInterrupts returns the interrupt figures of a tenant.
 	ReportInterrupts(ctx context.Context, p ReportInterruptsParams) ([]ReportRow, error)
 }
@@ -461,6 +461,15 @@ type Decision struct {
 	// Batch is set when the decision was the last one: every decided
 	// interrupt of the snapshot, to resume together.
 	Batch []Interrupt
+}
+
+// SweptInterrupt is an interrupt a deadline answered: Status is expired,
+// or resolved when its tool's deadline responds for the user.
+type SweptInterrupt struct {
+	TenantID string
+	Agent    string
+	Tool     string
+	Status   string
 }
 
 // DecidedSnapshot is a paused snapshot whose interrupts are all decided.

@@ -338,8 +338,8 @@ func splitDecided(rows []db.Interrupt) (waiting, decided []service.Interrupt) {
 }
 
 // SweepDueInterrupts implements Store.
-func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []service.DecidedSnapshot, error) {
-	var swept int
+func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) ([]service.SweptInterrupt, []service.DecidedSnapshot, error) {
+	var swept []service.SweptInterrupt
 	var decided []service.DecidedSnapshot
 	// The sweeper serves every tenant: its batch comes from the system
 	// function, and each interrupt is changed under its own tenant.
@@ -348,13 +348,18 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 		if err != nil {
 			return err
 		}
-		swept = len(due)
+		swept = make([]service.SweptInterrupt, 0, len(due))
 		touched := map[snapshotKey]string{} // -> agent, for snapshots that got a respond
 		for _, row := range due {
 			responded, err := applyDeadline(ctx, q, row)
 			if err != nil {
 				return err
 			}
+			status := service.InterruptExpired
+			if responded {
+				status = service.InterruptResolved
+			}
+			swept = append(swept, service.SweptInterrupt{TenantID: row.TenantID, Agent: row.Agent, Tool: row.Tool, Status: status})
 			if responded {
 				touched[snapshotKey{row.TenantID, row.SnapshotID}] = row.Agent
 			}
@@ -362,7 +367,7 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) (int, []ser
 		decided, err = decidedSnapshots(ctx, q, touched)
 		return err
 	})
-	if err == nil && swept > 0 {
+	if err == nil && len(swept) > 0 {
 		s.eventsWritten()
 	}
 	return swept, decided, err
