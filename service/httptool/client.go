@@ -18,7 +18,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
+
+// traceContext writes the W3C traceparent (and tracestate) of the span in
+// a call's context on its request; without a span it writes nothing.
+var traceContext propagation.TraceContext
 
 // Defaults and bounds of a Client and a Request.
 const (
@@ -258,6 +264,8 @@ func (c *Client) attempt(ctx context.Context, pol *policy, pu *parsedURL, req Re
 		headerTimestamp: {fmt.Sprint(ts.Unix())},
 		headerSignature: {strings.Join(sigs, " ")},
 	}
+	// The caller's trace goes on (traceparent), when there is one.
+	traceContext.Inject(actx, propagation.HeaderCarrier(hreq.Header))
 
 	resp, err := c.roundTripper().RoundTrip(hreq)
 	if err != nil {

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
@@ -74,7 +78,13 @@ type Dispatcher struct {
 	// the dispatcher (default 1s).
 	Poll time.Duration
 	Log  *slog.Logger
+	// Observer hears each attempt's outcome (default: nothing), and
+	// TracerProvider makes a span per attempt, whose trace the request
+	// carries (traceparent; default: none).
+	Observer       service.Observer
+	TracerProvider trace.TracerProvider
 
+	tracer   trace.Tracer
 	mu       sync.Mutex
 	inflight map[uuid.UUID]int
 	total    int
@@ -120,6 +130,13 @@ func (d *Dispatcher) init() {
 		if d.Log == nil {
 			d.Log = slog.Default()
 		}
+		if d.Observer == nil {
+			d.Observer = service.NopObserver{}
+		}
+		if d.TracerProvider == nil {
+			d.TracerProvider = noop.NewTracerProvider()
+		}
+		d.tracer = d.TracerProvider.Tracer("github.com/holdpoint/holdpoint/service/webhooks")
 		d.inflight = map[uuid.UUID]int{}
 		// One attempt per call (the schedule retries), and as many pooled
 		// connections to an endpoint as attempts may be in flight to it.
@@ -336,8 +353,17 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev 
 		log.Warn("webhook: reading the tenant's allowed hosts failed", "err", err)
 		return
 	}
-	res, callErr := client.Do(ctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
+	start := time.Now()
+	sctx, span := d.tracer.Start(ctx, "holdpoint.webhook.deliver", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("holdpoint.webhook_id", c.WebhookID.String()), attribute.Int("holdpoint.attempt", c.Attempts)))
+	res, callErr := client.Do(sctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
 	out := d.outcome(c, res, callErr)
+	d.Observer.WebhookAttempted(out.Status, time.Since(start))
+	span.SetAttributes(attribute.String("holdpoint.outcome", out.Status), attribute.Int("http.response.status_code", out.HTTPStatus))
+	if out.Status != service.DeliveryDelivered {
+		span.SetStatus(codes.Error, out.Status)
+	}
+	span.End()
 	reply := make(chan finishReply, 1)
 	d.finish <- finishReq{f: service.WebhookFinish{Claim: c, Outcome: out}, reply: reply}
 	res2 := <-reply
