@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
@@ -77,6 +78,13 @@ type Options struct {
 	// event ids (required with Webhooks).
 	Webhooks *webhooks.Manager
 	EventIDs *service.EventIDs
+	// Metrics counts the requests by route pattern and status (nil: not
+	// counted). MetricsHandler, when set, is served at MetricsPath to
+	// admin keys (serve it on a listener of its own instead to leave it
+	// out of the API). TracerProvider makes a span per request (nil: none).
+	Metrics        RequestObserver
+	MetricsHandler http.Handler
+	TracerProvider trace.TracerProvider
 }
 
 // DevCaller is the caller every request acts for when no authentication is
@@ -128,6 +136,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	// logger so a panic is logged as a 500.
 	e.Use(a.boundBody)
 	e.Use(assignRequestID)
+	e.Use(a.observe)
 	e.Use(a.logRequests)
 	e.Use(a.recoverPanics)
 	e.Use(limitBody(opts.BodyLimit))
@@ -156,6 +165,10 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)
+	if opts.MetricsHandler != nil {
+		// Not a protocol route: admin keys only (authenticate).
+		e.GET(MetricsPath, echo.WrapHandler(opts.MetricsHandler))
+	}
 	return e
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/telemetry"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -51,6 +52,11 @@ type serveConfig struct {
 	models tenantagents.ModelResolver
 	// webhooks configures the webhook dispatcher.
 	webhooks webhookConfig
+	// metricsAddr serves /metrics on a listener of its own ("": on addr,
+	// to admin keys); metricsTenantLabels reports the pending interrupts
+	// per tenant.
+	metricsAddr         string
+	metricsTenantLabels bool
 }
 
 // webhookConfig is what the webhook flags chose.
@@ -104,6 +110,9 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.sweep, "sweep-interval", time.Second, "how often interrupt deadlines are applied")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "age of a heartbeat after which a detached turn is taken over or reads as expired")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the Prometheus metrics at /metrics on this address (e.g. 127.0.0.1:9090), open to whoever reaches it: "+
+		"keep it on a private network; empty: /metrics on --addr, for admin API keys only")
+	fs.BoolVar(&cfg.metricsTenantLabels, "metrics-tenant-labels", false, "report the pending interrupts metrics per tenant (label tenant); one series per tenant, so only with few tenants")
 	cfg.access.register(fs)
 	cfg.webhooks.register(fs)
 	lf.register(fs)
@@ -131,6 +140,8 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "platform serve:", err)
 		return 2
 	}
+	// Log lines written within a traced request or turn name its trace.
+	log = slog.New(telemetry.LogHandler(log.Handler()))
 	if err := cfg.access.check(cfg.addr, cfg.dev); err != nil {
 		// Without authentication every request acts for the default
 		// tenant; that is only acceptable on a developer's machine.
@@ -208,10 +219,26 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	// One store serves the runtime, the live events and the accounts.
 	store := pgstore.New(pool)
 	defer store.Close()
+	// Traces (when the OTEL_* environment asks for them) and metrics.
+	tracing, err := telemetry.TracingFromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}()
+	metrics := telemetry.New(telemetry.Options{Pending: store.PendingInterruptStats, TenantLabels: cfg.metricsTenantLabels, Logger: log})
+	metrics.Registry().MustRegister(newPoolCollector(pool))
 	rt := service.NewRuntime(store, service.Options{
 		Logger:            log,
 		HeartbeatInterval: cfg.heartbeat,
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
+		Observer:          metrics,
+		TracerProvider:    tracing.Provider,
 	})
 	models := map[string]string{}
 	for _, a := range agents {
@@ -241,6 +268,10 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	loopbackHooks := cfg.dev || cfg.webhooks.loopback
 	eventIDs := service.NewEventIDs(store.SigningKeys)
 	hooks := &webhooks.Manager{Store: store, AllowLoopback: loopbackHooks}
+	var metricsOnAPI http.Handler
+	if cfg.metricsAddr == "" {
+		metricsOnAPI = metrics.Handler()
+	}
 
 	handler := httpapi.New(rt, httpapi.Options{
 		Logger:          log,
@@ -256,6 +287,9 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		Agents:          manager,
 		Webhooks:        hooks,
 		EventIDs:        eventIDs,
+		Metrics:         metrics,
+		MetricsHandler:  metricsOnAPI,
+		TracerProvider:  tracing.Provider,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("database: %w", err)
@@ -291,6 +325,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	dispatcher := &webhooks.Dispatcher{
 		Store: store, IDs: eventIDs, Owner: rt.InstanceID(), AllowLoopback: loopbackHooks,
 		Schedule: schedule, Lease: cfg.webhooks.lease, Timeout: cfg.webhooks.timeout, PublicURL: publicURL, Log: log,
+		Observer: metrics, TracerProvider: tracing.Provider,
 	}
 	dispatched := make(chan struct{})
 	go func() {
@@ -298,6 +333,20 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		dispatcher.Run(ctx)
 	}()
 	defer func() { <-dispatched }()
+	metricsURL := "http://" + ln.Addr().String() + httpapi.MetricsPath + " (admin keys)"
+	if cfg.metricsAddr != "" {
+		addr, stopMetrics, err := metricsServer(cfg.metricsAddr, metrics.Handler(), log)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listen (--metrics-addr): %w", err)
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			stopMetrics(stopCtx)
+		}()
+		metricsURL = "http://" + addr + "/metrics"
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving",
@@ -306,6 +355,8 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		"auth", !cfg.dev,
 		"agents", rt.AgentNames(),
 		"models", models,
+		"metrics", metricsURL,
+		"tracing", tracing.Enabled,
 		"url", "http://"+ln.Addr().String()+httpapi.DefaultBasePath)
 
 	select {
