@@ -352,7 +352,7 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 func attrMap(sp sdktrace.ReadOnlySpan) map[string]string {
 	out := map[string]string{}
 	for _, kv := range sp.Attributes() {
-		out[string(kv.Key)] = kv.Value.Emit()
+		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
 }
