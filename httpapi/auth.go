@@ -78,7 +78,7 @@ var (
 func (a *api) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		route := c.Path()
-		if route == "/healthz" || route == "/readyz" || isUIPublic(c) {
+		if route == "/healthz" || route == "/readyz" || route == MetricsPath || isUIPublic(c) {
 			return next(c)
 		}
 		acc, err := a.resolveAccess(c)

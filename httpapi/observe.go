@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"crypto/subtle"
 	"net/http"
 	"time"
 
+	"github.com/holdpoint/holdpoint/service"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -19,9 +21,26 @@ type RequestObserver interface {
 	HTTPRequest(route, method string, status int, d time.Duration)
 }
 
-// MetricsPath is where the metrics are served on the API's address (admin
-// keys only) when Options.MetricsHandler is set.
+// MetricsPath is where the metrics are served on the API's address, to
+// the bearer of Options.MetricsToken only, when both Options.MetricsHandler
+// and the token are set.
 const MetricsPath = "/metrics"
+
+// errMetricsToken answers a scrape without the metrics token.
+var errMetricsToken = service.Errorf(service.CodeUnauthenticated, "the metrics need the operator's metrics token: send Authorization: Bearer <token>")
+
+// metrics serves Options.MetricsHandler to a request whose bearer
+// credential is Options.MetricsToken, compared in constant time; any other
+// credential, a tenant's admin key included, is 401 and learns nothing.
+func (a *api) metrics(c echo.Context) error {
+	cred, ok := bearer(c.Request().Header.Values(echo.HeaderAuthorization))
+	if !ok || subtle.ConstantTimeCompare([]byte(cred), []byte(a.opts.MetricsToken)) != 1 {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="holdpoint-metrics"`)
+		return errMetricsToken
+	}
+	a.opts.MetricsHandler.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
 
 // tracerName names the tracer of the request spans.
 const tracerName = "github.com/holdpoint/holdpoint/httpapi"

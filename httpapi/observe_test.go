@@ -59,7 +59,7 @@ func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 	}
 	acc := service.NewAccounts(store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{
-		Logger: log, Auth: acc, Metrics: metrics, MetricsHandler: metrics.Handler(), TracerProvider: tp,
+		Logger: log, Auth: acc, Metrics: metrics, MetricsHandler: metrics.Handler(), MetricsToken: testMetricsToken, TracerProvider: tp,
 	}))
 	t.Cleanup(func() {
 		srv.Close()
@@ -71,6 +71,9 @@ func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 	})
 	return &observedServer{authServer: &authServer{srv: srv, owner: owner, acc: acc, logs: logs, rt: rt, store: store}, spans: spans, logs: logs}
 }
+
+// testMetricsToken is the operator's scrape token of the observed server.
+const testMetricsToken = "metrics-token-0123456789abcdef0123456789"
 
 // scrape reads /metrics with cred and returns each series' value by its
 // name and labels as exposed (e.g. `x_total{a="b",c="d"}`).
@@ -141,15 +144,20 @@ func TestMetricsAfterPauseAndApproval(t *testing.T) {
 	admin, _ := s.key(t, "acme", service.RoleAdmin)
 	client, _ := s.key(t, "acme", service.RoleClient)
 
-	// Never public: no credential is 401, a client key 403.
-	if r := s.call(t, "GET", "/metrics", "", nil); r.status != 401 {
-		t.Errorf("GET /metrics without a key: %d, want 401", r.status)
-	} else {
-		checkNoLeak(t, r.body)
+	// Never public, and no tenant's credential reads what describes every
+	// tenant: only the operator's metrics token does.
+	for name, cred := range map[string]string{"no credential": "", "a client key": client, "an admin key": admin,
+		"another token": testMetricsToken + "x", "a prefix of the token": testMetricsToken[:20]} {
+		if r := s.call(t, "GET", "/metrics", cred, nil); r.status != 401 {
+			t.Errorf("GET /metrics with %s: %d, want 401", name, r.status)
+		} else {
+			checkNoLeak(t, r.body)
+			if bytes.Contains(r.body, []byte("holdpoint_")) {
+				t.Errorf("GET /metrics with %s leaked metrics: %s", name, r.body)
+			}
+		}
 	}
-	if r := s.call(t, "GET", "/metrics", client, nil); r.status != 403 {
-		t.Errorf("GET /metrics with a client key: %d, want 403", r.status)
-	}
+	admin = testMetricsToken
 
 	before := s.scrape(t, admin)
 	if before[telemetry.MetricPending] != 0 {
@@ -194,8 +202,7 @@ func TestMetricsAfterPauseAndApproval(t *testing.T) {
 		telemetry.MetricToolSeconds + `_count{agent="bankingAgent",outcome="succeeded",tool="transferMoney"}`: 1,
 		telemetry.MetricHTTPRequests + `{method="POST",route="/api/agents/:agent",status="200"}`:              2,
 		telemetry.MetricHTTPRequests + `{method="POST",route="/api/agents/:agent",status="409"}`:              1,
-		telemetry.MetricHTTPRequests + `{method="GET",route="/metrics",status="401"}`:                         1,
-		telemetry.MetricHTTPRequests + `{method="GET",route="/metrics",status="403"}`:                         1,
+		telemetry.MetricHTTPRequests + `{method="GET",route="/metrics",status="401"}`:                         5,
 	}
 	for k, v := range want {
 		if got, ok := after[k]; !ok || got != v {

@@ -79,11 +79,14 @@ type Options struct {
 	Webhooks *webhooks.Manager
 	EventIDs *service.EventIDs
 	// Metrics counts the requests by route pattern and status (nil: not
-	// counted). MetricsHandler, when set, is served at MetricsPath to
-	// admin keys (serve it on a listener of its own instead to leave it
-	// out of the API). TracerProvider makes a span per request (nil: none).
+	// counted). MetricsHandler is served at MetricsPath when MetricsToken
+	// is set too, to requests bearing that token and no one else: the
+	// metrics describe every tenant, so no tenant's key may read them
+	// (serve them on a listener of their own instead to leave them out of
+	// the API). TracerProvider makes a span per request (nil: none).
 	Metrics        RequestObserver
 	MetricsHandler http.Handler
+	MetricsToken   string
 	TracerProvider trace.TracerProvider
 }
 
@@ -165,9 +168,10 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)
-	if opts.MetricsHandler != nil {
-		// Not a protocol route: admin keys only (authenticate).
-		e.GET(MetricsPath, echo.WrapHandler(opts.MetricsHandler))
+	if opts.MetricsHandler != nil && opts.MetricsToken != "" {
+		// The operator's scrape token only (authenticate leaves the
+		// route to it).
+		e.GET(MetricsPath, a.metrics)
 	}
 	return e
 }

@@ -64,9 +64,13 @@ func TestServeMetricsFlags(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
 	serveCommand(Platform{}, []string{"-h"}, &out)
-	for _, want := range []string{"-metrics-addr", "-metrics-tenant-labels", "admin API keys"} {
+	for _, want := range []string{"-metrics-addr", "-metrics-tenant-labels", "-metrics-token", "tenants' keys never read the metrics"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("serve -h lacks %q", want)
 		}
+	}
+	out.Reset()
+	if code := serveCommand(Platform{}, []string{"--metrics-token", "short"}, &out); code != 2 || !strings.Contains(out.String(), "at least 32 characters") {
+		t.Errorf("a short --metrics-token: exit %d, %q; want 2 naming the length", code, out.String())
 	}
 }

@@ -53,9 +53,10 @@ type serveConfig struct {
 	// webhooks configures the webhook dispatcher.
 	webhooks webhookConfig
 	// metricsAddr serves /metrics on a listener of its own ("": on addr,
-	// to admin keys); metricsTenantLabels reports the pending interrupts
-	// per tenant.
+	// to the bearer of metricsToken, if set); metricsTenantLabels reports
+	// the pending interrupts per tenant.
 	metricsAddr         string
+	metricsToken        string
 	metricsTenantLabels bool
 }
 
@@ -111,13 +112,19 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "age of a heartbeat after which a detached turn is taken over or reads as expired")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the Prometheus metrics at /metrics on this address (e.g. 127.0.0.1:9090), open to whoever reaches it: "+
-		"keep it on a private network; empty: /metrics on --addr, for admin API keys only")
+		"keep it on a private network; empty: /metrics on --addr if --metrics-token is set, else nowhere")
+	fs.StringVar(&cfg.metricsToken, "metrics-token", "", "with no --metrics-addr, serve /metrics on --addr to requests bearing this token (Authorization: Bearer <token>; at least 32 characters; "+
+		"tenants' keys never read the metrics, which describe every tenant); set it through the environment rather than the command line")
 	fs.BoolVar(&cfg.metricsTenantLabels, "metrics-tenant-labels", false, "report the pending interrupts metrics per tenant (label tenant); one series per tenant, so only with few tenants")
 	cfg.access.register(fs)
 	cfg.webhooks.register(fs)
 	lf.register(fs)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
+	}
+	if cfg.metricsToken != "" && len(cfg.metricsToken) < 32 {
+		fmt.Fprintln(stderr, "platform serve: --metrics-token must be at least 32 characters")
+		return 2
 	}
 	if cfg.sweep <= 0 {
 		fmt.Fprintln(stderr, "platform serve: --sweep-interval must be positive")
@@ -269,7 +276,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	eventIDs := service.NewEventIDs(store.SigningKeys)
 	hooks := &webhooks.Manager{Store: store, AllowLoopback: loopbackHooks}
 	var metricsOnAPI http.Handler
-	if cfg.metricsAddr == "" {
+	if cfg.metricsAddr == "" && cfg.metricsToken != "" {
 		metricsOnAPI = metrics.Handler()
 	}
 
@@ -289,6 +296,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		EventIDs:        eventIDs,
 		Metrics:         metrics,
 		MetricsHandler:  metricsOnAPI,
+		MetricsToken:    cfg.metricsToken,
 		TracerProvider:  tracing.Provider,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
