@@ -116,6 +116,14 @@ type Message struct {
 	CreatedAt  time.Time
 }
 
+type RetentionPolicy struct {
+	TenantID         string
+	CompletedSeconds *int64
+	FailedSeconds    *int64
+	EventsSeconds    *int64
+	UpdatedAt        time.Time
+}
+
 type RevokedUserToken struct {
 	TenantID  string
 	TokenID   string
