@@ -163,12 +163,21 @@ WITH snap AS (
            unnest($15::integer[]), unnest($16::text[]), unnest($17::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
-    -- final SELECT raises and nothing of this statement is written.
+    -- final SELECT raises and nothing of this statement is written. A
+    -- session's first turn (no parent) may create it; a later turn only
+    -- moves it (sess_next), so a turn whose session retention removed
+    -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    VALUES ($1, $3, $4, $18, $2)
+    SELECT $1, $3, $4, $18, $2
+    WHERE $5::text IS NULL
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
+    RETURNING 1
+), sess_next AS (
+    UPDATE sessions SET latest_snapshot_id = $2, updated_at = now()
+    WHERE $5::text IS NOT NULL AND tenant_id = $1 AND id = $3
+      AND end_user IS NOT DISTINCT FROM $18 AND agent = $4
     RETURNING 1
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
@@ -202,7 +211,7 @@ WITH snap AS (
 )
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
-    WHEN NOT EXISTS (SELECT 1 FROM sess) THEN holdpoint_session_taken()
+    WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
     ELSE true
 END
 `

@@ -61,12 +61,21 @@ WITH snap AS (
            unnest(@positions::integer[]), unnest(@roles::text[]), unnest(@bodies::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
-    -- final SELECT raises and nothing of this statement is written.
+    -- final SELECT raises and nothing of this statement is written. A
+    -- session's first turn (no parent) may create it; a later turn only
+    -- moves it (sess_next), so a turn whose session retention removed
+    -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    VALUES (@tenant_id, @session_id, @agent, @end_user, @snapshot_id)
+    SELECT @tenant_id, @session_id, @agent, @end_user, @snapshot_id
+    WHERE @parent_id::text IS NULL
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
+    RETURNING 1
+), sess_next AS (
+    UPDATE sessions SET latest_snapshot_id = @snapshot_id, updated_at = now()
+    WHERE @parent_id::text IS NOT NULL AND tenant_id = @tenant_id AND id = @session_id
+      AND end_user IS NOT DISTINCT FROM @end_user AND agent = @agent
     RETURNING 1
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
@@ -100,6 +109,6 @@ WITH snap AS (
 )
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
-    WHEN NOT EXISTS (SELECT 1 FROM sess) THEN holdpoint_session_taken()
+    WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
     ELSE true
 END;

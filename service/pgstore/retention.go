@@ -1,0 +1,171 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+var _ service.RetentionStore = (*PgStore)(nil)
+
+// pruneLockKey is the advisory lock that lets one instance prune at a
+// time ("hp-prune" in ASCII).
+const pruneLockKey int64 = 0x68702d7072756e65
+
+// seconds is an age as the nullable whole seconds the SQL takes (NULL:
+// keep forever). A positive age under a second counts as one.
+func seconds(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	s := int64((d + time.Second - 1) / time.Second)
+	return &s
+}
+
+func duration(s *int64) time.Duration {
+	if s == nil {
+		return 0
+	}
+	return time.Duration(*s) * time.Second
+}
+
+// RetentionPolicy implements service.RetentionStore.
+func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (service.RetentionPolicy, error) {
+	var p service.RetentionPolicy
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		if err := requireTenant(ctx, q, tenantID); err != nil {
+			return err
+		}
+		row, err := q.GetRetentionPolicy(ctx, tenantID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p = service.RetentionPolicy{
+			Completed: duration(row.CompletedSeconds), Failed: duration(row.FailedSeconds), Events: duration(row.EventsSeconds),
+		}
+		return nil
+	})
+	return p, err
+}
+
+// SetRetentionPolicy implements service.RetentionStore.
+func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p service.RetentionPolicy) error {
+	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		if err := requireTenant(ctx, q, tenantID); err != nil {
+			return err
+		}
+		if p.IsZero() {
+			return q.DeleteRetentionPolicy(ctx, tenantID)
+		}
+		return q.UpsertRetentionPolicy(ctx, db.UpsertRetentionPolicyParams{
+			TenantID: tenantID, CompletedSeconds: seconds(p.Completed), FailedSeconds: seconds(p.Failed),
+			EventsSeconds: seconds(p.Events),
+		})
+	})
+}
+
+// pruneResult is what the prune functions return.
+type pruneResult struct {
+	service.PruneCounts
+	Last string `json:"last"`
+	Xid  int64  `json:"xid"`
+	ID   int64  `json:"id"`
+	Done bool   `json:"done"`
+}
+
+func decodePrune(raw []byte) (pruneResult, error) {
+	var r pruneResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, fmt.Errorf("decode the prune result: %w", err)
+	}
+	return r, nil
+}
+
+// PruneSessions implements service.RetentionStore: one call of the system
+// function holdpoint_prune_sessions, its own transaction.
+func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p service.RetentionPolicy, after string, batch int) (service.PruneBatch, error) {
+	var raw []byte
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		raw, err = q.PruneSessions(ctx, db.PruneSessionsParams{
+			TenantID: tenantID, CompletedSeconds: seconds(p.Completed), FailedSeconds: seconds(p.Failed),
+			EventsSeconds: seconds(p.Events), After: after, Batch: int32(batch),
+		})
+		return err
+	})
+	if err != nil {
+		return service.PruneBatch{}, err
+	}
+	r, err := decodePrune(raw)
+	return service.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
+}
+
+// PruneEvents implements service.RetentionStore.
+func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after service.EventPos, batch int) (service.PruneBatch, error) {
+	var raw []byte
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		raw, err = q.PruneEvents(ctx, db.PruneEventsParams{
+			TenantID: tenantID, CutoffSeconds: seconds(cutoff), AfterXid: after.Xid, AfterID: after.ID, Batch: int32(batch),
+		})
+		return err
+	})
+	if err != nil {
+		return service.PruneBatch{}, err
+	}
+	r, err := decodePrune(raw)
+	return service.PruneBatch{Counts: r.PruneCounts, AfterEvent: service.EventPos{Xid: r.Xid, ID: r.ID}, Done: r.Done}, err
+}
+
+// PrunePreview implements service.RetentionStore.
+func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p service.RetentionPolicy) (service.PruneCounts, error) {
+	var raw []byte
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		raw, err = q.PrunePreview(ctx, db.PrunePreviewParams{
+			TenantID: tenantID, CompletedSeconds: seconds(p.Completed), FailedSeconds: seconds(p.Failed),
+			EventsSeconds: seconds(p.Events),
+		})
+		return err
+	})
+	if err != nil {
+		return service.PruneCounts{}, err
+	}
+	r, err := decodePrune(raw)
+	return r.PruneCounts, err
+}
+
+// TryPruneLock implements service.RetentionStore with a session-level
+// advisory lock, held by a connection taken out of the pool until release
+// (the lock goes with the connection if the process dies).
+func (s *PgStore) TryPruneLock(ctx context.Context) (func(), bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, translate(err)
+	}
+	q := db.New(conn)
+	ok, err := q.TryAdvisoryLock(ctx, pruneLockKey)
+	if err != nil || !ok {
+		conn.Release()
+		return nil, false, translate(err)
+	}
+	release := func() {
+		if err := q.UnlockAdvisory(context.WithoutCancel(ctx), pruneLockKey); err != nil {
+			// A connection that may still hold the lock must not go back
+			// to the pool.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}
+	return release, true, nil
+}
