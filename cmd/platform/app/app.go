@@ -25,6 +25,7 @@ Usage:
   platform serve [--addr 127.0.0.1:8080] [--dev]   run the server (--dev: no authentication, loopback only)
   platform migrate up|status                        apply or list database migrations
   platform tenants create|list|rotate-secret        manage tenants and their signing keys
+  platform prune [--tenant ID] [--dry-run]          delete what tenants' retention policies let go
   platform agents apply|list|show|disable            manage a tenant's own agents (.prompt files)
   platform keys create|list|revoke                  manage a tenant's API keys
   platform tokens mint|revoke                       mint or revoke user tokens for end users
@@ -68,6 +69,8 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 		return webhooksCommand(args[1:], stdout, stderr)
 	case "bench":
 		return benchCommand(args[1:], stdout, stderr)
+	case "prune":
+		return pruneCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "platform %s %s %s/%s\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0

@@ -58,6 +58,8 @@ type serveConfig struct {
 	metricsAddr         string
 	metricsToken        string
 	metricsTenantLabels bool
+	// prune is the retention sweeper.
+	prune pruneConfig
 }
 
 // webhookConfig is what the webhook flags chose.
@@ -118,6 +120,7 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	fs.BoolVar(&cfg.metricsTenantLabels, "metrics-tenant-labels", false, "report the pending interrupts metrics per tenant (label tenant); one series per tenant, so only with few tenants")
 	cfg.access.register(fs)
 	cfg.webhooks.register(fs)
+	cfg.prune.register(fs)
 	lf.register(fs)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
@@ -135,6 +138,10 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 		return 2
 	}
 	if _, err := cfg.webhooks.schedule(); err != nil {
+		fmt.Fprintln(stderr, "platform serve:", err)
+		return 2
+	}
+	if err := cfg.prune.check(); err != nil {
 		fmt.Fprintln(stderr, "platform serve:", err)
 		return 2
 	}
@@ -265,6 +272,8 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	go rt.RunBackground(ctx)
 	hub := service.NewEventHub(store, log)
 	go hub.Run(ctx)
+	// Retention: one instance at a time prunes what policies let go.
+	go cfg.prune.run(ctx, store, log)
 
 	// The agents tenants define, served next to the compiled ones.
 	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools}

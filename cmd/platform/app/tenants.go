@@ -13,6 +13,9 @@ import (
 const tenantsUsage = `Usage:
   platform tenants create NAME [--id ID]   create a tenant and print its id
   platform tenants list                    list the tenants
+  platform tenants show ID                 print a tenant and its retention policy
+  platform tenants set-retention ID [--completed 30d] [--failed 7d] [--events 90d] | --clear
+                                           how long the tenant keeps finished sessions and its event log (see platform prune)
   platform tenants rotate-secret --tenant ID [--purpose token|state|tool|all] [--grace 24h]
                                            give the tenant new signing keys
   platform tenants tool-secret --tenant ID [--rotate [--grace 24h]]
@@ -39,6 +42,8 @@ func tenantsCommand(args []string, stdout, stderr io.Writer) int {
 		},
 		"allow-tool-hosts": func(args []string) int { return tenantsToolHosts(args, stdout, stderr) },
 		"tool-secret":      func(args []string) int { return tenantsToolSecret(args, stdout, stderr) },
+		"show":             func(args []string) int { return tenantsShow(args, stdout, stderr) },
+		"set-retention":    func(args []string) int { return tenantsSetRetention(args, stdout, stderr) },
 	}, args, stdout, stderr)
 }
 
