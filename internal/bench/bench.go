@@ -41,6 +41,8 @@ type Config struct {
 	Out        io.Writer
 	// Webhooks adds webhook endpoints and a dispatcher to the run.
 	Webhooks WebhookConfig
+	// Prune seeds prunable rows, and prunes them during the run.
+	Prune PruneConfig
 }
 
 // Agent is the name of the benchmark agent.
@@ -172,6 +174,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 
+	if cfg.Prune.Seed > 0 {
+		if err := seedPrunable(ctx, admin, cfg.Prune.Seed); err != nil {
+			return nil, err
+		}
+	}
+
 	// Warm up: connections, prepared statements, code paths.
 	for i := 0; i < 3; i++ {
 		if _, _, err := cycle(ctx, "warmup", i); err != nil {
@@ -189,6 +197,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var lat []time.Duration
 	var errs atomic.Int64
 	var wg sync.WaitGroup
+	var pruned func() error
+	if cfg.Prune.Run {
+		pruned = startPrune(ctx, store, cfg.Prune, cfg.Out)
+	}
 	start := time.Now()
 	for s := 0; s < cfg.Sessions; s++ {
 		wg.Add(1)
@@ -213,6 +225,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	if pruned != nil {
+		if err := pruned(); err != nil {
+			return nil, fmt.Errorf("prune: %w", err)
+		}
+	}
 	res.Errors = errs.Load()
 	total := float64(cfg.Sessions * cfg.Cycles)
 	res.RoundTrips = float64(cnt.n.Load()-rtBefore) / total

@@ -36,6 +36,10 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	dispatch := fs.Bool("webhook-dispatch", true, "deliver during the run (false: only write the deliveries, to measure what the outbox costs the turns)")
 	fs.IntVar(&cfg.Webhooks.Backlog, "webhook-backlog", 0, "queue this many deliveries to a slow loopback endpoint before the run")
 	fs.DurationVar(&cfg.Webhooks.Slow, "webhook-slow", 2*time.Second, "how long the slow endpoint takes to answer (--webhook-backlog)")
+	fs.IntVar(&cfg.Prune.Seed, "seed-prunable", 0, "seed about this many rows of old completed sessions (a tenant of their own) before the run")
+	fs.BoolVar(&cfg.Prune.Run, "prune", false, "prune the seeded rows while the turns run (--prune-batch, --prune-pause)")
+	fs.IntVar(&cfg.Prune.Batch, "prune-batch", 0, "sessions per prune transaction (default: platform prune's)")
+	fs.DurationVar(&cfg.Prune.Pause, "prune-pause", 0, "wait between prune batches (default: platform prune's)")
 	var inbox bool
 	inboxCfg := bench.InboxConfig{Out: stdout, Queries: 500}
 	fs.BoolVar(&inbox, "inbox", false, "instead of the approval cycle: seed many tenants' interrupts and time the inbox and the daily report")
