@@ -7,7 +7,7 @@ import (
 
 // RetentionPolicy says how long a tenant keeps what is finished. A zero
 // age keeps forever. Completed and Failed apply to sessions by the state
-// of their latest turn (see the migration 00020_retention.sql for the
+// of their latest turn (see the migration 00021_retention.sql for the
 // exact rules); Events is how long the event log (the audit trail of
 // decisions, turn and tool events) is kept, and a session stays while its
 // events must.

@@ -4,7 +4,7 @@
 // short transaction, with a pause between them so turns are not held up),
 // on demand (platform prune) or every interval on one instance at a time
 // (the sweeper of platform serve). What may go is decided in the database
-// (migration 00020_retention.sql); this package drives the batches.
+// (migration 00021_retention.sql); this package drives the batches.
 package retention
 
 import (
