@@ -21,10 +21,11 @@ type PruneConfig struct {
 	// tenant "prunable", eight rows each (session, snapshot, three
 	// messages, interrupt, two audit events).
 	Seed int
-	// Run prunes them while the turns run (with Batch and Pause).
+	// Run prunes them while the turns run (with Batch, Pause and Share).
 	Run   bool
 	Batch int
 	Pause time.Duration
+	Share float64
 }
 
 // pruneTenant is the tenant the seeded rows belong to.
@@ -67,7 +68,7 @@ func seedPrunable(ctx context.Context, admin *pgxpool.Pool, rows int) error {
 // startPrune prunes the seeded tenant in the background; the returned
 // function waits for it and prints what it did.
 func startPrune(ctx context.Context, store *pgstore.PgStore, cfg PruneConfig, out io.Writer) func() error {
-	p := &retention.Pruner{Store: store, Batch: cfg.Batch, Pause: cfg.Pause}
+	p := &retention.Pruner{Store: store, Batch: cfg.Batch, Pause: cfg.Pause, Share: cfg.Share}
 	start := time.Now()
 	done := make(chan error, 1)
 	var rep []retention.Report

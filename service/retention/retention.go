@@ -22,8 +22,13 @@ const (
 	// DefaultBatch is the most sessions (with all their rows) one
 	// transaction removes, and the most events one event batch looks at.
 	DefaultBatch = 100
-	// DefaultPause is the wait between two batches.
+	// DefaultPause is the least wait between two batches.
 	DefaultPause = 10 * time.Millisecond
+	// DefaultShare is the most of the wall time prune batches take: after
+	// a batch that took d, the next waits at least d*(1-share)/share (4d
+	// at 0.2). A loaded database makes batches slower, so prune backs off
+	// on its own when turns need the server.
+	DefaultShare = 0.2
 )
 
 // Store is what a Pruner needs: the retention store and the tenant list.
@@ -40,9 +45,12 @@ type Pruner struct {
 	Defaults service.RetentionPolicy
 	// Batch bounds each transaction (default DefaultBatch).
 	Batch int
-	// Pause is the wait between batches (default DefaultPause; negative:
-	// none).
+	// Pause is the least wait between batches (default DefaultPause;
+	// negative: none).
 	Pause time.Duration
+	// Share is the most of the wall time batches take (default
+	// DefaultShare; 1 or more: no such bound, only Pause).
+	Share float64
 	// Log receives what the sweeper deleted (default: discarded).
 	Log *slog.Logger
 	// OnBatch, when set, is called after each batch with its counts (for
@@ -68,14 +76,26 @@ func (p *Pruner) batch() int {
 	return p.Batch
 }
 
-func (p *Pruner) pause() time.Duration {
+// pause is the wait after a batch that took took.
+func (p *Pruner) pause(took time.Duration) time.Duration {
+	var least time.Duration
 	switch {
 	case p.Pause < 0:
-		return 0
 	case p.Pause == 0:
-		return DefaultPause
+		least = DefaultPause
+	default:
+		least = p.Pause
 	}
-	return p.Pause
+	share := p.Share
+	if share <= 0 {
+		share = DefaultShare
+	}
+	if share < 1 {
+		if d := time.Duration(float64(took) * (1 - share) / share); d > least {
+			return d
+		}
+	}
+	return least
 }
 
 func (p *Pruner) log() *slog.Logger {
@@ -141,11 +161,12 @@ func (p *Pruner) pruneTenant(ctx context.Context, r *Report) error {
 		return nil
 	}
 	for after := ""; ; {
+		start := time.Now()
 		b, err := p.Store.PruneSessions(ctx, r.TenantID, r.Policy, after, p.batch())
 		if err != nil {
 			return err
 		}
-		if err := p.batchDone(ctx, r, b); err != nil {
+		if err := p.batchDone(ctx, r, b, time.Since(start)); err != nil {
 			return err
 		}
 		if b.Done {
@@ -155,11 +176,12 @@ func (p *Pruner) pruneTenant(ctx context.Context, r *Report) error {
 	}
 	cutoff := eventCutoff(r.Policy)
 	for after := (service.EventPos{}); ; {
+		start := time.Now()
 		b, err := p.Store.PruneEvents(ctx, r.TenantID, cutoff, after, p.batch())
 		if err != nil {
 			return err
 		}
-		if err := p.batchDone(ctx, r, b); err != nil {
+		if err := p.batchDone(ctx, r, b, time.Since(start)); err != nil {
 			return err
 		}
 		if b.Done {
@@ -169,8 +191,9 @@ func (p *Pruner) pruneTenant(ctx context.Context, r *Report) error {
 	}
 }
 
-// batchDone adds a batch to the report and pauses before the next one.
-func (p *Pruner) batchDone(ctx context.Context, r *Report, b service.PruneBatch) error {
+// batchDone adds a batch that took took to the report and pauses before
+// the next one.
+func (p *Pruner) batchDone(ctx context.Context, r *Report, b service.PruneBatch, took time.Duration) error {
 	r.Counts.Add(b.Counts)
 	if b.Counts.Total() > 0 {
 		r.Batches++
@@ -181,7 +204,7 @@ func (p *Pruner) batchDone(ctx context.Context, r *Report, b service.PruneBatch)
 	if b.Done {
 		return nil
 	}
-	t := time.NewTimer(p.pause())
+	t := time.NewTimer(p.pause(took))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

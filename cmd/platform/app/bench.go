@@ -39,7 +39,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Prune.Seed, "seed-prunable", 0, "seed about this many rows of old completed sessions (a tenant of their own) before the run")
 	fs.BoolVar(&cfg.Prune.Run, "prune", false, "prune the seeded rows while the turns run (--prune-batch, --prune-pause)")
 	fs.IntVar(&cfg.Prune.Batch, "prune-batch", 0, "sessions per prune transaction (default: platform prune's)")
-	fs.DurationVar(&cfg.Prune.Pause, "prune-pause", 0, "wait between prune batches (default: platform prune's)")
+	fs.DurationVar(&cfg.Prune.Pause, "prune-pause", 0, "least wait between prune batches (default: platform prune's)")
+	fs.Float64Var(&cfg.Prune.Share, "prune-share", 0, "the most of the wall time prune batches take (default: platform prune's)")
 	var inbox bool
 	inboxCfg := bench.InboxConfig{Out: stdout, Queries: 500}
 	fs.BoolVar(&inbox, "inbox", false, "instead of the approval cycle: seed many tenants' interrupts and time the inbox and the daily report")

@@ -173,7 +173,8 @@ func pruneCommand(args []string, stdout, stderr io.Writer) int {
 	tenant := cmd.fs.String("tenant", "", "prune this tenant only (default: every tenant)")
 	dryRun := cmd.fs.Bool("dry-run", false, "print what would be deleted, and delete nothing")
 	batch := cmd.fs.Int("batch", retention.DefaultBatch, "the most sessions (with all their rows) one transaction deletes, and events one event batch looks at")
-	pause := cmd.fs.Duration("pause", retention.DefaultPause, "wait between two batches, so turns are not held up")
+	pause := cmd.fs.Duration("pause", retention.DefaultPause, "least wait between two batches, so turns are not held up")
+	share := cmd.fs.Float64("share", retention.DefaultShare, "the most of the wall time batches may take (after a batch that took d, wait d*(1-share)/share if longer than --pause); 1: only --pause")
 	var defaults retentionFlags
 	registerAges(cmd.fs, "", "tenants without their own setting", &defaults)
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
@@ -187,12 +188,16 @@ func pruneCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --pause must be from 0 to 1m\n", cmd.name)
 		return 2
 	}
+	if !(*share >= 0.01 && *share <= 1) {
+		fmt.Fprintf(stderr, "%s: --share must be from 0.01 to 1\n", cmd.name)
+		return 2
+	}
 	var tenants []string
 	if *tenant != "" {
 		tenants = []string{*tenant}
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
-		p := &retention.Pruner{Store: store, Defaults: defaults.policy(), Batch: *batch, Pause: *pause}
+		p := &retention.Pruner{Store: store, Defaults: defaults.policy(), Batch: *batch, Pause: *pause, Share: *share}
 		if *pause == 0 {
 			p.Pause = -1
 		}
