@@ -73,12 +73,12 @@ var (
 
 // authenticate resolves every request's credential to its access before
 // the handler runs, and refuses routes the credential may not use. Health
-// checks stay open. Without an Authenticator (dev mode) every request acts
+// checks and the OpenAPI document stay open. Without an Authenticator (dev mode) every request acts
 // as DevCaller with admin rights, rate limited per remote address.
 func (a *api) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		route := c.Path()
-		if route == "/healthz" || route == "/readyz" || route == MetricsPath || isUIPublic(c) {
+		if route == "/healthz" || route == "/readyz" || route == MetricsPath || route == OpenAPIPath || isUIPublic(c) {
 			return next(c)
 		}
 		acc, err := a.resolveAccess(c)

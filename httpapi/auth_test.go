@@ -68,7 +68,7 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 	if configure != nil {
 		configure(&opts)
 	}
-	srv := httptest.NewServer(httpapi.New(rt, opts))
+	srv := httptest.NewServer(contractChecked(t, opts, httpapi.New(rt, opts)))
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

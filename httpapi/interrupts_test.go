@@ -103,7 +103,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })
 	}
 	store := newStore(t, app)
-	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{
+	opts := httpapi.Options{
 		Logger:   log,
 		Events:   hub,
 		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true},
@@ -114,7 +114,8 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 			}
 			return httpapi.DevCaller, nil
 		},
-	}))
+	}
+	srv := httptest.NewServer(contractChecked(t, opts, httpapi.New(rt, opts)))
 	t.Cleanup(srv.Close)
 	// Runs first: stopping the hub ends the event streams, which srv.Close
 	// would otherwise wait for.

@@ -156,6 +156,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
+	e.GET(OpenAPIPath, openAPI)
 
 	base := opts.BasePath
 	e.GET(base, a.listAgents)
