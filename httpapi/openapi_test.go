@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -508,5 +509,57 @@ func TestOpenAPIServed(t *testing.T) {
 	req.Header.Set("If-None-Match", `"stale"`)
 	if r := ts.do(t, req); r.status != http.StatusOK || !bytes.Equal(r.body, committed) {
 		t.Errorf("with a stale If-None-Match: %d; want 200 and the document", r.status)
+	}
+}
+
+// TestContractCatchesDrift checks the checker: exchanges that break the
+// document in each way it guards against are reported, and a conforming
+// one is not.
+func TestContractCatchesDrift(t *testing.T) {
+	t.Parallel()
+	st := contract(t)
+	exchange := func(method, target, reqBody string, status int, contentType, resBody string) []string {
+		req, _ := http.NewRequest(method, target, strings.NewReader(reqBody))
+		req.Header.Set("Content-Type", "application/json")
+		hadBody := reqBody != ""
+		body := &capturedBody{ReadCloser: io.NopCloser(strings.NewReader(reqBody))}
+		if _, err := io.ReadAll(body); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{ResponseWriter: httptest.NewRecorder(), status: status}
+		if contentType != "" {
+			rec.Header().Set("Content-Type", contentType)
+		}
+		rec.body.WriteString(resBody)
+		return st.check(req, hadBody, false, body, rec)
+	}
+	const run = `{"data": {"message": {"role": "user", "content": [{"text": "hi"}]}}}`
+	const output = `{"result": {"sessionId": "s", "snapshotId": "x", "finishReason": "stop"}}`
+	cases := []struct {
+		name              string
+		method, target    string
+		reqBody           string
+		status            int
+		contentType, body string
+		wantProblem       bool
+	}{
+		{"conforming turn", "POST", "/api/agents/a", run, 200, "application/json", output, false},
+		{"refused bad input", "POST", "/api/agents/a", `{"data": {"detach": "yes"}}`, 400, "application/json", `{"status": "INVALID_ARGUMENT", "message": "m", "requestId": "r"}`, false},
+		{"streamed refusal", "POST", "/api/agents/a", `{"data": {"detach": "yes"}}`, 200, "text/event-stream", "data: {\"error\":{\"status\":\"INVALID_ARGUMENT\",\"message\":\"m\"}}\n\n", false},
+		{"bad input accepted", "POST", "/api/agents/a", `{"data": {"detach": "yes"}}`, 200, "application/json", output, true},
+		{"undocumented status", "POST", "/api/agents/a", run, 418, "application/json", `{"status": "INTERNAL", "message": "m"}`, true},
+		{"answer off schema", "POST", "/api/agents/a", run, 200, "application/json", `{"result": {"finishReason": "done"}}`, true},
+		{"undocumented member", "GET", "/api/agents", "", 200, "application/json", `{"agents": [], "extra": 1}`, true},
+		{"error body off schema", "GET", "/api/agents", "", 500, "application/json", `{"error": "boom"}`, true},
+		{"undocumented route served", "GET", "/api/v1/secret", "", 200, "application/json", `{}`, true},
+		{"undocumented route refused", "GET", "/api/v1/secret", "", 404, "application/json", `{"status": "NOT_FOUND", "message": "no such route"}`, false},
+		{"stream frame off schema", "POST", "/api/agents/a", run, 200, "text/event-stream", "data: {\"message\":{\"modelChunk\":{\"content\":\"x\"}}}\n\n", true},
+		{"stream where JSON is documented", "GET", "/api/agents", "", 200, "text/event-stream", "data: {}\n\n", true},
+	}
+	for _, c := range cases {
+		problems := exchange(c.method, c.target, c.reqBody, c.status, c.contentType, c.body)
+		if got := len(problems) > 0; got != c.wantProblem {
+			t.Errorf("%s: problems %q, want some: %v", c.name, problems, c.wantProblem)
+		}
 	}
 }
