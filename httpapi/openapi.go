@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 )
@@ -31,8 +32,22 @@ func openAPI(c echo.Context) error {
 	h := c.Response().Header()
 	h.Set(echo.HeaderCacheControl, "no-cache")
 	h.Set("ETag", openAPIETag)
-	if c.Request().Header.Get("If-None-Match") == openAPIETag {
+	if etagMatches(c.Request().Header.Values("If-None-Match"), openAPIETag) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, OpenAPIDocument)
+}
+
+// etagMatches reports whether If-None-Match values name etag: "*", or a
+// list holding it (weakly compared, as RFC 9110 asks for this header).
+func etagMatches(values []string, etag string) bool {
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == etag {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -506,6 +506,10 @@ func TestOpenAPIServed(t *testing.T) {
 	if r.status != http.StatusNotModified || len(r.body) != 0 {
 		t.Errorf("with If-None-Match: %d, %d bytes; want 304 and no body", r.status, len(r.body))
 	}
+	req.Header.Set("If-None-Match", `"other", W/`+etag)
+	if r := ts.do(t, req); r.status != http.StatusNotModified {
+		t.Errorf("with If-None-Match naming it in a list: %d; want 304", r.status)
+	}
 	req.Header.Set("If-None-Match", `"stale"`)
 	if r := ts.do(t, req); r.status != http.StatusOK || !bytes.Equal(r.body, committed) {
 		t.Errorf("with a stale If-None-Match: %d; want 200 and the document", r.status)
