@@ -9,6 +9,10 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/mattn/go-isatty"
 )
 
 // Version is the build's version, printed by `version`; set it at build
@@ -87,12 +91,51 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 type logFlags struct {
 	format string
 	level  string
+	// dev is serve's --dev: the automatic format is then text for a
+	// person, coloured on a terminal.
+	dev bool
 }
 
 // register adds the logging flags to fs.
 func (l *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.format, "log-format", "json", "log format on stderr: json or text")
+	fs.StringVar(&l.format, "log-format", "auto", "log format on stderr: json, text or auto (with serve --dev, text, coloured on a terminal unless NO_COLOR is set; else json)")
 	fs.StringVar(&l.level, "log-level", "info", "lowest level logged: debug, info, warn or error")
+}
+
+// Log formats logFormat chooses.
+const (
+	formatJSON  = "json"
+	formatText  = "text"
+	formatColor = "color" // text with ANSI colours, for a terminal
+)
+
+// logFormat is the format the flags ask for: an explicit json or text
+// wins; auto is coloured text under --dev on a terminal (unless NO_COLOR
+// is set to anything non-empty), plain text under --dev elsewhere, and
+// JSON otherwise, for log collectors.
+func logFormat(name string, dev, terminal bool, noColor string) (string, error) {
+	switch strings.ToLower(name) {
+	case formatJSON:
+		return formatJSON, nil
+	case formatText:
+		return formatText, nil
+	case "auto", "":
+		switch {
+		case !dev:
+			return formatJSON, nil
+		case terminal && noColor == "":
+			return formatColor, nil
+		default:
+			return formatText, nil
+		}
+	}
+	return "", fmt.Errorf("--log-format %q: want json, text or auto", name)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
 // logger builds the slog logger the flags ask for.
@@ -101,24 +144,36 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
 	}
+	format, err := logFormat(l.format, l.dev, isTerminal(w), os.Getenv("NO_COLOR"))
+	if err != nil {
+		return nil, err
+	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(l.format) {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
+	switch format {
+	case formatColor:
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+	case formatText:
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	default:
-		return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 }
 
-// parseFlags parses a command's flags. It returns the exit code to use when
-// the command must stop here (help asked: 0, bad flags: 2), or -1 to go on.
+// parseFlags parses a command's flags, then fills those the command line
+// left unset from the environment and the --config file (see
+// applySources); it adds --config to fs first. It returns the exit code to
+// use when the command must stop here (help asked: 0, bad flags, a bad
+// variable or config file: 2), or -1 to go on.
 func parseFlags(fs *flag.FlagSet, args []string) int {
+	addConfigFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if err := applySources(fs, os.Getenv); err != nil {
+		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 		return 2
 	}
 	return -1

@@ -99,12 +99,12 @@ func (w *webhookConfig) schedule() ([]time.Duration, error) {
 // DATABASE_URL fails fast with a clear message instead of hanging.
 const connectTimeout = 10 * time.Second
 
-// serveCommand runs `platform serve`.
-func serveCommand(p Platform, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("platform serve", flag.ContinueOnError)
+// serveFlags is a new set of serve's flags, which set cfg and lf: serve
+// and doctor parse them, and the configuration table documents them.
+func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFlags) {
+	fs = flag.NewFlagSet("platform serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg serveConfig
-	var lf logFlags
+	cfg, lf = new(serveConfig), new(logFlags)
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.BoolVar(&cfg.dev, "dev", false, "development mode: default tenant, no authentication, demo agents")
 	fs.BoolVar(&cfg.migrate, "migrate", true, "apply pending migrations at start-up as DATABASE_URL's role, which must own the schema; "+
@@ -122,9 +122,18 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	cfg.webhooks.register(fs)
 	cfg.prune.register(fs)
 	lf.register(fs)
+	addConfigFlag(fs)
+	return fs, cfg, lf
+}
+
+// serveCommand runs `platform serve`.
+func serveCommand(p Platform, args []string, stderr io.Writer) int {
+	fs, flags, lf := serveFlags(stderr)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
+	cfg := *flags
+	lf.dev = cfg.dev
 	if cfg.metricsToken != "" && len(cfg.metricsToken) < 32 {
 		fmt.Fprintln(stderr, "platform serve: --metrics-token must be at least 32 characters")
 		return 2
