@@ -217,3 +217,10 @@ func Check(name string) error {
 	}
 	return checkProviderEnv(name, provider)
 }
+
+// OllamaBaseURL is the base URL of the OpenAI-compatible API of the Ollama
+// server OLLAMA_HOST names (http://127.0.0.1:11434/v1 when it is unset),
+// for a check that it answers.
+func OllamaBaseURL() string {
+	return ollamaBaseURL(os.Getenv("OLLAMA_HOST"))
+}

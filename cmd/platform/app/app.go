@@ -35,10 +35,13 @@ Usage:
   platform tokens mint|revoke                       mint or revoke user tokens for end users
   platform webhooks create|list|show|update|...     manage a tenant's webhook endpoints and deliveries
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
+  platform doctor [serve flags]                     check the database, migrations, role, model keys and address serve would use
   platform version                                  print the build version
 
 The database comes from DATABASE_URL (default ` + defaultDatabaseURL + `).
-Run "platform <command> -h" for the flags of a command.
+Run "platform <command> -h" for the flags of a command. Every flag can also
+come from HOLDPOINT_<FLAG> or a --config YAML file: "platform help config"
+prints the table.
 `
 
 // Main runs the command line of the process (os.Args) with p and exits
@@ -78,7 +81,16 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "platform %s %s %s/%s\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
+	case "doctor":
+		return doctorCommand(p, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[1] == "config" {
+			if err := writeConfigurationDoc(stdout); err != nil {
+				fmt.Fprintln(stderr, "platform help config:", err)
+				return 1
+			}
+			return 0
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:

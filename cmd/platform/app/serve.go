@@ -126,6 +126,28 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	return fs, cfg, lf
 }
 
+// check validates the serve flags together; doctor runs it too.
+func (cfg *serveConfig) check() error {
+	if cfg.sweep <= 0 {
+		return errors.New("--sweep-interval must be positive")
+	}
+	if cfg.metricsToken != "" && len(cfg.metricsToken) < 32 {
+		return errors.New("--metrics-token must be at least 32 characters")
+	}
+	if err := cfg.prune.check(); err != nil {
+		return err
+	}
+	if _, err := cfg.webhooks.schedule(); err != nil {
+		return err
+	}
+	if cfg.webhooks.lease <= cfg.webhooks.timeout {
+		return errors.New("--webhook-lease must be longer than --webhook-timeout")
+	}
+	// Without authentication every request acts for the default tenant;
+	// that is only acceptable on a developer's machine.
+	return cfg.access.check(cfg.addr, cfg.dev)
+}
+
 // serveCommand runs `platform serve`.
 func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	fs, flags, lf := serveFlags(stderr)
@@ -134,28 +156,12 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	}
 	cfg := *flags
 	lf.dev = cfg.dev
-	if cfg.metricsToken != "" && len(cfg.metricsToken) < 32 {
-		fmt.Fprintln(stderr, "platform serve: --metrics-token must be at least 32 characters")
-		return 2
-	}
-	if cfg.sweep <= 0 {
-		fmt.Fprintln(stderr, "platform serve: --sweep-interval must be positive")
-		return 2
-	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if _, err := cfg.webhooks.schedule(); err != nil {
+	if err := cfg.check(); err != nil {
 		fmt.Fprintln(stderr, "platform serve:", err)
-		return 2
-	}
-	if err := cfg.prune.check(); err != nil {
-		fmt.Fprintln(stderr, "platform serve:", err)
-		return 2
-	}
-	if cfg.webhooks.lease <= cfg.webhooks.timeout {
-		fmt.Fprintln(stderr, "platform serve: --webhook-lease must be longer than --webhook-timeout")
 		return 2
 	}
 	log, err := lf.logger(stderr)
@@ -165,12 +171,6 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	}
 	// Log lines written within a traced request or turn name its trace.
 	log = slog.New(telemetry.LogHandler(log.Handler()))
-	if err := cfg.access.check(cfg.addr, cfg.dev); err != nil {
-		// Without authentication every request acts for the default
-		// tenant; that is only acceptable on a developer's machine.
-		fmt.Fprintln(stderr, "platform serve:", err)
-		return 2
-	}
 
 	// The model comes first: Genkit's Init takes over SIGINT/SIGTERM and
 	// FromEnv resets them, which would undo a handler installed before.
