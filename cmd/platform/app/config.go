@@ -61,7 +61,7 @@ func applySources(fs *flag.FlagSet, getenv func(string) string) error {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("environment variable %s (--%s): %w", name, f.Name, err))
+			errs = append(errs, fmt.Errorf("environment variable %s (--%s): invalid value %q: %w", name, f.Name, v, err))
 			return
 		}
 		set[f.Name] = true
@@ -95,7 +95,7 @@ func applySources(fs *flag.FlagSet, getenv func(string) string) error {
 			continue
 		}
 		if err := fs.Set(e.key, e.value); err != nil {
-			return fmt.Errorf("%s:%d: key %s: %w", path, e.line, e.key, err)
+			return fmt.Errorf("%s:%d: key %s: invalid value %q: %w", path, e.line, e.key, e.value, err)
 		}
 	}
 	return nil

@@ -57,7 +57,11 @@ share with it (` + "`log-format`, `log-level`" + `) and skip serve's other keys.
 		if f.DefValue == "" {
 			def = ""
 		}
-		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s | %s |\n", f.Name, envName(f.Name), f.Name, cell(def), cell(f.Usage))
+		key := "`" + f.Name + "`"
+		if f.Name == configFlag {
+			key = "(not in the file)"
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s | %s |\n", f.Name, envName(f.Name), key, cell(def), cell(f.Usage))
 	})
 	b.WriteString(`
 Settings read from the environment only:

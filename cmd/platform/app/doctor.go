@@ -56,6 +56,9 @@ func (d *doctor) report(status, check, detail string) {
 	if d.secret != "" {
 		detail = strings.ReplaceAll(detail, d.secret, "******")
 	}
+	// One line per check: pgx lists the addresses it tried on lines of
+	// their own.
+	detail = strings.Join(strings.Fields(strings.ReplaceAll(detail, "\n", "; ")), " ")
 	fmt.Fprintf(d.out, "%-4s  %-16s  %s\n", status, check, detail)
 }
 
@@ -259,7 +262,11 @@ func (d *doctor) models(ctx context.Context, p Platform, cfg serveConfig, tenant
 		for i, a := range agents {
 			names[i] = a.Name
 		}
-		d.report(statusOK, "agents", fmt.Sprintf("%d compiled: %s", len(agents), strings.Join(names, ", ")))
+		if len(names) == 0 {
+			d.report(statusOK, "agents", "none compiled in (--dev or --demo serve the demo agents)")
+		} else {
+			d.report(statusOK, "agents", fmt.Sprintf("%d compiled in: %s", len(agents), strings.Join(names, ", ")))
+		}
 	}
 
 	needOllama := slices.ContainsFunc(p.Agents, func(a agentkit.Definition) bool {

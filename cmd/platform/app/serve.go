@@ -60,6 +60,9 @@ type serveConfig struct {
 	metricsTenantLabels bool
 	// prune is the retention sweeper.
 	prune pruneConfig
+	// banner is where the start-up URLs are printed for a person (stderr
+	// with --dev); nil: in the log only.
+	banner io.Writer
 }
 
 // webhookConfig is what the webhook flags chose.
@@ -156,6 +159,9 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	}
 	cfg := *flags
 	lf.dev = cfg.dev
+	if cfg.dev {
+		cfg.banner = stderr
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
@@ -359,7 +365,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		dispatcher.Run(ctx)
 	}()
 	defer func() { <-dispatched }()
-	metricsURL := "http://" + ln.Addr().String() + httpapi.MetricsPath + " (admin keys)"
+	metricsAt := "" // the metrics' own listener, if any
 	if cfg.metricsAddr != "" {
 		addr, stopMetrics, err := metricsServer(cfg.metricsAddr, metrics.Handler(), log)
 		if err != nil {
@@ -371,19 +377,21 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 			defer cancel()
 			stopMetrics(stopCtx)
 		}()
-		metricsURL = "http://" + addr + "/metrics"
+		metricsAt = addr
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving",
+	urls := newStartupURLs(ln.Addr(), metricsAt, cfg.metricsToken != "")
+	log.Info("serving", append([]any{
 		"addr", ln.Addr().String(),
 		"dev", cfg.dev,
 		"auth", !cfg.dev,
 		"agents", rt.AgentNames(),
 		"models", models,
-		"metrics", metricsURL,
-		"tracing", tracing.Enabled,
-		"url", "http://"+ln.Addr().String()+httpapi.DefaultBasePath)
+		"tracing", tracing.Enabled}, urls.logArgs()...)...)
+	if cfg.banner != nil {
+		urls.print(cfg.banner, rt.AgentNames())
+	}
 
 	select {
 	case err := <-served:
