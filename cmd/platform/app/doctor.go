@@ -58,7 +58,7 @@ func (d *doctor) report(status, check, detail string) {
 	}
 	// One line per check: pgx lists the addresses it tried on lines of
 	// their own.
-	detail = strings.Join(strings.Fields(strings.ReplaceAll(detail, "\n", "; ")), " ")
+	detail = strings.Join(strings.Fields(strings.NewReplacer(":\n", ": ", "\n", "; ").Replace(detail)), " ")
 	fmt.Fprintf(d.out, "%-4s  %-16s  %s\n", status, check, detail)
 }
 
