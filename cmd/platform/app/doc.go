@@ -1,6 +1,8 @@
 // Package app is the whole Holdpoint platform as a library: the command
 // line of cmd/platform (serve, migrate, tenants, keys, tokens, bench,
-// version) serving the agents a program defines. A program's main is its
+// doctor, version) serving the agents a program defines. Every flag of
+// every command may also come from a HOLDPOINT_<FLAG> variable or a
+// --config YAML file (config.go; the table is docs/configuration.md). A program's main is its
 // agent definitions (package service/agentkit) and one call:
 //
 //	func main() {
