@@ -92,10 +92,16 @@ func decodePrune(raw []byte) (pruneResult, error) {
 }
 
 // PruneSessions implements service.RetentionStore: one call of the system
-// function holdpoint_prune_sessions, its own transaction.
+// function holdpoint_prune_sessions, its own transaction, committed
+// without waiting for the WAL flush: a batch lost in a crash is deleted
+// again by the next prune, and its commit does not queue behind (or make
+// wait) the turns' flushes.
 func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p service.RetentionPolicy, after string, batch int) (service.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
 		var err error
 		raw, err = q.PruneSessions(ctx, db.PruneSessionsParams{
 			TenantID: tenantID, CompletedSeconds: seconds(p.Completed), FailedSeconds: seconds(p.Failed),
@@ -110,10 +116,14 @@ func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p service.
 	return service.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
 }
 
-// PruneEvents implements service.RetentionStore.
+// PruneEvents implements service.RetentionStore, committed without
+// waiting for the WAL flush (see PruneSessions).
 func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after service.EventPos, batch int) (service.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
 		var err error
 		raw, err = q.PruneEvents(ctx, db.PruneEventsParams{
 			TenantID: tenantID, CutoffSeconds: seconds(cutoff), AfterXid: after.Xid, AfterID: after.ID, Batch: int32(batch),
