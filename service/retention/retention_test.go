@@ -175,9 +175,13 @@ func TestPrunePolicy(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 
-	// A webhook endpoint of acme, so the events have deliveries.
+	// A webhook endpoint of acme, so the events have deliveries to make.
 	e.exec(`INSERT INTO webhooks (tenant_id, url, event_types, created_by) VALUES ('acme', 'http://127.0.0.1:9/h',
 	        ARRAY['interrupt.created', 'interrupt.resolved', 'turn.completed', 'turn.failed', 'tool.called'], 'test')`)
+	// (exec runs without triggers: the endpoint's position, where the log
+	// is now, as its trigger would set it.)
+	e.exec(`INSERT INTO webhook_cursors (tenant_id, webhook_id, xid, id)
+	        SELECT tenant_id, id, pg_snapshot_xmin(pg_current_snapshot()), 0 FROM webhooks`)
 
 	e.cycle("acme", "done")        // completed, old: goes
 	e.cycle("acme", "failed")      // its latest turn failed, old: goes
@@ -198,8 +202,20 @@ func TestPrunePolicy(t *testing.T) {
 	        FROM sessions WHERE tenant_id = 'acme' AND id = 'job'`)
 	e.exec(`INSERT INTO turn_jobs (tenant_id, snapshot_id, agent, session_id, inputs, heartbeat_at, created_at)
 	        VALUES ('acme', 'job-pending', $1, 'job', '[]', now() - interval '3 hours', now() - interval '3 hours')`, bench.Agent)
-	// Every delivery ended, but one of the undelivered session's.
-	e.exec(`UPDATE webhook_deliveries SET status = 'delivered', next_attempt_at = NULL, delivered_at = now()`)
+	// While the endpoint has not read their events, no session goes.
+	hold := &retention.Pruner{Store: e.store, Batch: 10, Pause: -1,
+		Defaults: service.RetentionPolicy{Completed: time.Hour, Failed: time.Hour, Events: time.Hour}}
+	if dry, err := hold.Prune(ctx, []string{"acme"}, true); err != nil || len(dry) != 1 || dry[0].Counts.Sessions != 0 {
+		t.Fatalf("a dry run before the endpoint read the events: %+v %v", dry, err)
+	}
+	// The endpoint read every event and each was delivered, but one of
+	// the undelivered session's, which waits for a retry.
+	e.exec(`UPDATE webhook_cursors c SET xid = e.xid, id = e.id
+	        FROM (SELECT xid, id FROM interrupt_events WHERE tenant_id = 'acme' ORDER BY xid DESC, id DESC LIMIT 1) e
+	        WHERE c.tenant_id = 'acme'`)
+	e.exec(`INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, status, attempts, delivered_at)
+	        SELECT e.tenant_id, w.id, e.xid, e.id, 'delivered', 1, now() FROM interrupt_events e
+	        JOIN webhooks w ON w.tenant_id = e.tenant_id WHERE e.tenant_id = 'acme'`)
 	e.exec(`UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = now() + interval '1 hour'
 	        FROM interrupt_events e JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
 	        WHERE i.session_id = 'undelivered' AND d.tenant_id = e.tenant_id AND d.event_xid = e.xid AND d.event_id = e.id`)
@@ -370,6 +386,10 @@ func TestPruneRacesTurns(t *testing.T) {
 			out, err := e.rt.InvokeOne(ctx, service.Caller{TenantID: "acme", Actor: "test"}, bench.Agent,
 				service.AgentInit{SessionID: s}, service.AgentInput{Message: msg("Transfer $5 to account 1")}, nil)
 			switch {
+			case err == nil && out.FinishReason == service.FinishFailed && out.Error != nil && out.Error.Status == service.CodeNotFound:
+				// The write found the session pruned: the turn failed
+				// with NOT_FOUND and wrote nothing.
+				refused.Add(1)
 			case err == nil:
 				written.Add(1)
 				mu.Lock()
