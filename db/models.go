@@ -41,6 +41,7 @@ type EventLog struct {
 	Tool        string
 	SessionID   string
 	SnapshotID  string
+	Xid8        pgtype.Uint64
 }
 
 type Interrupt struct {
@@ -256,6 +257,24 @@ type Webhook struct {
 	UpdatedAt      time.Time
 }
 
+type WebhookCursor struct {
+	TenantID   string
+	WebhookID  uuid.UUID
+	Xid        pgtype.Uint64
+	ID         int64
+	LeaseOwner *string
+	LeaseUntil *time.Time
+}
+
+type WebhookCursorLease struct {
+	TenantID   string
+	WebhookID  uuid.UUID
+	Url        string
+	EventTypes []string
+	Xid        int64
+	ID         int64
+}
+
 type WebhookDelivery struct {
 	TenantID      string
 	ID            uuid.UUID
@@ -310,6 +329,40 @@ type WebhookDeliveryContext struct {
 	CallRef             *string
 	CallSessionID       *string
 	CallHttpStatus      *int32
+}
+
+type WebhookEventContext struct {
+	TenantID            string
+	EventID             int64
+	EventXid            int64
+	EventType           string
+	OccurredAt          time.Time
+	Actor               string
+	InterruptID         pgtype.UUID
+	InterruptAgent      *string
+	InterruptTool       *string
+	InterruptInput      []byte
+	ExpiresAt           *time.Time
+	InterruptSessionID  *string
+	InterruptSnapshotID *string
+	InterruptStatus     *string
+	Resolution          []byte
+	ResolvedBy          *string
+	ResolvedAt          *time.Time
+	InterruptCreatedAt  *time.Time
+	Sequence            int32
+	TurnSnapshotID      *string
+	TurnSessionID       *string
+	TurnAgent           *string
+	TurnFinishReason    *string
+	TurnError           []byte
+	CallKey             *string
+	CallTool            *string
+	CallStatus          *string
+	CallRef             *string
+	CallSessionID       *string
+	CallHttpStatus      *int32
+	EventXid8           pgtype.Uint64
 }
 
 type WebhookHealth struct {

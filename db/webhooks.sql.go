@@ -13,6 +13,83 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const advanceWebhookCursor = `-- name: AdvanceWebhookCursor :one
+WITH moved AS (
+    UPDATE webhook_cursors c
+    SET xid = holdpoint_xid($1::bigint), id = $2::bigint,
+        lease_until = now() + make_interval(secs => $3::double precision)
+    WHERE c.tenant_id = $4 AND c.webhook_id = $5 AND c.lease_owner = $6::text
+      AND c.xid = holdpoint_xid($7::bigint) AND c.id = $8::bigint
+    RETURNING 1
+), recorded AS (
+    INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, status, attempts, next_attempt_at,
+                                    last_attempt_at, last_status, last_error, delivered_at, created_at)
+    SELECT $4, $5, holdpoint_xid(a.xid), a.id, a.status, 1,
+           CASE WHEN a.status = 'pending' THEN a.next_attempt_at END,
+           a.attempted_at, nullif(a.last_status, 0), nullif(a.last_error, ''),
+           CASE WHEN a.status = 'delivered' THEN a.answered_at END, a.occurred_at
+    FROM (
+        SELECT unnest($9::bigint[]) AS xid, unnest($10::bigint[]) AS id, unnest($11::text[]) AS status,
+               unnest($12::timestamptz[]) AS next_attempt_at,
+               unnest($13::timestamptz[]) AS attempted_at, unnest($14::timestamptz[]) AS answered_at,
+               unnest($15::integer[]) AS last_status, unnest($16::text[]) AS last_error,
+               unnest($17::timestamptz[]) AS occurred_at
+    ) AS a
+    WHERE EXISTS (SELECT 1 FROM moved)
+)
+SELECT EXISTS (SELECT 1 FROM moved) AS moved
+`
+
+type AdvanceWebhookCursorParams struct {
+	ToXid          int64
+	ToID           int64
+	LeaseSeconds   float64
+	TenantID       string
+	WebhookID      uuid.UUID
+	Owner          string
+	FromXid        int64
+	FromID         int64
+	Xids           []int64
+	Ids            []int64
+	Statuses       []string
+	NextAttemptAts []time.Time
+	AttemptedAts   []time.Time
+	AnsweredAts    []time.Time
+	LastStatuses   []int32
+	LastErrors     []string
+	OccurredAts    []time.Time
+}
+
+// Moves an endpoint's position from (from_xid, from_id) to (to_xid, to_id)
+// and records the attempts made of the events in between, only while
+// owner holds the endpoint's lease and the position is still where the
+// attempts started: an instance whose lease ran out (and whose endpoint
+// another instance took over) records nothing. Renews the lease.
+func (q *Queries) AdvanceWebhookCursor(ctx context.Context, arg AdvanceWebhookCursorParams) (bool, error) {
+	row := q.db.QueryRow(ctx, advanceWebhookCursor,
+		arg.ToXid,
+		arg.ToID,
+		arg.LeaseSeconds,
+		arg.TenantID,
+		arg.WebhookID,
+		arg.Owner,
+		arg.FromXid,
+		arg.FromID,
+		arg.Xids,
+		arg.Ids,
+		arg.Statuses,
+		arg.NextAttemptAts,
+		arg.AttemptedAts,
+		arg.AnsweredAts,
+		arg.LastStatuses,
+		arg.LastErrors,
+		arg.OccurredAts,
+	)
+	var moved bool
+	err := row.Scan(&moved)
+	return moved, err
+}
+
 const claimWebhookDeliveries = `-- name: ClaimWebhookDeliveries :many
 SELECT tenant_id, id, webhook_id, attempts, status, url, enabled, event_id, event_xid, event_type, occurred_at, actor, interrupt_id, interrupt_agent, interrupt_tool, interrupt_input, expires_at, interrupt_session_id, interrupt_snapshot_id, interrupt_status, resolution, resolved_by, resolved_at, interrupt_created_at, sequence, turn_snapshot_id, turn_session_id, turn_agent, turn_finish_reason, turn_error, call_key, call_tool, call_status, call_ref, call_session_id, call_http_status FROM holdpoint_claim_webhook_deliveries($1, $2::double precision, $3::integer,
                                                  $4::integer, $5::uuid[])
@@ -372,8 +449,53 @@ func (q *Queries) InsertWebhookSecret(ctx context.Context, arg InsertWebhookSecr
 	return err
 }
 
+const leaseWebhookCursors = `-- name: LeaseWebhookCursors :many
+SELECT tenant_id, webhook_id, url, event_types, xid, id FROM holdpoint_lease_webhook_cursors($1, $2::double precision, $3::integer, $4::uuid[])
+`
+
+type LeaseWebhookCursorsParams struct {
+	Owner        string
+	LeaseSeconds float64
+	Batch        int32
+	Held         []uuid.UUID
+}
+
+// A system function (see the migration): endpoints of every tenant with
+// events to read.
+func (q *Queries) LeaseWebhookCursors(ctx context.Context, arg LeaseWebhookCursorsParams) ([]WebhookCursorLease, error) {
+	rows, err := q.db.Query(ctx, leaseWebhookCursors,
+		arg.Owner,
+		arg.LeaseSeconds,
+		arg.Batch,
+		arg.Held,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCursorLease{}
+	for rows.Next() {
+		var i WebhookCursorLease
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.WebhookID,
+			&i.Url,
+			&i.EventTypes,
+			&i.Xid,
+			&i.ID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listEventsAfter = `-- name: ListEventsAfter :many
-SELECT tenant_id, id, xid, type, interrupt_id, actor, created_at, agent, tool, session_id, snapshot_id FROM holdpoint_events_after($1::bigint, $2::bigint, $3::integer)
+SELECT tenant_id, id, xid, type, interrupt_id, actor, created_at, agent, tool, session_id, snapshot_id, xid8 FROM holdpoint_events_after($1::bigint, $2::bigint, $3::integer)
 `
 
 type ListEventsAfterParams struct {
@@ -405,6 +527,7 @@ func (q *Queries) ListEventsAfter(ctx context.Context, arg ListEventsAfterParams
 			&i.Tool,
 			&i.SessionID,
 			&i.SnapshotID,
+			&i.Xid8,
 		); err != nil {
 			return nil, err
 		}
@@ -417,16 +540,7 @@ func (q *Queries) ListEventsAfter(ctx context.Context, arg ListEventsAfterParams
 }
 
 const listTenantEventsAfter = `-- name: ListTenantEventsAfter :many
-SELECT v.tenant_id, v.id, v.xid, v.type, v.interrupt_id, v.actor, v.created_at, v.agent, v.tool, v.session_id, v.snapshot_id FROM (
-    SELECT e.id, e.xid FROM interrupt_events e
-    WHERE e.tenant_id = $1
-      AND (e.xid, e.id) > (holdpoint_xid($2::bigint), $3::bigint)
-      AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY e.xid, e.id
-    LIMIT $4
-) p
-JOIN event_log v ON v.tenant_id = $1 AND v.xid = p.xid::text::bigint AND v.id = p.id
-ORDER BY p.xid, p.id
+SELECT tenant_id, id, xid, type, interrupt_id, actor, created_at, agent, tool, session_id, snapshot_id, xid8 FROM holdpoint_tenant_events_after($1, $2::bigint, $3::bigint, $4::integer)
 `
 
 type ListTenantEventsAfterParams struct {
@@ -437,7 +551,7 @@ type ListTenantEventsAfterParams struct {
 }
 
 // One tenant's events after a position, up to the horizon: what a
-// reconnecting event stream missed.
+// reconnecting event stream missed (see the function).
 func (q *Queries) ListTenantEventsAfter(ctx context.Context, arg ListTenantEventsAfterParams) ([]EventLog, error) {
 	rows, err := q.db.Query(ctx, listTenantEventsAfter,
 		arg.TenantID,
@@ -464,6 +578,7 @@ func (q *Queries) ListTenantEventsAfter(ctx context.Context, arg ListTenantEvent
 			&i.Tool,
 			&i.SessionID,
 			&i.SnapshotID,
+			&i.Xid8,
 		); err != nil {
 			return nil, err
 		}
@@ -818,4 +933,74 @@ func (q *Queries) UpdateWebhook(ctx context.Context, arg UpdateWebhookParams) (W
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const webhookCursorEvents = `-- name: WebhookCursorEvents :many
+SELECT tenant_id, event_id, event_xid, event_type, occurred_at, actor, interrupt_id, interrupt_agent, interrupt_tool, interrupt_input, expires_at, interrupt_session_id, interrupt_snapshot_id, interrupt_status, resolution, resolved_by, resolved_at, interrupt_created_at, sequence, turn_snapshot_id, turn_session_id, turn_agent, turn_finish_reason, turn_error, call_key, call_tool, call_status, call_ref, call_session_id, call_http_status, event_xid8 FROM holdpoint_webhook_cursor_events($1, $2::bigint, $3::bigint, $4::integer)
+`
+
+type WebhookCursorEventsParams struct {
+	TenantID string
+	AfterXid int64
+	AfterID  int64
+	Batch    int32
+}
+
+// The events of one tenant after an endpoint's position, up to the
+// horizon, with what each attempt sends (see the function).
+func (q *Queries) WebhookCursorEvents(ctx context.Context, arg WebhookCursorEventsParams) ([]WebhookEventContext, error) {
+	rows, err := q.db.Query(ctx, webhookCursorEvents,
+		arg.TenantID,
+		arg.AfterXid,
+		arg.AfterID,
+		arg.Batch,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookEventContext{}
+	for rows.Next() {
+		var i WebhookEventContext
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.EventID,
+			&i.EventXid,
+			&i.EventType,
+			&i.OccurredAt,
+			&i.Actor,
+			&i.InterruptID,
+			&i.InterruptAgent,
+			&i.InterruptTool,
+			&i.InterruptInput,
+			&i.ExpiresAt,
+			&i.InterruptSessionID,
+			&i.InterruptSnapshotID,
+			&i.InterruptStatus,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.InterruptCreatedAt,
+			&i.Sequence,
+			&i.TurnSnapshotID,
+			&i.TurnSessionID,
+			&i.TurnAgent,
+			&i.TurnFinishReason,
+			&i.TurnError,
+			&i.CallKey,
+			&i.CallTool,
+			&i.CallStatus,
+			&i.CallRef,
+			&i.CallSessionID,
+			&i.CallHttpStatus,
+			&i.EventXid8,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -46,6 +46,19 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON retention_policies TO holdpoint_app;
 -- whose delivery is still pending: both look deliveries up by event.
 CREATE INDEX webhook_deliveries_event_idx ON webhook_deliveries (tenant_id, event_xid, event_id);
 
+-- Whether an event still has a delivery to make: a pending (or retrying)
+-- delivery row. Pruning keeps such an event, and its session.
+-- +goose StatementBegin
+CREATE FUNCTION holdpoint_event_pending(p_tenant text, p_xid xid8, p_id bigint, p_type text)
+RETURNS boolean
+LANGUAGE sql STABLE SET search_path = public, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM webhook_deliveries d
+                   WHERE d.tenant_id = p_tenant AND d.event_xid = p_xid AND d.event_id = p_id
+                     AND d.status = 'pending');
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION holdpoint_event_pending(text, xid8, bigint, text) FROM PUBLIC;
+
 -- Whether one session may be removed under the given ages (seconds, NULL:
 -- keep forever): the rules above. Called by the functions below only.
 -- +goose StatementBegin
@@ -63,9 +76,7 @@ LANGUAGE sql STABLE SET search_path = public, pg_temp AS $$
                    JOIN interrupt_events e ON e.tenant_id = i.tenant_id AND e.interrupt_id = i.id
                    WHERE sn.tenant_id = s.tenant_id AND sn.session_id = s.id
                      AND ((p_events IS NOT NULL AND e.created_at >= now() - make_interval(secs => p_events))
-                          OR EXISTS (SELECT 1 FROM webhook_deliveries d
-                                     WHERE d.tenant_id = e.tenant_id AND d.event_xid = e.xid AND d.event_id = e.id
-                                       AND d.status = 'pending')))
+                          OR holdpoint_event_pending(e.tenant_id, e.xid, e.id, e.type)))
         FROM sessions s
         LEFT JOIN snapshots l ON l.tenant_id = s.tenant_id AND l.id = s.latest_snapshot_id
         CROSS JOIN LATERAL (
@@ -193,9 +204,7 @@ BEGIN
         SELECT e.xid, e.id,
                e.interrupt_id IS NULL AND e.created_at < now() - make_interval(secs => p_cutoff)
                AND NOT EXISTS (SELECT 1 FROM snapshots sn WHERE sn.tenant_id = e.tenant_id AND sn.id = e.payload ->> 'snapshotId')
-               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                               WHERE d.tenant_id = e.tenant_id AND d.event_xid = e.xid AND d.event_id = e.id
-                                 AND d.status = 'pending') AS doomed
+               AND NOT holdpoint_event_pending(e.tenant_id, e.xid, e.id, e.type) AS doomed
         FROM interrupt_events e
         WHERE e.tenant_id = p_tenant AND (e.xid, e.id) > (holdpoint_xid(p_after_xid), p_after_id)
         ORDER BY e.xid, e.id
@@ -243,9 +252,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
           AND e.created_at < now() - make_interval(secs => coalesce(p_events, least(p_completed, p_failed)))
           AND (e.payload ->> 'snapshotId' IN (SELECT id FROM sn)
                OR NOT EXISTS (SELECT 1 FROM snapshots x WHERE x.tenant_id = e.tenant_id AND x.id = e.payload ->> 'snapshotId'))
-          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                          WHERE d.tenant_id = e.tenant_id AND d.event_xid = e.xid AND d.event_id = e.id
-                            AND d.status = 'pending')
+          AND NOT holdpoint_event_pending(e.tenant_id, e.xid, e.id, e.type)
     )
     SELECT jsonb_build_object(
         'sessions', (SELECT count(*) FROM c),
@@ -279,5 +286,6 @@ DROP FUNCTION holdpoint_prune_preview(text, bigint, bigint, bigint);
 DROP FUNCTION holdpoint_prune_events(text, bigint, bigint, bigint, integer);
 DROP FUNCTION holdpoint_prune_sessions(text, bigint, bigint, bigint, text, integer);
 DROP FUNCTION holdpoint_session_prunable(text, text, bigint, bigint, bigint);
+DROP FUNCTION holdpoint_event_pending(text, xid8, bigint, text);
 DROP INDEX webhook_deliveries_event_idx;
 DROP TABLE retention_policies;

@@ -131,17 +131,8 @@ SELECT * FROM holdpoint_events_after(@after_xid::bigint, @after_id::bigint, @bat
 
 -- name: ListTenantEventsAfter :many
 -- One tenant's events after a position, up to the horizon: what a
--- reconnecting event stream missed.
-SELECT v.* FROM (
-    SELECT e.id, e.xid FROM interrupt_events e
-    WHERE e.tenant_id = @tenant_id
-      AND (e.xid, e.id) > (holdpoint_xid(@after_xid::bigint), @after_id::bigint)
-      AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY e.xid, e.id
-    LIMIT @batch
-) p
-JOIN event_log v ON v.tenant_id = @tenant_id AND v.xid = p.xid::text::bigint AND v.id = p.id
-ORDER BY p.xid, p.id;
+-- reconnecting event stream missed (see the function).
+SELECT * FROM holdpoint_tenant_events_after(@tenant_id, @after_xid::bigint, @after_id::bigint, @batch::integer);
 
 -- name: EventHorizon :one
 -- Positions before (horizon, 0) are final: a stream starting now starts
@@ -154,3 +145,44 @@ SELECT holdpoint_event_horizon()::bigint AS horizon;
 -- delivery is at least once anyway. The deliveries themselves are written
 -- with their events, durably.
 SELECT set_config('synchronous_commit', 'off', true);
+
+-- name: LeaseWebhookCursors :many
+-- A system function (see the migration): endpoints of every tenant with
+-- events to read.
+SELECT * FROM holdpoint_lease_webhook_cursors(@owner, @lease_seconds::double precision, @batch::integer, @held::uuid[]);
+
+-- name: WebhookCursorEvents :many
+-- The events of one tenant after an endpoint's position, up to the
+-- horizon, with what each attempt sends (see the function).
+SELECT * FROM holdpoint_webhook_cursor_events(@tenant_id, @after_xid::bigint, @after_id::bigint, @batch::integer);
+
+-- name: AdvanceWebhookCursor :one
+-- Moves an endpoint's position from (from_xid, from_id) to (to_xid, to_id)
+-- and records the attempts made of the events in between, only while
+-- owner holds the endpoint's lease and the position is still where the
+-- attempts started: an instance whose lease ran out (and whose endpoint
+-- another instance took over) records nothing. Renews the lease.
+WITH moved AS (
+    UPDATE webhook_cursors c
+    SET xid = holdpoint_xid(@to_xid::bigint), id = @to_id::bigint,
+        lease_until = now() + make_interval(secs => @lease_seconds::double precision)
+    WHERE c.tenant_id = @tenant_id AND c.webhook_id = @webhook_id AND c.lease_owner = @owner::text
+      AND c.xid = holdpoint_xid(@from_xid::bigint) AND c.id = @from_id::bigint
+    RETURNING 1
+), recorded AS (
+    INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, status, attempts, next_attempt_at,
+                                    last_attempt_at, last_status, last_error, delivered_at, created_at)
+    SELECT @tenant_id, @webhook_id, holdpoint_xid(a.xid), a.id, a.status, 1,
+           CASE WHEN a.status = 'pending' THEN a.next_attempt_at END,
+           a.attempted_at, nullif(a.last_status, 0), nullif(a.last_error, ''),
+           CASE WHEN a.status = 'delivered' THEN a.answered_at END, a.occurred_at
+    FROM (
+        SELECT unnest(@xids::bigint[]) AS xid, unnest(@ids::bigint[]) AS id, unnest(@statuses::text[]) AS status,
+               unnest(@next_attempt_ats::timestamptz[]) AS next_attempt_at,
+               unnest(@attempted_ats::timestamptz[]) AS attempted_at, unnest(@answered_ats::timestamptz[]) AS answered_at,
+               unnest(@last_statuses::integer[]) AS last_status, unnest(@last_errors::text[]) AS last_error,
+               unnest(@occurred_ats::timestamptz[]) AS occurred_at
+    ) AS a
+    WHERE EXISTS (SELECT 1 FROM moved)
+)
+SELECT EXISTS (SELECT 1 FROM moved) AS moved;

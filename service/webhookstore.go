@@ -149,6 +149,38 @@ type WebhookToolCall struct {
 	HTTPStatus int    `json:"httpStatus,omitempty"`
 }
 
+// WebhookCursor is an endpoint a dispatcher leased to read the event log
+// for: its position, and what it subscribes to.
+type WebhookCursor struct {
+	TenantID   string
+	WebhookID  uuid.UUID
+	URL        string
+	EventTypes []string
+	// Pos is the position read up to: the events after it are to attempt.
+	Pos EventPos
+}
+
+// Wants reports whether the endpoint subscribes to the event type (its
+// public name).
+func (c WebhookCursor) Wants(eventType string) bool {
+	for _, t := range c.EventTypes {
+		if t == eventType {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhookAttempt is the first attempt of an event read from an
+// endpoint's cursor, recorded as the event's delivery to the endpoint.
+type WebhookAttempt struct {
+	Pos        EventPos
+	OccurredAt time.Time
+	// AttemptedAt is when the attempt started, AnsweredAt when it ended.
+	AttemptedAt, AnsweredAt time.Time
+	Outcome                 WebhookOutcome
+}
+
 // WebhookOutcome is the result of one delivery attempt.
 type WebhookOutcome struct {
 	Status        string     // DeliveryPending (retry), DeliveryDelivered or DeliveryDead
@@ -178,9 +210,24 @@ type WebhookStore interface {
 	WebhookSecrets(ctx context.Context, tenantID string, id uuid.UUID) ([][]byte, error)
 	// DisableWebhook turns an endpoint off, saying why.
 	DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error
-	// ClaimWebhookDeliveries leases due deliveries of every tenant to
-	// owner, with what they send: at most batch, at most perEndpoint of
-	// one endpoint, none of busy's endpoints.
+	// LeaseWebhookCursors leases to owner, for lease, at most limit
+	// enabled endpoints of every tenant that have events to read, leaving
+	// out those in held (which owner reads already).
+	LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]WebhookCursor, error)
+	// WebhookCursorEvents returns at most limit events of the endpoint's
+	// tenant after its position, up to the horizon, in log order, with
+	// what an attempt sends (every type: the caller skips those the
+	// endpoint does not want).
+	WebhookCursorEvents(ctx context.Context, c WebhookCursor, limit int) ([]WebhookEvent, error)
+	// AdvanceWebhookCursor moves the endpoint's position from c.Pos to to
+	// and records the attempts as its deliveries, in one statement, only
+	// while owner holds the endpoint's lease (which it renews for lease)
+	// and the position is still c.Pos; it reports whether it did.
+	AdvanceWebhookCursor(ctx context.Context, owner string, c WebhookCursor, to EventPos, lease time.Duration, attempts []WebhookAttempt) (bool, error)
+	// ClaimWebhookDeliveries leases due deliveries (retries and
+	// redeliveries) of every tenant to owner, with what they send: at
+	// most batch, at most perEndpoint of one endpoint, none of busy's
+	// endpoints.
 	ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]WebhookClaim, error)
 	// FinishWebhookDeliveries records attempts' outcomes, each only if its
 	// attempt still holds the delivery's lease; it returns the ids

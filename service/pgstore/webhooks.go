@@ -175,8 +175,25 @@ func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, leas
 }
 
 func webhookEventOf(r db.WebhookDeliveryContext) *service.WebhookEvent {
+	ev := eventContextOf(db.WebhookEventContext{
+		TenantID: r.TenantID, EventID: r.EventID, EventXid: r.EventXid, EventType: r.EventType, OccurredAt: r.OccurredAt,
+		Actor: r.Actor, InterruptID: r.InterruptID, InterruptAgent: r.InterruptAgent, InterruptTool: r.InterruptTool,
+		InterruptInput: r.InterruptInput, ExpiresAt: r.ExpiresAt, InterruptSessionID: r.InterruptSessionID,
+		InterruptSnapshotID: r.InterruptSnapshotID, InterruptStatus: r.InterruptStatus, Resolution: r.Resolution,
+		ResolvedBy: r.ResolvedBy, ResolvedAt: r.ResolvedAt, InterruptCreatedAt: r.InterruptCreatedAt, Sequence: r.Sequence,
+		TurnSnapshotID: r.TurnSnapshotID, TurnSessionID: r.TurnSessionID, TurnAgent: r.TurnAgent,
+		TurnFinishReason: r.TurnFinishReason, TurnError: r.TurnError, CallKey: r.CallKey, CallTool: r.CallTool,
+		CallStatus: r.CallStatus, CallRef: r.CallRef, CallSessionID: r.CallSessionID, CallHttpStatus: r.CallHttpStatus,
+	})
+	ev.URL, ev.Enabled = r.Url, r.Enabled
+	return ev
+}
+
+// eventContextOf is what an attempt of the event sends (without the
+// endpoint).
+func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
 	ev := &service.WebhookEvent{
-		URL: r.Url, Enabled: r.Enabled, Pos: service.EventPos{Xid: r.EventXid, ID: r.EventID},
+		Pos:  service.EventPos{Xid: r.EventXid, ID: r.EventID},
 		Type: eventName(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
 	}
 	switch {
@@ -216,6 +233,96 @@ func eventName(t string) string {
 		}
 	}
 	return "interrupt." + t
+}
+
+// LeaseWebhookCursors implements service.WebhookStore (a system function:
+// the lease spans tenants), committed without waiting for the WAL flush: a
+// lease lost in a crash only lets another instance read sooner.
+func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]service.WebhookCursor, error) {
+	if held == nil {
+		held = []uuid.UUID{}
+	}
+	var rows []db.WebhookCursorLease
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
+		var err error
+		rows, err = q.LeaseWebhookCursors(ctx, db.LeaseWebhookCursorsParams{
+			Owner: owner, LeaseSeconds: lease.Seconds(), Batch: int32(limit), Held: held,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.WebhookCursor, len(rows))
+	for i, r := range rows {
+		out[i] = service.WebhookCursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
+			Pos: service.EventPos{Xid: r.Xid, ID: r.ID}}
+	}
+	return out, nil
+}
+
+// WebhookCursorEvents implements service.WebhookStore.
+func (s *PgStore) WebhookCursorEvents(ctx context.Context, c service.WebhookCursor, limit int) ([]service.WebhookEvent, error) {
+	var rows []db.WebhookEventContext
+	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.WebhookCursorEvents(ctx, db.WebhookCursorEventsParams{
+			TenantID: c.TenantID, AfterXid: c.Pos.Xid, AfterID: c.Pos.ID, Batch: int32(limit),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.WebhookEvent, len(rows))
+	for i, r := range rows {
+		out[i] = *eventContextOf(r)
+		out[i].URL, out[i].Enabled = c.URL, true
+	}
+	return out, nil
+}
+
+// AdvanceWebhookCursor implements service.WebhookStore, committed without
+// waiting for the WAL flush: a position lost in a crash makes its events
+// attempted again, and delivery is at least once anyway.
+func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c service.WebhookCursor, to service.EventPos, lease time.Duration, attempts []service.WebhookAttempt) (bool, error) {
+	p := db.AdvanceWebhookCursorParams{
+		TenantID: c.TenantID, WebhookID: c.WebhookID, Owner: owner, LeaseSeconds: lease.Seconds(),
+		FromXid: c.Pos.Xid, FromID: c.Pos.ID, ToXid: to.Xid, ToID: to.ID,
+	}
+	for _, a := range attempts {
+		o := a.Outcome
+		next := time.Time{}
+		if o.NextAttemptAt != nil {
+			next = *o.NextAttemptAt
+		}
+		status := int32(0)
+		if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
+			status = int32(o.HTTPStatus)
+		}
+		p.Xids = append(p.Xids, a.Pos.Xid)
+		p.Ids = append(p.Ids, a.Pos.ID)
+		p.Statuses = append(p.Statuses, o.Status)
+		p.NextAttemptAts = append(p.NextAttemptAts, next)
+		p.AttemptedAts = append(p.AttemptedAts, a.AttemptedAt)
+		p.AnsweredAts = append(p.AnsweredAts, a.AnsweredAt)
+		p.LastStatuses = append(p.LastStatuses, status)
+		p.LastErrors = append(p.LastErrors, o.Error)
+		p.OccurredAts = append(p.OccurredAts, a.OccurredAt)
+	}
+	var moved bool
+	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
+		var err error
+		moved, err = q.AdvanceWebhookCursor(ctx, p)
+		return err
+	})
+	return moved, err
 }
 
 // FinishWebhookDeliveries implements service.WebhookStore: one statement

@@ -37,16 +37,30 @@ const (
 	DefaultConcurrency = 64
 	DefaultPerEndpoint = 16
 	defaultPoll        = time.Second
+	// leaseGap is the least time between two looks for endpoints with new
+	// events.
+	leaseGap = 10 * time.Millisecond
 	// maxErrorText bounds the last error kept with a delivery.
 	maxErrorText = 500
 )
 
-// Dispatcher delivers the outbox. Every instance runs one: each claims due
-// deliveries of every tenant with SKIP LOCKED, leasing them (the lease is
-// the delivery's next attempt time moved past now), so no two instances
-// attempt one delivery at once and a delivery whose instance died is
-// attempted again when its lease runs out. An attempt records its outcome
-// only while it holds the lease (owner and attempt number match).
+// Dispatcher delivers the outbox, which is the event log itself. Every
+// instance runs one, and each does two things:
+//
+//   - It reads new events for endpoints: it leases enabled endpoints of
+//     every tenant that have events after their position in the log (SKIP
+//     LOCKED, so no two instances read for one endpoint at once), attempts
+//     the events each endpoint subscribes to, a batch at a time, and then
+//     moves the endpoint's position past the batch and records each
+//     attempt as a delivery row in one statement, only while it still
+//     holds the lease. An instance that dies mid-batch moves nothing:
+//     another takes the endpoint over when the lease runs out and attempts
+//     the batch again, with the same webhook-ids.
+//   - It retries: it claims due deliveries (failed first attempts and
+//     redeliveries) with SKIP LOCKED, leasing them (the lease is the
+//     delivery's next attempt time moved past now); an attempt records its
+//     outcome only while it holds the lease (owner and attempt number
+//     match).
 type Dispatcher struct {
 	Store service.WebhookStore
 	IDs   *service.EventIDs
@@ -91,6 +105,10 @@ type Dispatcher struct {
 	clients  httptool.Clients
 	finish   chan finishReq
 	drained  bool                           // the last claim took all that was due
+	failed   bool                           // a first attempt failed since the last claim
+	reading  map[uuid.UUID]bool             // endpoints whose events this instance reads now
+	kicks    uint64                         // Kick calls so far
+	slots    chan struct{}                  // one per attempt in flight (Concurrency)
 	secrets  map[uuid.UUID]cached[[][]byte] // by endpoint
 	hosts    map[string]cached[[]string]    // by tenant
 	kick     chan struct{}
@@ -138,6 +156,8 @@ func (d *Dispatcher) init() {
 		}
 		d.tracer = d.TracerProvider.Tracer("github.com/holdpoint/holdpoint/service/webhooks")
 		d.inflight = map[uuid.UUID]int{}
+		d.reading = map[uuid.UUID]bool{}
+		d.slots = make(chan struct{}, d.Concurrency)
 		// One attempt per call (the schedule retries), and as many pooled
 		// connections to an endpoint as attempts may be in flight to it.
 		d.Client.Attempts, d.Client.IdleConnsPerHost = 1, d.PerEndpoint
@@ -148,9 +168,12 @@ func (d *Dispatcher) init() {
 	})
 }
 
-// Kick makes the dispatcher look for due deliveries now.
+// Kick makes the dispatcher look for new events and due deliveries now.
 func (d *Dispatcher) Kick() {
 	d.init()
+	d.mu.Lock()
+	d.kicks++
+	d.mu.Unlock()
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -173,13 +196,38 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	go d.listen(ctx)
 	t := time.NewTicker(d.Poll)
 	defer t.Stop()
+	// New events wake the dispatcher often; retries fall due on their own
+	// schedule, so they are looked for on every poll, and between polls
+	// only while a claim left some due or an attempt failed.
+	retry := true
+	var leased time.Time
 	for {
-		d.claim(ctx, &wg)
+		// Every new event of any tenant wakes the dispatcher, and the
+		// endpoints it reads for already read on by themselves: it looks
+		// for other endpoints with new events at most every leaseGap.
+		if wait := leaseGap - time.Since(leased); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		leased = time.Now()
+		d.read(ctx, &wg)
+		d.mu.Lock()
+		retry = retry || !d.drained || d.failed
+		d.failed = false
+		d.mu.Unlock()
+		if retry {
+			d.claim(ctx, &wg)
+			retry = false
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.kick:
 		case <-t.C:
+			retry = true
 		}
 	}
 }
@@ -302,25 +350,184 @@ func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []ser
 		if c.Event == nil {
 			continue
 		}
-		d.mu.Lock()
-		d.inflight[c.WebhookID]++
-		d.total++
-		d.mu.Unlock()
+		d.begin(c.WebhookID)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			d.attempt(ctx, c, c.Event)
-			d.mu.Lock()
-			if d.inflight[c.WebhookID]--; d.inflight[c.WebhookID] <= 0 {
-				delete(d.inflight, c.WebhookID)
-			}
-			d.total--
-			more := !d.drained
-			d.mu.Unlock()
-			if more {
+			if more := d.end(c.WebhookID); more {
 				d.Kick() // room for more of what is due
 			}
 		}()
+	}
+}
+
+// begin takes a slot for an attempt to the endpoint, waiting for one while
+// Concurrency attempts are in flight; end gives it back and reports
+// whether the last claim left deliveries due.
+func (d *Dispatcher) begin(webhookID uuid.UUID) {
+	d.slots <- struct{}{}
+	d.mu.Lock()
+	d.inflight[webhookID]++
+	d.total++
+	d.mu.Unlock()
+}
+
+func (d *Dispatcher) end(webhookID uuid.UUID) (more bool) {
+	d.mu.Lock()
+	if d.inflight[webhookID]--; d.inflight[webhookID] <= 0 {
+		delete(d.inflight, webhookID)
+	}
+	d.total--
+	more = !d.drained
+	d.mu.Unlock()
+	<-d.slots
+	return more
+}
+
+// read leases endpoints with new events, as many as it may read for at
+// once (Concurrency), and starts reading for each.
+func (d *Dispatcher) read(ctx context.Context, wg *sync.WaitGroup) {
+	d.mu.Lock()
+	room := d.Concurrency - len(d.reading)
+	held := make([]uuid.UUID, 0, len(d.reading))
+	for id := range d.reading {
+		held = append(held, id)
+	}
+	d.mu.Unlock()
+	if room <= 0 || ctx.Err() != nil {
+		return
+	}
+	cursors, err := d.Store.LeaseWebhookCursors(ctx, d.Owner, d.Lease, room, held)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.Log.Warn("webhook dispatcher: leasing endpoints to read for failed", "err", err)
+		}
+		return
+	}
+	for _, c := range cursors {
+		d.mu.Lock()
+		d.reading[c.WebhookID] = true
+		d.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.readEndpoint(ctx, c)
+		}()
+	}
+}
+
+// readEndpoint attempts the endpoint's new events a batch at a time
+// (PerEndpoint events, all at once, so a batch takes at most Timeout,
+// less than the lease), moving its position past each batch, until it
+// has read all there is, the lease is lost, or ctx ends.
+func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) {
+	var seen uint64
+	defer func() {
+		d.mu.Lock()
+		delete(d.reading, c.WebhookID)
+		again := d.kicks != seen
+		d.mu.Unlock()
+		if again {
+			// Events may have come after the last read: look again.
+			d.Kick()
+		}
+	}()
+	for ctx.Err() == nil {
+		d.mu.Lock()
+		seen = d.kicks
+		d.mu.Unlock()
+		events, err := d.Store.WebhookCursorEvents(ctx, c, d.PerEndpoint)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.Log.Warn("webhook dispatcher: reading events failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
+			}
+			return
+		}
+		if len(events) == 0 {
+			return
+		}
+		attempts := d.attemptEvents(ctx, c, events)
+		to := events[len(events)-1].Pos
+		// A shutdown does not keep the batch from being recorded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		moved, err := d.Store.AdvanceWebhookCursor(rctx, d.Owner, c, to, d.Lease, attempts)
+		cancel()
+		if err != nil {
+			// The position stays: the batch is attempted again.
+			d.Log.Warn("webhook dispatcher: recording a batch failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
+			return
+		}
+		if !moved {
+			d.Log.Info("webhook dispatcher: the lease on an endpoint ran out before its batch was recorded; another instance attempts it",
+				"tenant", c.TenantID, "webhook", c.WebhookID)
+			return
+		}
+		c.Pos = to
+		for _, a := range attempts {
+			if a.Outcome.Status == service.DeliveryPending {
+				d.mu.Lock()
+				d.failed = true
+				d.mu.Unlock()
+			}
+			if a.Outcome.Status == service.DeliveryDead && a.Outcome.HTTPStatus == 410 {
+				d.disable(ctx, c.TenantID, c.WebhookID)
+				return
+			}
+		}
+		d.mu.Lock()
+		idle := len(events) < d.PerEndpoint && d.kicks == seen
+		d.mu.Unlock()
+		if idle {
+			return
+		}
+	}
+}
+
+// attemptEvents attempts, all at once, the events the endpoint subscribes
+// to, and returns the attempts.
+func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor, events []service.WebhookEvent) []service.WebhookAttempt {
+	attempts := make([]service.WebhookAttempt, 0, len(events))
+	for _, ev := range events {
+		if c.Wants(ev.Type) {
+			attempts = append(attempts, service.WebhookAttempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
+		}
+	}
+	var wg sync.WaitGroup
+	j := 0
+	for i := range events {
+		ev := &events[i]
+		if !c.Wants(ev.Type) {
+			continue
+		}
+		a := &attempts[j]
+		j++
+		d.begin(c.WebhookID)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer d.end(c.WebhookID)
+			a.AttemptedAt = time.Now()
+			out, ok := d.send(ctx, c.TenantID, c.WebhookID, uuid.Nil, 1, ev)
+			if !ok {
+				// Not attempted (the database failed us): a delivery row
+				// the retry schedule takes over.
+				next := time.Now().Add(d.retryWait(1))
+				out = service.WebhookOutcome{Status: service.DeliveryPending, NextAttemptAt: &next, Error: "not attempted: the platform could not prepare the request"}
+			}
+			a.Outcome = out
+			a.AnsweredAt = time.Now()
+		}()
+	}
+	wg.Wait()
+	return attempts
+}
+
+// disable turns an endpoint off after a 410 from its receiver.
+func (d *Dispatcher) disable(ctx context.Context, tenantID string, webhookID uuid.UUID) {
+	reason := fmt.Sprintf("the receiver answered 410 Gone at %s", time.Now().UTC().Format(time.RFC3339))
+	if err := d.Store.DisableWebhook(context.WithoutCancel(ctx), tenantID, webhookID, reason); err != nil {
+		d.Log.Warn("webhook: disabling the endpoint failed", "tenant", tenantID, "webhook", webhookID, "err", err)
 	}
 }
 
@@ -328,42 +535,14 @@ func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []ser
 // failure to prepare it (the database) leaves the lease to run out: the
 // delivery is then attempted again.
 func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev *service.WebhookEvent) {
-	// A shutdown does not cut an attempt short: its outcome is recorded.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.Timeout+10*time.Second)
+	out, ok := d.send(parent, c.TenantID, c.WebhookID, c.ID, c.Attempts, ev)
+	if !ok {
+		return
+	}
+	// A shutdown does not keep the outcome from being recorded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
 	defer cancel()
-	// The attempt's logger is built only when something is logged.
-	log := attemptLog{d.Log, c}
-	secrets, err := d.signingSecrets(ctx, c)
-	if err != nil || len(secrets) == 0 {
-		log.Warn("webhook: reading the signing secrets failed", "err", err, "secrets", len(secrets))
-		return
-	}
-	msgID, err := d.IDs.Encode(ctx, c.TenantID, ev.Pos)
-	if err != nil {
-		log.Warn("webhook: encoding the event id failed", "err", err)
-		return
-	}
-	body, err := json.Marshal(d.payload(c.TenantID, msgID, ev))
-	if err != nil {
-		log.Error("webhook: encoding the payload failed", "err", err)
-		return
-	}
-	client, err := d.client(ctx, c.TenantID)
-	if err != nil {
-		log.Warn("webhook: reading the tenant's allowed hosts failed", "err", err)
-		return
-	}
-	start := time.Now()
-	sctx, span := d.tracer.Start(ctx, "holdpoint.webhook.deliver", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("holdpoint.webhook_id", c.WebhookID.String()), attribute.Int("holdpoint.attempt", c.Attempts)))
-	res, callErr := client.Do(sctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
-	out := d.outcome(c, res, callErr)
-	d.Observer.WebhookAttempted(out.Status, time.Since(start))
-	span.SetAttributes(attribute.String("holdpoint.outcome", out.Status), attribute.Int("http.response.status_code", out.HTTPStatus))
-	if out.Status != service.DeliveryDelivered {
-		span.SetStatus(codes.Error, out.Status)
-	}
-	span.End()
+	log := attemptLog{d.Log, c.TenantID, c.WebhookID, c.ID, c.Attempts}
 	reply := make(chan finishReply, 1)
 	d.finish <- finishReq{f: service.WebhookFinish{Claim: c, Outcome: out}, reply: reply}
 	res2 := <-reply
@@ -377,21 +556,65 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev 
 		return
 	}
 	if out.Status == service.DeliveryDead && out.HTTPStatus == 410 {
-		reason := fmt.Sprintf("the receiver answered 410 Gone at %s", time.Now().UTC().Format(time.RFC3339))
-		if err := d.Store.DisableWebhook(ctx, c.TenantID, c.WebhookID, reason); err != nil {
-			log.Warn("webhook: disabling the endpoint failed", "err", err)
-		}
+		d.disable(ctx, c.TenantID, c.WebhookID)
 	}
+}
+
+// send makes attempt number n of the event to the endpoint and returns
+// its outcome; ok is false when the attempt could not be made (reading
+// its secrets or settings failed), which is logged. deliveryID is the
+// delivery row being retried (uuid.Nil for a first attempt), for the log.
+func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, deliveryID uuid.UUID, n int, ev *service.WebhookEvent) (out service.WebhookOutcome, ok bool) {
+	// A shutdown does not cut an attempt short: its outcome is recorded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.Timeout+10*time.Second)
+	defer cancel()
+	// The attempt's logger is built only when something is logged.
+	log := attemptLog{d.Log, tenantID, webhookID, deliveryID, n}
+	secrets, err := d.signingSecrets(ctx, tenantID, webhookID)
+	if err != nil || len(secrets) == 0 {
+		log.Warn("webhook: reading the signing secrets failed", "err", err, "secrets", len(secrets))
+		return out, false
+	}
+	msgID, err := d.IDs.Encode(ctx, tenantID, ev.Pos)
+	if err != nil {
+		log.Warn("webhook: encoding the event id failed", "err", err)
+		return out, false
+	}
+	body, err := json.Marshal(d.payload(tenantID, msgID, ev))
+	if err != nil {
+		log.Error("webhook: encoding the payload failed", "err", err)
+		return out, false
+	}
+	client, err := d.client(ctx, tenantID)
+	if err != nil {
+		log.Warn("webhook: reading the tenant's allowed hosts failed", "err", err)
+		return out, false
+	}
+	start := time.Now()
+	sctx, span := d.tracer.Start(ctx, "holdpoint.webhook.deliver", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("holdpoint.webhook_id", webhookID.String()), attribute.Int("holdpoint.attempt", n)))
+	res, callErr := client.Do(sctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
+	out = d.outcome(n, res, callErr)
+	d.Observer.WebhookAttempted(out.Status, time.Since(start))
+	span.SetAttributes(attribute.String("holdpoint.outcome", out.Status), attribute.Int("http.response.status_code", out.HTTPStatus))
+	if out.Status != service.DeliveryDelivered {
+		span.SetStatus(codes.Error, out.Status)
+	}
+	span.End()
+	return out, true
 }
 
 // attemptLog logs with the attempt's identity.
 type attemptLog struct {
-	log *slog.Logger
-	c   service.WebhookClaim
+	log        *slog.Logger
+	tenantID   string
+	webhookID  uuid.UUID
+	deliveryID uuid.UUID
+	n          int
 }
 
 func (l attemptLog) with() *slog.Logger {
-	return l.log.With("tenant", l.c.TenantID, "webhook", l.c.WebhookID, "delivery", l.c.ID, "attempt", l.c.Attempts)
+	return l.log.With("tenant", l.tenantID, "webhook", l.webhookID, "delivery", l.deliveryID, "attempt", l.n)
 }
 
 func (l attemptLog) Warn(msg string, args ...any)  { l.with().Warn(msg, args...) }
@@ -400,7 +623,7 @@ func (l attemptLog) Info(msg string, args ...any)  { l.with().Info(msg, args...)
 
 // outcome classifies an attempt: delivered on a 2xx; dead on 410 or when
 // the schedule is used up; otherwise due again after the next wait.
-func (d *Dispatcher) outcome(c service.WebhookClaim, res *httptool.Result, err error) service.WebhookOutcome {
+func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) service.WebhookOutcome {
 	out := service.WebhookOutcome{HTTPStatus: res.Status}
 	if err == nil {
 		out.Status = service.DeliveryDelivered
@@ -411,15 +634,25 @@ func (d *Dispatcher) outcome(c service.WebhookClaim, res *httptool.Result, err e
 		out.Status = service.DeliveryDead
 		return out
 	}
-	if c.Attempts > len(d.Schedule) {
+	if n > len(d.Schedule) {
 		out.Status = service.DeliveryDead
 		return out
 	}
-	wait := d.Schedule[c.Attempts-1]
-	wait += time.Duration((rand.Float64()*0.2 - 0.1) * float64(wait))
-	next := time.Now().Add(wait)
+	next := time.Now().Add(d.retryWait(n))
 	out.Status, out.NextAttemptAt = service.DeliveryPending, &next
 	return out
+}
+
+// retryWait is the wait after failed attempt n (n <= len(Schedule), or
+// the first wait of the schedule), +-10%.
+func (d *Dispatcher) retryWait(n int) time.Duration {
+	wait := 5 * time.Second
+	if n >= 1 && n <= len(d.Schedule) {
+		wait = d.Schedule[n-1]
+	} else if len(d.Schedule) > 0 {
+		wait = d.Schedule[0]
+	}
+	return wait + time.Duration((rand.Float64()*0.2-0.1)*float64(wait))
 }
 
 // errorText describes a failed attempt for the deliveries list, in the
@@ -474,9 +707,9 @@ func cachedLoad[K comparable, V any](d *Dispatcher, m map[K]cached[V], key K, lo
 }
 
 // signingSecrets are the endpoint's secrets that sign (cached).
-func (d *Dispatcher) signingSecrets(ctx context.Context, c service.WebhookClaim) ([][]byte, error) {
-	return cachedLoad(d, d.secrets, c.WebhookID, func() ([][]byte, error) {
-		return d.Store.WebhookSecrets(ctx, c.TenantID, c.WebhookID)
+func (d *Dispatcher) signingSecrets(ctx context.Context, tenantID string, webhookID uuid.UUID) ([][]byte, error) {
+	return cachedLoad(d, d.secrets, webhookID, func() ([][]byte, error) {
+		return d.Store.WebhookSecrets(ctx, tenantID, webhookID)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
@@ -28,6 +29,7 @@ import (
 // webhook manager, and a dispatcher with a short retry schedule.
 type env struct {
 	t     *testing.T
+	url   string
 	rt    *service.Runtime
 	store *pgstore.PgStore
 	m     *webhooks.Manager
@@ -58,14 +60,28 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	return &env{
-		t: t, rt: rt, store: store, m: &webhooks.Manager{Store: store, AllowLoopback: true},
+		t: t, url: url, rt: rt, store: store, m: &webhooks.Manager{Store: store, AllowLoopback: true},
 		ids:  service.NewEventIDs(store.SigningKeys),
 		acme: service.Caller{TenantID: "acme", Actor: "test:acme"}, rival: service.Caller{TenantID: "rival", Actor: "test:rival"},
 	}
 }
 
-// dispatcher starts a dispatcher named owner until the test ends.
-func (e *env) dispatcher(owner string, tune func(d *webhooks.Dispatcher)) {
+// exec runs SQL as the database's owner.
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	conn, err := pgx.Connect(context.Background(), e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// dispatcher starts a dispatcher named owner until the test ends, or
+// until the function it returns is called.
+func (e *env) dispatcher(owner string, tune func(d *webhooks.Dispatcher)) (stop func()) {
 	d := &webhooks.Dispatcher{
 		Store: e.store, IDs: e.ids, Owner: owner, AllowLoopback: true,
 		Schedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
@@ -78,7 +94,9 @@ func (e *env) dispatcher(owner string, tune func(d *webhooks.Dispatcher)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	e.t.Cleanup(stop)
+	return stop
 }
 
 // pause sends a transfer request to the demo agent, which pauses on its
@@ -475,27 +493,93 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	r := newReceiver(t, ok)
 	hook := e.create(e.acme, r, "interrupt.created")
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	// An instance claims the delivery and dies before attempting it.
+	// An instance leases the endpoint, reads its event and dies before
+	// attempting it.
 	ctx := context.Background()
-	var claims []service.WebhookClaim
-	for deadline := time.Now().Add(10 * time.Second); len(claims) == 0; {
+	var leased []service.WebhookCursor
+	for deadline := time.Now().Add(10 * time.Second); len(leased) == 0; time.Sleep(20 * time.Millisecond) {
 		var err error
-		if claims, err = e.store.ClaimWebhookDeliveries(ctx, "dead", 300*time.Millisecond, 10, 4, nil); err != nil {
+		if leased, err = e.store.LeaseWebhookCursors(ctx, "dead", 300*time.Millisecond, 10, nil); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("nothing to claim")
+			t.Fatal("no endpoint to read for")
 		}
+	}
+	if len(leased) != 1 || leased[0].WebhookID != hook.ID {
+		t.Fatalf("leased %+v", leased)
+	}
+	events, err := e.store.WebhookCursorEvents(ctx, leased[0], 10)
+	if err != nil || len(events) == 0 {
+		t.Fatalf("events after the position: %v %v", events, err)
+	}
+	// While its lease holds, nobody else reads for the endpoint.
+	if more, err := e.store.LeaseWebhookCursors(ctx, "other", time.Minute, 10, nil); err != nil || len(more) != 0 {
+		t.Fatalf("leased a leased endpoint: %v %v", more, err)
+	}
+	e.dispatcher("alive", nil)
+	c := r.wait(1)[0]
+	msgID := c.header.Get("webhook-id")
+	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].EventID == msgID && ds[0].Attempts == 1
+	})
+	// The dead instance's late batch is fenced off: it moves nothing and
+	// records nothing.
+	last := events[len(events)-1]
+	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], last.Pos, time.Minute, []service.WebhookAttempt{{
+		Pos: last.Pos, OccurredAt: last.OccurredAt, AttemptedAt: time.Now(), AnsweredAt: time.Now(),
+		Outcome: service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"}}})
+	if err != nil || moved {
+		t.Errorf("a stale lease moved the position: %v %v", moved, err)
+	}
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return true })
+	if len(ds) != 1 || ds[0].Status != service.DeliveryDelivered {
+		t.Errorf("deliveries after the stale batch: %+v", ds)
+	}
+	if n := len(r.wait(0)); n != 1 {
+		t.Errorf("the receiver got %d calls, want 1", n)
+	}
+}
+
+func TestRetryLeaseRunsOutAndAnotherInstanceRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	hook := e.create(e.acme, r, "interrupt.created")
+	// The first attempt fails; its retry is due in an hour.
+	stop := e.dispatcher("first", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{time.Hour} })
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	failed := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].Status == service.DeliveryPending
+	})[0]
+	stop()
+	if _, err := e.m.Redeliver(context.Background(), e.acme, e.ids, hook.ID, failed.ID); err == nil {
+		t.Fatal("redelivered a pending delivery")
+	}
+	e.exec(`UPDATE webhook_deliveries SET next_attempt_at = now() WHERE id = $1`, failed.ID)
+	// An instance claims the retry and dies before attempting it.
+	ctx := context.Background()
+	claims, err := e.store.ClaimWebhookDeliveries(ctx, "dead", 300*time.Millisecond, 10, 4, nil)
+	if err != nil || len(claims) != 1 || claims[0].Attempts != 2 {
+		t.Fatalf("claim: %+v %v", claims, err)
 	}
 	// While its lease holds, nobody else takes it.
 	if more, err := e.store.ClaimWebhookDeliveries(ctx, "other", time.Minute, 10, 4, nil); err != nil || len(more) != 0 {
 		t.Fatalf("claimed a leased delivery: %v %v", more, err)
 	}
 	e.dispatcher("alive", nil)
-	c := r.wait(1)[0]
-	msgID := c.header.Get("webhook-id")
+	calls := r.wait(2)
+	if calls[0].header.Get("webhook-id") != calls[1].header.Get("webhook-id") || calls[1].header.Get("webhook-id") != failed.EventID {
+		t.Errorf("the retry's webhook-id differs: %q, %q, want %q", calls[0].header.Get("webhook-id"), calls[1].header.Get("webhook-id"), failed.EventID)
+	}
 	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].EventID == msgID
+		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].Attempts == 3
 	})
 	// The dead instance's late outcome is fenced off.
 	recorded, err := e.store.FinishWebhookDeliveries(ctx, "dead", []service.WebhookFinish{
