@@ -28,8 +28,9 @@ type WebhookConfig struct {
 	// endpoint whose receiver takes Slow to answer each.
 	Backlog int
 	Slow    time.Duration
-	// NoDispatch leaves the deliveries queued: the run then measures what
-	// writing them costs the turns, without delivering them.
+	// NoDispatch runs no dispatcher: the endpoint's events wait in the
+	// log, and the run measures what an endpoint costs the turns without
+	// delivering (nothing since endpoints read the log from a cursor).
 	NoDispatch bool
 }
 
@@ -121,6 +122,12 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 	return rig, nil
 }
 
+// unreadEvents counts the events after an endpoint's position in the log:
+// those its dispatcher has yet to attempt.
+const unreadEvents = `SELECT count(*) FROM webhook_cursors c
+	JOIN interrupt_events e ON e.tenant_id = c.tenant_id AND (e.xid, e.id) > (c.xid, c.id)
+	WHERE c.webhook_id = $1`
+
 // finish waits (up to a minute) for the fast endpoint's deliveries to be
 // delivered, stops the dispatcher and the receivers, and prints the
 // figures.
@@ -135,19 +142,24 @@ func (rig *webhookRig) finish(ctx context.Context, admin *pgxpool.Pool, out io.W
 	}
 	if rig.noDispatch {
 		var n int
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1`, rig.fastID).Scan(&n); err != nil {
+		if err := admin.QueryRow(ctx, unreadEvents, rig.fastID).Scan(&n); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "webhooks: %d deliveries written (%.1f per cycle), not delivered (--webhook-dispatch=false)\n", n, float64(n)/float64(cycles))
+		fmt.Fprintf(out, "webhooks: %d events (%.1f per cycle) wait in the log for the endpoint, not delivered (--webhook-dispatch=false)\n", n, float64(n)/float64(cycles))
 		return nil
 	}
 	start := time.Now()
 	var pending, total int
 	for {
+		var unread int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'delivered'), count(*) FROM webhook_deliveries WHERE webhook_id = $1`,
 			rig.fastID).Scan(&pending, &total); err != nil {
 			return err
 		}
+		if err := admin.QueryRow(ctx, unreadEvents, rig.fastID).Scan(&unread); err != nil {
+			return err
+		}
+		pending += unread
 		if pending == 0 || time.Since(start) > time.Minute {
 			break
 		}
