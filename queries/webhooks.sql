@@ -140,10 +140,11 @@ SELECT * FROM holdpoint_tenant_events_after(@tenant_id, @after_xid::bigint, @aft
 SELECT holdpoint_event_horizon()::bigint AS horizon;
 
 -- name: CommitAsynchronously :exec
--- The dispatcher's own writes (claims and attempt outcomes) do not wait
--- for the WAL flush: one lost in a crash makes its delivery due again, and
--- delivery is at least once anyway. The deliveries themselves are written
--- with their events, durably.
+-- Writes whose loss in a crash only means doing them again do not wait
+-- for the WAL flush: the dispatcher's leases, positions and attempt
+-- outcomes (delivery is at least once anyway) and prune batches (deleted
+-- again next time). Events, and so what is to be delivered, are written
+-- with the turns, durably.
 SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: LeaseWebhookCursors :many
