@@ -937,23 +937,27 @@ func (q *Queries) UpdateWebhook(ctx context.Context, arg UpdateWebhookParams) (W
 }
 
 const webhookCursorEvents = `-- name: WebhookCursorEvents :many
-SELECT tenant_id, event_id, event_xid, event_type, occurred_at, actor, interrupt_id, interrupt_agent, interrupt_tool, interrupt_input, expires_at, interrupt_session_id, interrupt_snapshot_id, interrupt_status, resolution, resolved_by, resolved_at, interrupt_created_at, sequence, turn_snapshot_id, turn_session_id, turn_agent, turn_finish_reason, turn_error, call_key, call_tool, call_status, call_ref, call_session_id, call_http_status, event_xid8 FROM holdpoint_webhook_cursor_events($1, $2::bigint, $3::bigint, $4::integer)
+SELECT tenant_id, event_id, event_xid, event_type, occurred_at, actor, interrupt_id, interrupt_agent, interrupt_tool, interrupt_input, expires_at, interrupt_session_id, interrupt_snapshot_id, interrupt_status, resolution, resolved_by, resolved_at, interrupt_created_at, sequence, turn_snapshot_id, turn_session_id, turn_agent, turn_finish_reason, turn_error, call_key, call_tool, call_status, call_ref, call_session_id, call_http_status, event_xid8 FROM holdpoint_webhook_cursor_events($1, $2::bigint, $3::bigint, $4::text[],
+                                              $5::integer)
 `
 
 type WebhookCursorEventsParams struct {
-	TenantID string
-	AfterXid int64
-	AfterID  int64
-	Batch    int32
+	TenantID   string
+	AfterXid   int64
+	AfterID    int64
+	EventTypes []string
+	Batch      int32
 }
 
 // The events of one tenant after an endpoint's position, up to the
-// horizon, with what each attempt sends (see the function).
+// horizon, of its types, with what each attempt sends, then where it has
+// read up to (see the function).
 func (q *Queries) WebhookCursorEvents(ctx context.Context, arg WebhookCursorEventsParams) ([]WebhookEventContext, error) {
 	rows, err := q.db.Query(ctx, webhookCursorEvents,
 		arg.TenantID,
 		arg.AfterXid,
 		arg.AfterID,
+		arg.EventTypes,
 		arg.Batch,
 	)
 	if err != nil {

@@ -165,8 +165,11 @@ REVOKE ALL ON FUNCTION holdpoint_tenant_events_after(text, bigint, bigint, integ
 GRANT EXECUTE ON FUNCTION holdpoint_tenant_events_after(text, bigint, bigint, integer) TO holdpoint_app;
 
 -- An endpoint's next events: at most p_limit of the caller's tenant after
--- the position, up to the horizon, in log order, with what each attempt
--- sends (the columns of webhook_event_context). The scan walks the key in
+-- the position, up to the horizon, of the types it subscribes to, in log
+-- order, with what each attempt sends (the columns of
+-- webhook_event_context); when fewer than p_limit, then a last row with an
+-- empty type at the tenant's last event up to the horizon: the endpoint
+-- has read up to there (the events in between are not its types). The scan walks the key in
 -- order and stops at p_limit (its plan is kept per connection, as a
 -- generic plan: a scan that read and sorted every event after the
 -- position would read the whole backlog when the receiver has fallen
@@ -176,9 +179,14 @@ GRANT EXECUTE ON FUNCTION holdpoint_tenant_events_after(text, bigint, bigint, in
 -- index condition, and the join would read all of the tenant's snapshots
 -- for each event.
 -- +goose StatementBegin
-CREATE FUNCTION holdpoint_webhook_cursor_events(p_tenant text, p_after_xid bigint, p_after_id bigint, p_limit integer)
+CREATE FUNCTION holdpoint_webhook_cursor_events(p_tenant text, p_after_xid bigint, p_after_id bigint, p_types text[],
+                                                p_limit integer)
 RETURNS SETOF webhook_event_context
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    n integer;
+    m webhook_event_context;
 BEGIN
     RETURN QUERY
         SELECT e.tenant_id, e.id, e.xid::text::bigint, e.type, e.created_at, e.actor, e.interrupt_id,
@@ -197,7 +205,8 @@ BEGIN
             FROM interrupt_events e
             WHERE e.tenant_id = p_tenant
               AND (e.xid, e.id) > (holdpoint_xid(p_after_xid), p_after_id)
-              AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+              AND e.xid < horizon
+              AND holdpoint_event_name(e.type) = ANY (p_types)
             ORDER BY e.xid, e.id
             LIMIT p_limit
         ) e
@@ -206,11 +215,29 @@ BEGIN
         LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
             AND c.turn_id = e.snapshot_key AND c.call_key = e.call_key
         ORDER BY e.xid, e.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n < p_limit THEN
+        -- Every event up to the horizon was looked at: the endpoint has
+        -- read up to the last one, which a row with an empty type marks
+        -- (when it is not the last row returned already).
+        SELECT e.tenant_id, e.id, e.xid::text::bigint, e.created_at, e.xid
+        INTO m.tenant_id, m.event_id, m.event_xid, m.occurred_at, m.event_xid8
+        FROM interrupt_events e
+        WHERE e.tenant_id = p_tenant AND (e.xid, e.id) > (holdpoint_xid(p_after_xid), p_after_id) AND e.xid < horizon
+        ORDER BY e.xid DESC, e.id DESC
+        LIMIT 1;
+        IF FOUND THEN
+            m.event_type := '';
+            m.actor := '';
+            m.sequence := 0;
+            RETURN NEXT m;
+        END IF;
+    END IF;
 END;
 $$;
 -- +goose StatementEnd
-REVOKE ALL ON FUNCTION holdpoint_webhook_cursor_events(text, bigint, bigint, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION holdpoint_webhook_cursor_events(text, bigint, bigint, integer) TO holdpoint_app;
+REVOKE ALL ON FUNCTION holdpoint_webhook_cursor_events(text, bigint, bigint, text[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION holdpoint_webhook_cursor_events(text, bigint, bigint, text[], integer) TO holdpoint_app;
 
 -- A leased endpoint as its reader needs it.
 CREATE VIEW webhook_cursor_lease WITH (security_invoker = true) AS
@@ -285,7 +312,7 @@ LANGUAGE sql STABLE SET search_path = public, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 DROP FUNCTION holdpoint_lease_webhook_cursors(text, float8, integer, uuid[]);
-DROP FUNCTION holdpoint_webhook_cursor_events(text, bigint, bigint, integer);
+DROP FUNCTION holdpoint_webhook_cursor_events(text, bigint, bigint, text[], integer);
 DROP FUNCTION holdpoint_tenant_events_after(text, bigint, bigint, integer);
 DROP FUNCTION holdpoint_events_after(bigint, bigint, integer);
 DROP VIEW event_log;

@@ -154,8 +154,10 @@ SELECT * FROM holdpoint_lease_webhook_cursors(@owner, @lease_seconds::double pre
 
 -- name: WebhookCursorEvents :many
 -- The events of one tenant after an endpoint's position, up to the
--- horizon, with what each attempt sends (see the function).
-SELECT * FROM holdpoint_webhook_cursor_events(@tenant_id, @after_xid::bigint, @after_id::bigint, @batch::integer);
+-- horizon, of its types, with what each attempt sends, then where it has
+-- read up to (see the function).
+SELECT * FROM holdpoint_webhook_cursor_events(@tenant_id, @after_xid::bigint, @after_id::bigint, @event_types::text[],
+                                              @batch::integer);
 
 -- name: AdvanceWebhookCursor :one
 -- Moves an endpoint's position from (from_xid, from_id) to (to_xid, to_id)

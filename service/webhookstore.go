@@ -215,10 +215,12 @@ type WebhookStore interface {
 	// out those in held (which owner reads already).
 	LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]WebhookCursor, error)
 	// WebhookCursorEvents returns at most limit events of the endpoint's
-	// tenant after its position, up to the horizon, in log order, with
-	// what an attempt sends (every type: the caller skips those the
-	// endpoint does not want).
-	WebhookCursorEvents(ctx context.Context, c WebhookCursor, limit int) ([]WebhookEvent, error)
+	// tenant after its position, up to the horizon, of the types it
+	// subscribes to, in log order, with what an attempt sends; and the
+	// position the endpoint has read up to with them (the last event
+	// returned, or past events of other types; c.Pos when there is
+	// nothing new).
+	WebhookCursorEvents(ctx context.Context, c WebhookCursor, limit int) ([]WebhookEvent, EventPos, error)
 	// AdvanceWebhookCursor moves the endpoint's position from c.Pos to to
 	// and records the attempts as its deliveries, in one statement, only
 	// while owner holds the endpoint's lease (which it renews for lease)

@@ -265,24 +265,31 @@ func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease t
 }
 
 // WebhookCursorEvents implements service.WebhookStore.
-func (s *PgStore) WebhookCursorEvents(ctx context.Context, c service.WebhookCursor, limit int) ([]service.WebhookEvent, error) {
+func (s *PgStore) WebhookCursorEvents(ctx context.Context, c service.WebhookCursor, limit int) ([]service.WebhookEvent, service.EventPos, error) {
 	var rows []db.WebhookEventContext
 	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.WebhookCursorEvents(ctx, db.WebhookCursorEventsParams{
-			TenantID: c.TenantID, AfterXid: c.Pos.Xid, AfterID: c.Pos.ID, Batch: int32(limit),
+			TenantID: c.TenantID, AfterXid: c.Pos.Xid, AfterID: c.Pos.ID, EventTypes: c.EventTypes, Batch: int32(limit),
 		})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, c.Pos, err
 	}
-	out := make([]service.WebhookEvent, len(rows))
-	for i, r := range rows {
-		out[i] = *eventContextOf(r)
-		out[i].URL, out[i].Enabled = c.URL, true
+	read := c.Pos
+	out := make([]service.WebhookEvent, 0, len(rows))
+	for _, r := range rows {
+		read = service.EventPos{Xid: r.EventXid, ID: r.EventID}
+		if r.EventType == "" {
+			// Where the endpoint has read up to (see the function).
+			continue
+		}
+		ev := eventContextOf(r)
+		ev.URL, ev.Enabled = c.URL, true
+		out = append(out, *ev)
 	}
-	return out, nil
+	return out, read, nil
 }
 
 // AdvanceWebhookCursor implements service.WebhookStore, committed without

@@ -98,21 +98,21 @@ type Dispatcher struct {
 	Observer       service.Observer
 	TracerProvider trace.TracerProvider
 
-	tracer   trace.Tracer
-	mu       sync.Mutex
-	inflight map[uuid.UUID]int
-	total    int
-	clients  httptool.Clients
-	finish   chan finishReq
-	drained  bool                           // the last claim took all that was due
-	failed   bool                           // a first attempt failed since the last claim
-	reading  map[uuid.UUID]bool             // endpoints whose events this instance reads now
-	kicks    uint64                         // Kick calls so far
-	slots    chan struct{}                  // one per attempt in flight (Concurrency)
-	secrets  map[uuid.UUID]cached[[][]byte] // by endpoint
-	hosts    map[string]cached[[]string]    // by tenant
-	kick     chan struct{}
-	once     sync.Once
+	tracer    trace.Tracer
+	mu        sync.Mutex
+	inflight  map[uuid.UUID]int
+	total     int
+	clients   httptool.Clients
+	finish    chan finishReq
+	drained   bool                           // the last claim took all that was due
+	reading   map[uuid.UUID]bool             // endpoints whose events this instance reads now
+	kicks     uint64                         // Kick calls so far
+	slots     chan struct{}                  // one per attempt in flight (Concurrency)
+	secrets   map[uuid.UUID]cached[[][]byte] // by endpoint
+	hosts     map[string]cached[[]string]    // by tenant
+	kick      chan struct{}
+	retryKick chan struct{}
+	once      sync.Once
 }
 
 // cached is a value read from the database, kept for cacheTTL: secrets and
@@ -165,6 +165,7 @@ func (d *Dispatcher) init() {
 		d.secrets = map[uuid.UUID]cached[[][]byte]{}
 		d.hosts = map[string]cached[[]string]{}
 		d.kick = make(chan struct{}, 1)
+		d.retryKick = make(chan struct{}, 1)
 	})
 }
 
@@ -198,7 +199,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	defer t.Stop()
 	// New events wake the dispatcher often; retries fall due on their own
 	// schedule, so they are looked for on every poll, and between polls
-	// only while a claim left some due or an attempt failed.
+	// when an attempt of a claim that left some due ends, or a first
+	// attempt failed.
 	retry := true
 	var leased time.Time
 	for {
@@ -214,10 +216,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 		leased = time.Now()
 		d.read(ctx, &wg)
-		d.mu.Lock()
-		retry = retry || !d.drained || d.failed
-		d.failed = false
-		d.mu.Unlock()
 		if retry {
 			d.claim(ctx, &wg)
 			retry = false
@@ -226,9 +224,19 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.kick:
+		case <-d.retryKick:
+			retry = true
 		case <-t.C:
 			retry = true
 		}
+	}
+}
+
+// kickRetry makes the dispatcher look for due retries now.
+func (d *Dispatcher) kickRetry() {
+	select {
+	case d.retryKick <- struct{}{}:
+	default:
 	}
 }
 
@@ -356,7 +364,7 @@ func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []ser
 			defer wg.Done()
 			d.attempt(ctx, c, c.Event)
 			if more := d.end(c.WebhookID); more {
-				d.Kick() // room for more of what is due
+				d.kickRetry() // room for more of what is due
 			}
 		}()
 	}
@@ -437,18 +445,17 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 		d.mu.Lock()
 		seen = d.kicks
 		d.mu.Unlock()
-		events, err := d.Store.WebhookCursorEvents(ctx, c, d.PerEndpoint)
+		events, to, err := d.Store.WebhookCursorEvents(ctx, c, d.PerEndpoint)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.Log.Warn("webhook dispatcher: reading events failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
 			}
 			return
 		}
-		if len(events) == 0 {
+		if to == c.Pos {
 			return
 		}
 		attempts := d.attemptEvents(ctx, c, events)
-		to := events[len(events)-1].Pos
 		// A shutdown does not keep the batch from being recorded.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		moved, err := d.Store.AdvanceWebhookCursor(rctx, d.Owner, c, to, d.Lease, attempts)
@@ -466,9 +473,7 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 		c.Pos = to
 		for _, a := range attempts {
 			if a.Outcome.Status == service.DeliveryPending {
-				d.mu.Lock()
-				d.failed = true
-				d.mu.Unlock()
+				d.kickRetry()
 			}
 			if a.Outcome.Status == service.DeliveryDead && a.Outcome.HTTPStatus == 410 {
 				d.disable(ctx, c.TenantID, c.WebhookID)

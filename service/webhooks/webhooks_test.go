@@ -509,9 +509,11 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	if len(leased) != 1 || leased[0].WebhookID != hook.ID {
 		t.Fatalf("leased %+v", leased)
 	}
-	events, err := e.store.WebhookCursorEvents(ctx, leased[0], 10)
-	if err != nil || len(events) == 0 {
-		t.Fatalf("events after the position: %v %v", events, err)
+	// Only its type comes back; the position read up to passes the
+	// turn's other events.
+	events, read, err := e.store.WebhookCursorEvents(ctx, leased[0], 10)
+	if err != nil || len(events) != 1 || events[0].Type != "interrupt.created" || events[0].Pos.After(read) || !read.After(leased[0].Pos) {
+		t.Fatalf("events after the position: %+v up to %+v, %v", events, read, err)
 	}
 	// While its lease holds, nobody else reads for the endpoint.
 	if more, err := e.store.LeaseWebhookCursors(ctx, "other", time.Minute, 10, nil); err != nil || len(more) != 0 {
@@ -526,7 +528,7 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	// The dead instance's late batch is fenced off: it moves nothing and
 	// records nothing.
 	last := events[len(events)-1]
-	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], last.Pos, time.Minute, []service.WebhookAttempt{{
+	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], read, time.Minute, []service.WebhookAttempt{{
 		Pos: last.Pos, OccurredAt: last.OccurredAt, AttemptedAt: time.Now(), AnsweredAt: time.Now(),
 		Outcome: service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"}}})
 	if err != nil || moved {
@@ -738,5 +740,47 @@ func TestDeletedEndpointStopsDeliveries(t *testing.T) {
 	}
 	if _, err := e.m.Get(context.Background(), e.acme, hook.ID); !errors.Is(err, service.ErrNotFound) && service.AsError(err).Status != service.CodeNotFound {
 		t.Errorf("deleted endpoint: %v", err)
+	}
+}
+
+// TestEndpointReadsPastEventsOfOtherTypes: an endpoint that subscribes to
+// one type reads past the others without attempting them or writing a
+// row, so its position keeps up with the log.
+func TestEndpointReadsPastEventsOfOtherTypes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	narrow := newReceiver(t, ok)
+	all := newReceiver(t, ok)
+	expired := e.create(e.acme, narrow, "interrupt.expired")
+	e.create(e.acme, all, "interrupt.created", "turn.completed", "tool.called")
+	e.dispatcher("one", nil)
+	for range 3 {
+		e.pause(e.acme, "Transfer $50 to account 12345")
+	}
+	all.wait(6) // each pause: interrupt.created and turn.completed
+	conn, err := pgx.Connect(context.Background(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var behind int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM webhook_cursors c
+			JOIN interrupt_events e ON e.tenant_id = c.tenant_id AND (e.xid, e.id) > (c.xid, c.id)
+			WHERE c.webhook_id = $1`, expired.ID).Scan(&behind); err != nil {
+			t.Fatal(err)
+		}
+		if behind == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the narrow endpoint is %d events behind", behind)
+		}
+	}
+	if n := len(narrow.wait(0)); n != 0 {
+		t.Errorf("the interrupt.expired endpoint got %d calls", n)
+	}
+	if ds := e.deliveries(e.acme, expired.ID, func([]service.WebhookDelivery) bool { return true }); len(ds) != 0 {
+		t.Errorf("the interrupt.expired endpoint has deliveries: %+v", ds)
 	}
 }
