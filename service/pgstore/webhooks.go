@@ -302,14 +302,7 @@ func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c serv
 	}
 	for _, a := range attempts {
 		o := a.Outcome
-		next := time.Time{}
-		if o.NextAttemptAt != nil {
-			next = *o.NextAttemptAt
-		}
-		status := int32(0)
-		if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
-			status = int32(o.HTTPStatus)
-		}
+		next, status := outcomeColumns(o)
 		p.Xids = append(p.Xids, a.Pos.Xid)
 		p.Ids = append(p.Ids, a.Pos.ID)
 		p.Statuses = append(p.Statuses, o.Status)
@@ -332,6 +325,18 @@ func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c serv
 	return moved, err
 }
 
+// outcomeColumns are an attempt's next attempt time (zero: none) and HTTP
+// status (0: no answer) as the statements take them.
+func outcomeColumns(o service.WebhookOutcome) (next time.Time, status int32) {
+	if o.NextAttemptAt != nil {
+		next = *o.NextAttemptAt
+	}
+	if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
+		status = int32(o.HTTPStatus)
+	}
+	return next, status
+}
+
 // FinishWebhookDeliveries implements service.WebhookStore: one statement
 // per tenant, committed without waiting for the WAL flush (see
 // CommitAsynchronously).
@@ -344,14 +349,7 @@ func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, don
 			byTenant[f.Claim.TenantID] = p
 		}
 		o := f.Outcome
-		next := time.Time{}
-		if o.NextAttemptAt != nil {
-			next = *o.NextAttemptAt
-		}
-		status := int32(0)
-		if o.HTTPStatus > 0 && o.HTTPStatus <= math.MaxInt32 {
-			status = int32(o.HTTPStatus)
-		}
+		next, status := outcomeColumns(o)
 		p.WebhookIds = append(p.WebhookIds, f.Claim.WebhookID)
 		p.Ids = append(p.Ids, f.Claim.ID)
 		p.Attempts = append(p.Attempts, int32(f.Claim.Attempts))
