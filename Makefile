@@ -92,7 +92,7 @@ fuzz:
 bench:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
 	$(GO) build -o bin/platform ./cmd/platform; \
-	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --flat-cycles 200 $(BENCH_FLAGS); \
+	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --flat-cycles 200 --calibrate $(BENCH_FLAGS); \
 	bin/platform bench --mode http --sessions 32 --cycles 20 $(BENCH_FLAGS) | tail -n 1; \
 	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --webhook $(BENCH_FLAGS) | tail -n 2; \
 	bin/platform bench --inbox

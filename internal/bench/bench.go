@@ -43,6 +43,9 @@ type Config struct {
 	Webhooks WebhookConfig
 	// Prune seeds prunable rows, and prunes them during the run.
 	Prune PruneConfig
+	// Calibrate first measures the server's commit ceiling (Calibrate),
+	// and the result says what fraction of it the run's commits reached.
+	Calibrate bool
 }
 
 // Agent is the name of the benchmark agent.
@@ -50,13 +53,24 @@ const Agent = "benchApproval"
 
 // Result holds the figures of one run.
 type Result struct {
-	Mode          string
-	Sessions      int
-	Cycles        int
-	Elapsed       time.Duration
-	TurnP50       time.Duration
-	TurnP99       time.Duration
-	RoundTrips    float64 // database round trips per cycle
+	Mode       string
+	Sessions   int
+	Cycles     int
+	Elapsed    time.Duration
+	TurnP50    time.Duration
+	TurnP99    time.Duration
+	TurnP999   time.Duration
+	RoundTrips float64 // database round trips per cycle
+	// Commits is the writing transactions the server committed per cycle
+	// (transaction ids it assigned: every process on the server counts).
+	Commits float64
+	// CPU is this process's CPU time per cycle (the runtime, the HTTP
+	// server and clients in http mode, the webhook receiver if any; not
+	// PostgreSQL's).
+	CPU time.Duration
+	// Ceiling is the server's calibrated commit rate with 32 clients
+	// (0: not calibrated).
+	Ceiling       float64
 	BytesPerCycle float64 // table + index growth per cycle
 	PeakRSS       int64   // bytes
 	Errors        int64
@@ -187,11 +201,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
+	var ceiling float64
+	if cfg.Calibrate {
+		c, err := Calibrate(ctx, admin, cfg.Out)
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: %w", err)
+		}
+		ceiling = c[len(c)-1].PerSecond
+	}
 	sizeBefore, err := tableBytes(ctx, admin)
 	if err != nil {
 		return nil, err
 	}
 	rtBefore := cnt.n.Load()
+	xidsBefore, err := assignedXids(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore := processCPU()
 	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles}
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -225,6 +252,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	cpuAfter := processCPU()
+	xidsAfter, err := assignedXids(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
 	if pruned != nil {
 		if err := pruned(); err != nil {
 			return nil, fmt.Errorf("prune: %w", err)
@@ -233,6 +265,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Errors = errs.Load()
 	total := float64(cfg.Sessions * cfg.Cycles)
 	res.RoundTrips = float64(cnt.n.Load()-rtBefore) / total
+	res.Commits = float64(xidsAfter-xidsBefore) / total
+	res.CPU = time.Duration(float64(cpuAfter-cpuBefore) / total)
+	res.Ceiling = ceiling
 	sizeAfter, err := tableBytes(ctx, admin)
 	if err != nil {
 		return nil, err
@@ -242,6 +277,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(lat) > 0 {
 		res.TurnP50 = lat[len(lat)/2]
 		res.TurnP99 = lat[min(len(lat)-1, len(lat)*99/100)]
+		res.TurnP999 = lat[min(len(lat)-1, len(lat)*999/1000)]
 	}
 	if cfg.FlatCycles > 0 {
 		if res.FlatFirst, res.FlatLast, err = flatness(ctx, admin, cycle, cfg.FlatCycles); err != nil {
@@ -266,10 +302,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // Print writes the result table.
 func Print(w io.Writer, r *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tdb round trips/cycle\tbytes/cycle\tpeak RSS\t")
-	fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%.1f\t%.0f\t%.0f MiB\t\n",
-		r.Mode, r.Sessions, r.Cycles, r.CyclesPerSecond(), ms(r.TurnP50), ms(r.TurnP99),
-		r.RoundTrips, r.BytesPerCycle, float64(r.PeakRSS)/(1<<20))
+	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tof ceiling\tpeak RSS\t")
+	ceiling := "-"
+	if r.Ceiling > 0 {
+		ceiling = fmt.Sprintf("%.0f%%", 100*r.Commits*r.CyclesPerSecond()/r.Ceiling)
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%.1f\t%.1f\t%.0f\t%.2f\t%s\t%.0f MiB\t\n",
+		r.Mode, r.Sessions, r.Cycles, r.CyclesPerSecond(), ms(r.TurnP50), ms(r.TurnP99), ms(r.TurnP999),
+		r.RoundTrips, r.Commits, r.BytesPerCycle, float64(r.CPU)/float64(time.Millisecond), ceiling,
+		float64(r.PeakRSS)/(1<<20))
 	tw.Flush()
 	if r.FlatFirst > 0 {
 		fmt.Fprintf(w, "row bytes per cycle of one long session: cycles 1-20 %.0f, last 20 %.0f (%+.1f%%)\n",

@@ -1,0 +1,40 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+)
+
+// TestRunMeasures runs a small benchmark with the commit ceiling
+// calibrated and checks that every figure is measured and printed (the
+// figures' values are the machine's; only their presence and the
+// relations that always hold are checked).
+func TestRunMeasures(t *testing.T) {
+	calibrationTime = 200 * time.Millisecond
+	var out strings.Builder
+	res, err := Run(context.Background(), Config{
+		DatabaseURL: testdb.URL(t), Sessions: 2, Cycles: 5, Out: &out, Calibrate: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cycle commits at least its two turns.
+	if res.Commits < 2 {
+		t.Errorf("commits per cycle %.1f, want at least 2", res.Commits)
+	}
+	if res.CPU <= 0 || res.Ceiling <= 0 || res.RoundTrips <= 0 {
+		t.Errorf("unmeasured figures: %+v", res)
+	}
+	if res.TurnP50 <= 0 || res.TurnP99 < res.TurnP50 || res.TurnP999 < res.TurnP99 {
+		t.Errorf("turn percentiles p50 %s p99 %s p99.9 %s", res.TurnP50, res.TurnP99, res.TurnP999)
+	}
+	for _, want := range []string{"commit ceiling", "1 client", "32 clients", "turn p99.9", "commits/cycle", "CPU ms/cycle", "of ceiling", "%"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
