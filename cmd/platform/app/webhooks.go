@@ -101,6 +101,27 @@ func publicError(err error) error {
 	return &service.Error{Status: e.Status, Message: e.Message, Details: e.Details}
 }
 
+// webhookArgs parses a webhooks subcommand's flags and its id arguments,
+// one per name, and checks --tenant (tenant is the flag's value, read
+// after the parse); it returns the ids, or the exit code
+// of a usage error (2) after saying what is wrong.
+func webhookArgs(cmd *adminCommand, args []string, tenant *string, stderr io.Writer, names ...string) ([]uuid.UUID, int) {
+	pos, code := cmd.parse(args, len(names), stderr)
+	if code >= 0 {
+		return nil, code
+	}
+	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
+		return nil, code
+	}
+	ids := make([]uuid.UUID, len(names))
+	for i, name := range names {
+		if ids[i], code = parseWebhookID(cmd, name, pos[i], stderr); code >= 0 {
+			return nil, code
+		}
+	}
+	return ids, -1
+}
+
 // parseWebhookID parses an id argument; what is not a UUID is a usage
 // error (2).
 func parseWebhookID(cmd *adminCommand, what, arg string, stderr io.Writer) (uuid.UUID, int) {
@@ -241,17 +262,11 @@ func eventsColumn(types []string) string {
 func webhooksShow(args []string, stdout, stderr io.Writer) int {
 	cmd := newAdminCommand("platform webhooks show", "platform webhooks show ID --tenant ID", stderr)
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	pos, code := cmd.parse(args, 1, stderr)
+	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
 	if code >= 0 {
 		return code
 	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
-		return code
-	}
-	id, code := parseWebhookID(cmd, "ID", pos[0], stderr)
-	if code >= 0 {
-		return code
-	}
+	id := ids[0]
 	return cmd.withWebhooks(*tenant, false, stderr, func(ctx context.Context, env webhookEnv) error {
 		h, err := env.m.Get(ctx, env.caller, id)
 		if err != nil {
@@ -307,17 +322,11 @@ func webhooksUpdate(args []string, stdout, stderr io.Writer) int {
 	enable := cmd.fs.Bool("enable", false, "enable the endpoint")
 	disable := cmd.fs.Bool("disable", false, "disable the endpoint (its pending deliveries wait)")
 	loopback := cmd.fs.Bool("allow-loopback", false, "let the new URL be a loopback address (the server must allow them too)")
-	pos, code := cmd.parse(args, 1, stderr)
+	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
 	if code >= 0 {
 		return code
 	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
-		return code
-	}
-	id, code := parseWebhookID(cmd, "ID", pos[0], stderr)
-	if code >= 0 {
-		return code
-	}
+	id := ids[0]
 	if *enable && *disable {
 		fmt.Fprintf(stderr, "%s: give at most one of --enable and --disable\n", cmd.name)
 		return 2
@@ -356,17 +365,11 @@ func webhooksUpdate(args []string, stdout, stderr io.Writer) int {
 func webhooksDelete(args []string, stdout, stderr io.Writer) int {
 	cmd := newAdminCommand("platform webhooks delete", "platform webhooks delete ID --tenant ID", stderr)
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	pos, code := cmd.parse(args, 1, stderr)
+	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
 	if code >= 0 {
 		return code
 	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
-		return code
-	}
-	id, code := parseWebhookID(cmd, "ID", pos[0], stderr)
-	if code >= 0 {
-		return code
-	}
+	id := ids[0]
 	return cmd.withWebhooks(*tenant, false, stderr, func(ctx context.Context, env webhookEnv) error {
 		if err := env.m.Delete(ctx, env.caller, id); err != nil {
 			return err
@@ -382,17 +385,11 @@ func webhooksRotateSecret(args []string, stdout, stderr io.Writer) int {
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
 	overlap := cmd.fs.Duration("overlap", webhooks.DefaultOverlap,
 		fmt.Sprintf("how long the old secret keeps signing too (at most %s)", webhooks.MaxOverlap))
-	pos, code := cmd.parse(args, 1, stderr)
+	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
 	if code >= 0 {
 		return code
 	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
-		return code
-	}
-	id, code := parseWebhookID(cmd, "ID", pos[0], stderr)
-	if code >= 0 {
-		return code
-	}
+	id := ids[0]
 	if *overlap <= 0 || *overlap > webhooks.MaxOverlap {
 		fmt.Fprintf(stderr, "%s: --overlap must be more than 0s and at most %s\n", cmd.name, webhooks.MaxOverlap)
 		return 2
@@ -417,17 +414,11 @@ func webhooksDeliveries(args []string, stdout, stderr io.Writer) int {
 	status := cmd.fs.String("status", "", "only the deliveries in this status: pending, delivered or dead")
 	limit := cmd.fs.Int("limit", webhookDeliveriesPage, fmt.Sprintf("at most this many deliveries (1 to %d)", maxWebhookDeliveriesPage))
 	cursor := cmd.fs.String("cursor", "", "the next page: the cursor the previous page printed")
-	pos, code := cmd.parse(args, 1, stderr)
+	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
 	if code >= 0 {
 		return code
 	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
-		return code
-	}
-	id, code := parseWebhookID(cmd, "ID", pos[0], stderr)
-	if code >= 0 {
-		return code
-	}
+	id := ids[0]
 	switch *status {
 	case "", service.DeliveryPending, service.DeliveryDelivered, service.DeliveryDead:
 	default:
@@ -480,21 +471,11 @@ func truncate(s string, n int) string {
 func webhooksRedeliver(args []string, stdout, stderr io.Writer) int {
 	cmd := newAdminCommand("platform webhooks redeliver", "platform webhooks redeliver ID DELIVERY_ID --tenant ID", stderr)
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	pos, code := cmd.parse(args, 2, stderr)
+	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID", "DELIVERY_ID")
 	if code >= 0 {
 		return code
 	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
-		return code
-	}
-	id, code := parseWebhookID(cmd, "ID", pos[0], stderr)
-	if code >= 0 {
-		return code
-	}
-	did, code := parseWebhookID(cmd, "DELIVERY_ID", pos[1], stderr)
-	if code >= 0 {
-		return code
-	}
+	id, did := ids[0], ids[1]
 	return cmd.withWebhooks(*tenant, false, stderr, func(ctx context.Context, env webhookEnv) error {
 		d, err := env.m.Redeliver(ctx, env.caller, env.ids, id, did)
 		if err != nil {
