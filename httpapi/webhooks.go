@@ -44,6 +44,18 @@ func (a *api) webhookCaller(c echo.Context) (service.Caller, error) {
 	return caller, nil
 }
 
+// webhookTarget is webhookCaller and the endpoint the path names (:id).
+func (a *api) webhookTarget(c echo.Context) (service.Caller, uuid.UUID, error) {
+	caller, err := a.webhookCaller(c)
+	if err != nil {
+		return caller, uuid.Nil, err
+	}
+	id, err := pathUUID(c, "id", "webhook")
+	return caller, id, err
+}
+
+// pathUUID is the path parameter name as an id; one that is not an id
+// names nothing (404 "what not found").
 func pathUUID(c echo.Context, name, what string) (uuid.UUID, error) {
 	raw := c.Param(name)
 	id, err := uuid.Parse(raw)
@@ -128,11 +140,7 @@ func (a *api) webhookViews(c echo.Context, caller service.Caller, list []service
 
 // getWebhook answers one endpoint: GET /api/v1/webhooks/:id.
 func (a *api) getWebhook(c echo.Context) error {
-	caller, err := a.webhookCaller(c)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(c, "id", "webhook")
+	caller, id, err := a.webhookTarget(c)
 	if err != nil {
 		return err
 	}
@@ -149,11 +157,7 @@ func (a *api) getWebhook(c echo.Context) error {
 
 // updateWebhook changes the fields the body has: PATCH /api/v1/webhooks/:id.
 func (a *api) updateWebhook(c echo.Context) error {
-	caller, err := a.webhookCaller(c)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(c, "id", "webhook")
+	caller, id, err := a.webhookTarget(c)
 	if err != nil {
 		return err
 	}
@@ -171,11 +175,7 @@ func (a *api) updateWebhook(c echo.Context) error {
 // deleteWebhook removes an endpoint and its deliveries:
 // DELETE /api/v1/webhooks/:id.
 func (a *api) deleteWebhook(c echo.Context) error {
-	caller, err := a.webhookCaller(c)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(c, "id", "webhook")
+	caller, id, err := a.webhookTarget(c)
 	if err != nil {
 		return err
 	}
@@ -189,11 +189,7 @@ func (a *api) deleteWebhook(c echo.Context) error {
 // once); the old ones keep signing for the overlap (default 24h):
 // POST /api/v1/webhooks/:id/rotate-secret with {"overlap": "1h"}.
 func (a *api) rotateWebhookSecret(c echo.Context) error {
-	caller, err := a.webhookCaller(c)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(c, "id", "webhook")
+	caller, id, err := a.webhookTarget(c)
 	if err != nil {
 		return err
 	}
@@ -221,11 +217,7 @@ func (a *api) rotateWebhookSecret(c echo.Context) error {
 // listWebhookDeliveries answers a page of an endpoint's deliveries, newest
 // first: GET /api/v1/webhooks/:id/deliveries?status=&limit=&cursor=.
 func (a *api) listWebhookDeliveries(c echo.Context) error {
-	caller, err := a.webhookCaller(c)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(c, "id", "webhook")
+	caller, id, err := a.webhookTarget(c)
 	if err != nil {
 		return err
 	}
@@ -250,12 +242,9 @@ func (a *api) listWebhookDeliveries(c echo.Context) error {
 	return writeJSON(c, page)
 }
 
+// deliveryIDs is webhookTarget and the delivery the path names (:delivery).
 func (a *api) deliveryIDs(c echo.Context) (service.Caller, uuid.UUID, uuid.UUID, error) {
-	caller, err := a.webhookCaller(c)
-	if err != nil {
-		return caller, uuid.Nil, uuid.Nil, err
-	}
-	id, err := pathUUID(c, "id", "webhook")
+	caller, id, err := a.webhookTarget(c)
 	if err != nil {
 		return caller, uuid.Nil, uuid.Nil, err
 	}

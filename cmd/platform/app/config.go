@@ -48,8 +48,7 @@ func addConfigFlag(fs *flag.FlagSet) {
 // flag refuses, or an unreadable file is an error naming the file, the key
 // and its line.
 func applySources(fs *flag.FlagSet, getenv func(string) string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := flagsSet(fs)
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] {
