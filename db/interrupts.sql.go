@@ -370,6 +370,50 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 	return items, nil
 }
 
+const listInterruptsBySnapshot = `-- name: ListInterruptsBySnapshot :many
+SELECT id, tool, ref, status FROM interrupts
+WHERE tenant_id = $1 AND snapshot_id = $2
+ORDER BY id
+`
+
+type ListInterruptsBySnapshotParams struct {
+	TenantID   string
+	SnapshotID string
+}
+
+type ListInterruptsBySnapshotRow struct {
+	ID     uuid.UUID
+	Tool   string
+	Ref    string
+	Status string
+}
+
+// The interrupts of a paused snapshot, to say why a claim was refused.
+func (q *Queries) ListInterruptsBySnapshot(ctx context.Context, arg ListInterruptsBySnapshotParams) ([]ListInterruptsBySnapshotRow, error) {
+	rows, err := q.db.Query(ctx, listInterruptsBySnapshot, arg.TenantID, arg.SnapshotID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListInterruptsBySnapshotRow{}
+	for rows.Next() {
+		var i ListInterruptsBySnapshotRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tool,
+			&i.Ref,
+			&i.Status,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listInterruptsBySnapshotForUpdate = `-- name: ListInterruptsBySnapshotForUpdate :many
 SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts
 WHERE tenant_id = $1 AND snapshot_id = $2

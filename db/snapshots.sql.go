@@ -145,22 +145,22 @@ WITH snap AS (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
         custom, artifacts, message_count, heartbeat_at, agent_version
     ) VALUES (
-        $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12, nullif($13::integer, 0)
+        $2, $3, $4, $5, $6, $7, $8, $9,
+        $10, $11, $12, $13, nullif($14::integer, 0)
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
         updated_at = now()
-    WHERE $14::boolean AND snapshots.status = 'pending'
+    WHERE $15::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
-    WHERE $14::boolean AND tenant_id = $1 AND snapshot_id = $2
+    WHERE $15::boolean AND tenant_id = $2 AND snapshot_id = $3
 ), msgs AS (
     INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-    SELECT $1, $2,
-           unnest($15::integer[]), unnest($16::text[]), unnest($17::jsonb[])
+    SELECT $2, $3,
+           unnest($16::integer[]), unnest($17::text[]), unnest($18::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written. A
@@ -168,55 +168,77 @@ WITH snap AS (
     -- moves it (sess_next), so a turn whose session retention removed
     -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    SELECT $1, $3, $4, $18, $2
-    WHERE $5::text IS NULL
+    SELECT $2, $4, $5, $19, $3
+    WHERE $6::text IS NULL
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
     RETURNING 1
 ), sess_next AS (
-    UPDATE sessions SET latest_snapshot_id = $2, updated_at = now()
-    WHERE $5::text IS NOT NULL AND tenant_id = $1 AND id = $3
-      AND end_user IS NOT DISTINCT FROM $18 AND agent = $4
+    UPDATE sessions SET latest_snapshot_id = $3, updated_at = now()
+    WHERE $6::text IS NOT NULL AND tenant_id = $2 AND id = $4
+      AND end_user IS NOT DISTINCT FROM $19 AND agent = $5
     RETURNING 1
+), claim AS (
+    -- A synchronous resume that ran no tool claims the interrupts it
+    -- answers here (the parent's, by tool and ref), recording this
+    -- snapshot as the one the resume produced: the claim and the turn
+    -- commit together or not at all. The conditional update is the claim,
+    -- as in ClaimInterruptsByKey: of two writes answering the same
+    -- interrupt, the second blocks on the row lock, then finds it no
+    -- longer pending, and the final SELECT raises.
+    UPDATE interrupts i
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $20::text, resolved_at = now(),
+        resumed_snapshot_id = $3
+    FROM (
+        SELECT unnest($1::text[]) AS tool, unnest($21::text[]) AS ref,
+               unnest($22::jsonb[]) AS resolution
+    ) AS k
+    WHERE i.tenant_id = $2 AND i.snapshot_id = $6::text
+      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    RETURNING i.id
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
                             previous_id)
-    SELECT $1, i.id, $3, $2, $4, i.tool, i.ref, i.input, i.metadata,
+    SELECT $2, i.id, $4, $3, $5, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire,
            CASE WHEN i.repause THEN (
                SELECT p.id FROM interrupts p
-               WHERE p.tenant_id = $1 AND p.snapshot_id = $5 AND p.tool = i.tool AND p.ref = i.ref
+               WHERE p.tenant_id = $2 AND p.snapshot_id = $6 AND p.tool = i.tool AND p.ref = i.ref
            ) END
     FROM (
-        SELECT unnest($19::uuid[]) AS id, unnest($20::text[]) AS tool, unnest($21::text[]) AS ref,
-               unnest($22::jsonb[]) AS input, unnest($23::jsonb[]) AS metadata,
-               unnest($24::bigint[]) AS expires_in_ms, unnest($25::jsonb[]) AS on_expire,
-               unnest($26::boolean[]) AS repause
+        SELECT unnest($23::uuid[]) AS id, unnest($24::text[]) AS tool, unnest($25::text[]) AS ref,
+               unnest($26::jsonb[]) AS input, unnest($27::jsonb[]) AS metadata,
+               unnest($28::bigint[]) AS expires_in_ms, unnest($29::jsonb[]) AS on_expire,
+               unnest($30::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $1, e.interrupt_id, e.type, $27::text, e.payload
+    SELECT $2, e.interrupt_id, e.type, $20::text, e.payload
     FROM (
-        SELECT unnest($28::uuid[]) AS interrupt_id, unnest($29::text[]) AS type,
-               unnest($30::jsonb[]) AS payload
+        SELECT unnest($31::uuid[]) AS interrupt_id, unnest($32::text[]) AS type,
+               unnest($33::jsonb[]) AS payload
+        UNION ALL
+        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $3::text) FROM claim c
         UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
-        SELECT NULL::uuid, $31::text, jsonb_build_object('snapshotId', $2::text)
-        WHERE $31::text <> ''
+        SELECT NULL::uuid, $34::text, jsonb_build_object('snapshotId', $3::text)
+        WHERE $34::text <> ''
     ) AS e
 )
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
     WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
+    WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality($1::text[]), 0) THEN holdpoint_claim_refused()
     ELSE true
 END
 `
 
 type WriteTurnParams struct {
+	ClaimTools        []string
 	TenantID          string
 	SnapshotID        string
 	SessionID         string
@@ -235,6 +257,9 @@ type WriteTurnParams struct {
 	Roles             []string
 	Bodies            [][]byte
 	EndUser           *string
+	Actor             string
+	ClaimRefs         []string
+	ClaimResolutions  [][]byte
 	InterruptIDs      []uuid.UUID
 	Tools             []string
 	Refs              []string
@@ -243,7 +268,6 @@ type WriteTurnParams struct {
 	ExpiresInMs       []int64
 	OnExpires         [][]byte
 	Repauses          []bool
-	Actor             string
 	EventInterruptIDs []uuid.UUID
 	EventTypes        []string
 	EventPayloads     [][]byte
@@ -252,7 +276,8 @@ type WriteTurnParams struct {
 
 // The end of a turn in one statement: its snapshot, the messages it added
 // or rewrote, the session's new latest snapshot (creating the session on
-// its first turn), the interrupts it paused on and the events (the
+// its first turn), the interrupts it answered (claim) and those it paused
+// on, and the events (the
 // interrupts' audit events and the turn's own). The
 // foreign keys are checked at the end of the statement, when every part is
 // written. The same statement writes a detached turn's pending snapshot
@@ -261,6 +286,7 @@ type WriteTurnParams struct {
 // job goes with it.
 func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 	_, err := q.db.Exec(ctx, writeTurn,
+		arg.ClaimTools,
 		arg.TenantID,
 		arg.SnapshotID,
 		arg.SessionID,
@@ -279,6 +305,9 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Roles,
 		arg.Bodies,
 		arg.EndUser,
+		arg.Actor,
+		arg.ClaimRefs,
+		arg.ClaimResolutions,
 		arg.InterruptIDs,
 		arg.Tools,
 		arg.Refs,
@@ -287,7 +316,6 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.ExpiresInMs,
 		arg.OnExpires,
 		arg.Repauses,
-		arg.Actor,
 		arg.EventInterruptIDs,
 		arg.EventTypes,
 		arg.EventPayloads,

@@ -145,3 +145,9 @@ ORDER BY agent, tool;
 -- (holdpoint_system).
 SELECT tenant_id::text AS tenant_id, pending::bigint AS pending, oldest::timestamptz AS oldest
 FROM holdpoint_pending_interrupt_stats();
+
+-- name: ListInterruptsBySnapshot :many
+-- The interrupts of a paused snapshot, to say why a claim was refused.
+SELECT id, tool, ref, status FROM interrupts
+WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id
+ORDER BY id;

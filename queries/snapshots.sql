@@ -31,7 +31,8 @@ RETURNING status;
 -- name: WriteTurn :exec
 -- The end of a turn in one statement: its snapshot, the messages it added
 -- or rewrote, the session's new latest snapshot (creating the session on
--- its first turn), the interrupts it paused on and the events (the
+-- its first turn), the interrupts it answered (claim) and those it paused
+-- on, and the events (the
 -- interrupts' audit events and the turn's own). The
 -- foreign keys are checked at the end of the statement, when every part is
 -- written. The same statement writes a detached turn's pending snapshot
@@ -77,6 +78,24 @@ WITH snap AS (
     WHERE @parent_id::text IS NOT NULL AND tenant_id = @tenant_id AND id = @session_id
       AND end_user IS NOT DISTINCT FROM @end_user AND agent = @agent
     RETURNING 1
+), claim AS (
+    -- A synchronous resume that ran no tool claims the interrupts it
+    -- answers here (the parent's, by tool and ref), recording this
+    -- snapshot as the one the resume produced: the claim and the turn
+    -- commit together or not at all. The conditional update is the claim,
+    -- as in ClaimInterruptsByKey: of two writes answering the same
+    -- interrupt, the second blocks on the row lock, then finds it no
+    -- longer pending, and the final SELECT raises.
+    UPDATE interrupts i
+    SET status = 'resolved', resolution = k.resolution, resolved_by = @actor::text, resolved_at = now(),
+        resumed_snapshot_id = @snapshot_id
+    FROM (
+        SELECT unnest(@claim_tools::text[]) AS tool, unnest(@claim_refs::text[]) AS ref,
+               unnest(@claim_resolutions::jsonb[]) AS resolution
+    ) AS k
+    WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @parent_id::text
+      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    RETURNING i.id
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
@@ -102,6 +121,8 @@ WITH snap AS (
         SELECT unnest(@event_interrupt_ids::uuid[]) AS interrupt_id, unnest(@event_types::text[]) AS type,
                unnest(@event_payloads::jsonb[]) AS payload
         UNION ALL
+        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', @snapshot_id::text) FROM claim c
+        UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
         SELECT NULL::uuid, @turn_event::text, jsonb_build_object('snapshotId', @snapshot_id::text)
         WHERE @turn_event::text <> ''
@@ -110,5 +131,6 @@ WITH snap AS (
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
     WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
+    WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality(@claim_tools::text[]), 0) THEN holdpoint_claim_refused()
     ELSE true
 END;

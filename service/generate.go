@@ -111,6 +111,19 @@ func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *tur
 
 // claim claims the interrupts a resume answers, unless an operator's
 // decisions (or deadlines) already did.
+//
+// A synchronous, unstreamed resume of a prompt agent defers its claim: the
+// turn's write claims the interrupts in the same statement (one commit
+// fewer per resume), unless a tool is about to run first (settleClaims).
+// Exactly once holds as with a claim made up front: the write's claim is
+// the same conditional update from pending, so of two resumes (or a resume
+// and an operator's decision, or a deadline) exactly one changes the row,
+// and the loser's whole write rolls back; and nothing with an effect runs
+// before the claim is made, since a tool's run settles it first, and the
+// model's answer reaches nobody before the write (no stream). What the
+// loser costs is one model call whose answer is dropped. A streamed turn,
+// a custom agent's turn (its code may do anything) and a detached turn
+// claim up front.
 func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr *turnRecord) error {
 	if inv.preclaimed != nil {
 		tr.claimed = inv.preclaimed
@@ -119,13 +132,34 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {
 		return nil
 	}
+	if inv.sink == nil && inv.agent.Turn == nil && !t.input.Detach && !inv.isDetached() && !inv.rt.opts.EarlyClaims {
+		t.deferred = &deferredClaim{claims: plan.claims, on: inv.baseID, tr: tr}
+		return nil
+	}
+	return inv.claimNow(ctx, t, plan.claims, tr)
+}
+
+// settleClaims makes a deferred claim now: a tool is about to run, and
+// nothing with an effect may run before the interrupts are claimed.
+func (inv *invocation) settleClaims(ctx context.Context, t *Turn) error {
+	d := t.deferred
+	if d == nil {
+		return nil
+	}
+	t.deferred = nil
+	return inv.claimNow(ctx, t, d.claims, d.tr)
+}
+
+// claimNow claims interrupts of the paused snapshot in a transaction of
+// their own.
+func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []InterruptClaim, tr *turnRecord) error {
 	jobID := ""
 	if inv.isDetached() {
 		jobID = inv.det.id
 	}
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.claim_interrupts")
 	ids, err := inv.rt.store.ClaimInterrupts(sctx, ClaimInterruptsParams{
-		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: plan.claims, Actor: inv.caller.Actor,
+		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: claims, Actor: inv.caller.Actor,
 		JobSnapshotID: jobID, ResumedSnapshotID: t.snapshotID,
 	})
 	endSpan(span, err)
@@ -142,7 +176,7 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 		return err
 	}
 	tr.claimed, tr.resolvedEvents = ids, true
-	for _, c := range plan.claims {
+	for _, c := range claims {
 		inv.rt.obs.InterruptResolved(inv.metricAgent(), inv.metricTool(c.Tool))
 	}
 	return nil

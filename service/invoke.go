@@ -723,6 +723,9 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 // aborted turn writes no snapshot.
 func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr turnRecord) {
 	ctx = context.WithoutCancel(ctx)
+	// A deferred claim was never made: there is nothing to release, and
+	// the failed snapshot claims nothing.
+	t.deferred = nil
 	kept := turnRecord{}
 	if len(tr.claimed) > 0 && !t.ranTool {
 		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
@@ -859,6 +862,14 @@ func (inv *invocation) hideError(err error, status, what string) error {
 // the outcomes of its tool calls.
 func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish string, errd *ErrorDetails, tr turnRecord) error {
 	snapshotID := t.snapshotID
+	if d := t.deferred; d != nil && (status != StatusCompleted || inv.isDetached() || inv.baseID != d.on) {
+		// Only the completed write of the synchronous turn it answers can
+		// make a deferred claim; a turn detached since claims now.
+		if err := inv.settleClaims(ctx, t); err != nil {
+			return err
+		}
+		tr.claimed, tr.resolvedEvents = d.tr.claimed, d.tr.resolvedEvents
+	}
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
 	if inv.isDetached() {
@@ -873,6 +884,11 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	}
 	w.Interrupts = tr.interrupts
 	w.ToolCalls = t.outcomes
+	var deferred []InterruptClaim
+	if t.deferred != nil {
+		deferred = t.deferred.claims
+		w.Claims = deferred
+	}
 	w.Resolved = tr.claimed
 	w.ResolvedEvents = tr.resolvedEvents
 	// A claim made by this turn's own resume already named this snapshot.
@@ -884,11 +900,24 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.commit_turn")
 	_, err = inv.rt.store.CommitTurn(sctx, w)
 	endSpan(span, err)
+	t.deferred = nil
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
 		}
+		var e *Error
+		if len(deferred) > 0 && errors.As(err, &e) {
+			// The claim was refused: answered as an error, as a claim
+			// made up front is (see claimNow), and nothing was written.
+			if e.Status == CodeAborted {
+				inv.rt.obs.ResumeConflict(inv.metricAgent())
+			}
+			inv.reject(e)
+		}
 		return err
+	}
+	for _, c := range deferred {
+		inv.rt.obs.InterruptResolved(inv.metricAgent(), inv.metricTool(c.Tool))
 	}
 	for _, ni := range tr.interrupts {
 		inv.rt.obs.InterruptCreated(inv.metricAgent(), inv.metricTool(ni.Tool))

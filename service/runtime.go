@@ -36,6 +36,13 @@ type Options struct {
 	// TracerProvider makes the spans of turns, model and tool calls and
 	// store batches (default: none).
 	TracerProvider trace.TracerProvider
+	// EarlyClaims makes every resume claim its interrupts before the model
+	// runs, in a transaction of its own. By default a synchronous,
+	// unstreamed resume of a prompt agent that runs no tool claims them
+	// with its turn's write: one commit fewer, but the inbox shows the
+	// interrupts pending while the model works, and a resume that loses a
+	// race has paid for a model call.
+	EarlyClaims bool
 }
 
 // Runtime runs the registered agents' turns and persists their sessions.

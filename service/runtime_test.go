@@ -49,13 +49,20 @@ func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
 // test's own assertions.
 func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 	t.Helper()
+	return newRuntimeWith(t, service.Options{})
+}
+
+// newRuntimeWith is newRuntime with options (its logger is the test's).
+func newRuntimeWith(t *testing.T, opts service.Options) (*service.Runtime, *pgxpool.Pool) {
+	t.Helper()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
 	app, err := pgstore.NewAppPool(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: testlog.Logger(t)})
+	opts.Logger = testlog.Logger(t)
+	rt := service.NewRuntime(newStore(t, app), opts)
 	// Cleanups run last-in first-out: the runtime stops before the pools
 	// close, and both close before testdb drops the database.
 	t.Cleanup(app.Close)

@@ -262,6 +262,13 @@ type SnapshotWrite struct {
 	ToolCalls []ToolCallOutcome
 	// Interrupts are the interrupted tool requests the turn paused on.
 	Interrupts []NewInterrupt
+	// Claims are interrupts of the parent snapshot (the paused one) this
+	// write claims, with its snapshot as the one their resume produced:
+	// all or nothing, with the rest of the write. When one is no longer
+	// pending nothing is written, and the error is the refusal
+	// ClaimInterrupts would give (ABORTED, or FAILED_PRECONDITION when it
+	// expired). A resolved event is recorded for each.
+	Claims []InterruptClaim
 	// Resolved are the claimed interrupts this turn answered.
 	Resolved []uuid.UUID
 	// ResolvedEvents says whether to record a resolved event for them (not

@@ -20,6 +20,9 @@ import (
 // again, and refuses to repeat a call that started but never finished: it
 // may have had its effect, and a tool call is never run twice.
 func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+	if err := inv.settleClaims(ctx, t); err != nil {
+		return nil, nil, err
+	}
 	req := part.ToolRequest
 	turnID := t.turnID()
 	key = t.uniqueKey(key)

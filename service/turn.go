@@ -32,6 +32,18 @@ type Turn struct {
 	callKeys map[string]int
 	// outcomes are the tool call outcomes not written yet.
 	outcomes []ToolCallOutcome
+	// deferred is the resume's claim, when the turn's write makes it (see
+	// invocation.claim).
+	deferred *deferredClaim
+}
+
+// deferredClaim is a resume's claim not made yet: the interrupts of the
+// paused snapshot on that claims names, and the turn record that takes
+// their ids when it is made before the write.
+type deferredClaim struct {
+	claims []InterruptClaim
+	on     string
+	tr     *turnRecord
 }
 
 // begin marks the point where the turn's input has passed validation and

@@ -46,6 +46,9 @@ type Config struct {
 	// Calibrate first measures the server's commit ceiling (Calibrate),
 	// and the result says what fraction of it the run's commits reached.
 	Calibrate bool
+	// EarlyClaims makes every resume claim before its turn goes on
+	// (service.Options.EarlyClaims): one commit more per cycle.
+	EarlyClaims bool
 }
 
 // Agent is the name of the benchmark agent.
@@ -161,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer pool.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := pgstore.New(pool)
-	rt := service.NewRuntime(store, service.Options{Logger: quiet})
+	rt := service.NewRuntime(store, service.Options{Logger: quiet, EarlyClaims: cfg.EarlyClaims})
 	defer func() { _ = rt.Shutdown(context.Background()) }()
 	if err := Register(rt); err != nil {
 		return nil, err

@@ -56,6 +56,9 @@ const (
 	// sqlstateNotPending: a detached turn's pending snapshot was aborted
 	// before its end was written (holdpoint_snapshot_not_pending).
 	sqlstateNotPending = "HP409"
+	// sqlstateClaimRefused: an interrupt the write claims is no longer
+	// pending (holdpoint_claim_refused).
+	sqlstateClaimRefused = "HP412"
 )
 
 // translate is the one error translator at the store boundary.
@@ -73,6 +76,8 @@ func translate(err error) error {
 			return service.ErrNotFound
 		case sqlstateNotPending:
 			return errNotPending
+		case sqlstateClaimRefused:
+			return errClaimRefused
 		}
 		switch pgErr.Code[:2] {
 		case "08", "57": // connection exception, operator intervention (shutdown)

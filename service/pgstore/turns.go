@@ -224,16 +224,49 @@ func encodeSnapshotDocs(w *service.SnapshotWrite) (errJSON, artifacts []byte, er
 // errNotPending stops a finalize whose snapshot was aborted meanwhile.
 var errNotPending = errors.New("snapshot is no longer pending")
 
+// errClaimRefused stops a write whose claims (SnapshotWrite.Claims) found
+// an interrupt no longer pending.
+var errClaimRefused = errors.New("an interrupt the turn answers is no longer pending")
+
+// claimRefusal says why a write's claims were refused, as ClaimInterrupts
+// would have: the interrupts are read again after the write rolled back.
+func (s *PgStore) claimRefusal(ctx context.Context, w *service.SnapshotWrite) error {
+	var rows []db.ListInterruptsBySnapshotRow
+	err := s.piped(ctx, w.TenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListInterruptsBySnapshot(ctx, db.ListInterruptsBySnapshotParams{TenantID: w.TenantID, SnapshotID: w.ParentID})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range w.Claims {
+		for _, r := range rows {
+			if r.Tool == c.Tool && r.Ref == c.Ref {
+				if e := refuse(r.ID, c.Tool, c.Ref, r.Status, true); e != nil {
+					return e
+				}
+			}
+		}
+	}
+	// Every one is pending again (a claim released since): the write lost
+	// a race all the same.
+	return service.Errorf(service.CodeAborted, "the interrupts this resume answers changed while its turn ran; resume again")
+}
+
 // CommitTurn implements Store.
 func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (bool, error) {
 	err := s.writeTurn(ctx, w)
 	if errors.Is(err, errNotPending) {
 		return false, nil
 	}
+	if errors.Is(err, errClaimRefused) {
+		return false, s.claimRefusal(context.WithoutCancel(ctx), w)
+	}
 	if err != nil {
 		return false, err
 	}
-	if len(w.Interrupts) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) || turnEvent(w.Status) != "" {
+	if len(w.Interrupts) > 0 || len(w.Claims) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) || turnEvent(w.Status) != "" {
 		s.eventsWritten()
 	}
 	if w.Status == service.StatusCompleted && w.State != nil {
@@ -303,6 +336,11 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		for _, id := range w.Resolved {
 			events.resumed(id, w.SnapshotID)
 		}
+	}
+	for _, c := range w.Claims {
+		p.ClaimTools = append(p.ClaimTools, c.Tool)
+		p.ClaimRefs = append(p.ClaimRefs, c.Ref)
+		p.ClaimResolutions = append(p.ClaimResolutions, nullableJSON(c.Resolution))
 	}
 	p.EventInterruptIDs, p.EventTypes, p.EventPayloads = events.ids, events.types, events.payloads
 	p.TurnEvent = turnEvent(w.Status)

@@ -31,6 +31,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Cycles, "cycles", 20, "approval cycles per session")
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
 	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
+	fs.BoolVar(&cfg.EarlyClaims, "early-claims", false, "make every resume claim its interrupts before the model runs (serve --early-claims): one commit more per cycle")
 	fs.BoolVar(&cfg.Calibrate, "calibrate", false, "first measure the server's commit ceiling (one-row insert transactions with 1 and 32 clients, 3 s each) and print the fraction of it the run reached")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&cfg.Webhooks.Subscribe, "webhook", false, "subscribe a loopback endpoint to every event and deliver during the run")

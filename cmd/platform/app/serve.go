@@ -58,6 +58,8 @@ type serveConfig struct {
 	metricsAddr         string
 	metricsToken        string
 	metricsTenantLabels bool
+	// earlyClaims: every resume claims before its turn goes on.
+	earlyClaims bool
 	// prune is the retention sweeper.
 	prune pruneConfig
 	// banner is where the start-up URLs are printed for a person (stderr
@@ -115,6 +117,8 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	fs.DurationVar(&cfg.grace, "shutdown-grace", 20*time.Second, "time in-flight requests get to finish after SIGINT/SIGTERM")
 	fs.DurationVar(&cfg.sweep, "sweep-interval", time.Second, "how often interrupt deadlines are applied")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
+	fs.BoolVar(&cfg.earlyClaims, "early-claims", false, "make every protocol resume claim its interrupts before the model runs, in a transaction of its own "+
+		"(by default an unstreamed resume that runs no tool claims them with its turn's write, one commit fewer): for slow or costly models")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "age of a heartbeat after which a detached turn is taken over or reads as expired")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the Prometheus metrics at /metrics on this address (e.g. 127.0.0.1:9090), open to whoever reaches it: "+
 		"keep it on a private network; empty: /metrics on --addr if --metrics-token is set, else nowhere")
@@ -268,6 +272,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
 		Observer:          metrics,
 		TracerProvider:    tracing.Provider,
+		EarlyClaims:       cfg.earlyClaims,
 	})
 	models := map[string]string{}
 	for _, a := range agents {
