@@ -49,6 +49,7 @@ prints the table.
 //
 //	func main() { app.Main(app.Platform{Agents: []agentkit.Definition{bankingAgent}}) }
 func Main(p Platform) {
+	tuneGC()
 	os.Exit(p.Run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
