@@ -49,6 +49,9 @@ type Config struct {
 	// EarlyClaims makes every resume claim before its turn goes on
 	// (service.Options.EarlyClaims): one commit more per cycle.
 	EarlyClaims bool
+	// Waits samples where turns wait during the run (run queue, GC
+	// pauses, pool, PostgreSQL wait events) and prints it after the table.
+	Waits bool
 }
 
 // Agent is the name of the benchmark agent.
@@ -221,6 +224,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var wt *waits
+	if cfg.Waits {
+		if wt, err = startWaits(ctx, admin, pool); err != nil {
+			return nil, fmt.Errorf("waits: %w", err)
+		}
+	}
 	cpuBefore := processCPU()
 	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles}
 	var mu sync.Mutex
@@ -290,6 +299,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.PeakRSS = peakRSS()
 	if cfg.Out != nil {
 		Print(cfg.Out, res)
+	}
+	if wt != nil && cfg.Out != nil {
+		wt.finish(cfg.Out, cfg.Sessions*cfg.Cycles, res.Elapsed)
 	}
 	if rig != nil {
 		if err := rig.finish(ctx, admin, cfg.Out, cfg.Sessions*cfg.Cycles); err != nil {
