@@ -54,6 +54,30 @@ type Config struct {
 	Waits bool
 }
 
+// extras names what cfg adds to the plain cycle.
+func (cfg Config) extras() []string {
+	var x []string
+	if cfg.Webhooks.Subscribe {
+		x = append(x, "webhook")
+		if cfg.Webhooks.NoDispatch {
+			x = append(x, "no dispatch")
+		}
+	}
+	if cfg.Webhooks.Backlog > 0 {
+		x = append(x, fmt.Sprintf("webhook backlog %d", cfg.Webhooks.Backlog))
+	}
+	if cfg.Prune.Seed > 0 {
+		x = append(x, fmt.Sprintf("%d prunable rows", cfg.Prune.Seed))
+	}
+	if cfg.Prune.Run {
+		x = append(x, "prune")
+	}
+	if cfg.EarlyClaims {
+		x = append(x, "early claims")
+	}
+	return x
+}
+
 // Agent is the name of the benchmark agent.
 const Agent = "benchApproval"
 
@@ -82,6 +106,9 @@ type Result struct {
 	Errors        int64
 	FlatFirst     float64 // row bytes per cycle, cycles 1-20 of the long session
 	FlatLast      float64 // same, last 20 cycles
+	// Extras names what the run added to the plain cycle (webhook, early
+	// claims, prune), for the markdown row.
+	Extras []string
 }
 
 // CyclesPerSecond is the throughput.
@@ -231,7 +258,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	cpuBefore := processCPU()
-	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles}
+	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles, Extras: cfg.extras()}
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
@@ -411,15 +438,23 @@ func inProcessCycle(rt *service.Runtime) cycleFunc {
 	}
 }
 
-// startHTTP serves the platform's HTTP API over rt on a loopback port.
+// startHTTP serves the platform's HTTP API over rt on a loopback port (dev
+// mode: no authentication, the default tenant) and returns the agent's URL.
 func startHTTP(rt *service.Runtime, log *slog.Logger) (*http.Server, string, error) {
+	srv, base, err := serveHTTP(rt, httpapi.Options{Logger: log})
+	return srv, base + httpapi.DefaultBasePath + "/" + Agent, err
+}
+
+// serveHTTP serves the platform's HTTP API over rt with opts on a loopback
+// port and returns the server's base URL (http://127.0.0.1:port).
+func serveHTTP(rt *service.Runtime, opts httpapi.Options) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: httpapi.New(rt, httpapi.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.New(rt, opts), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return srv, "http://" + ln.Addr().String() + httpapi.DefaultBasePath + "/" + Agent, nil
+	return srv, "http://" + ln.Addr().String(), nil
 }
 
 func httpCycle(url string, clients int) cycleFunc {
@@ -476,13 +511,17 @@ func httpCycle(url string, clients int) cycleFunc {
 }
 
 // peakRSS is the process's peak resident set (VmHWM), in bytes.
-func peakRSS() int64 {
+func peakRSS() int64 { return procStatus("VmHWM") }
+
+// procStatus is a size field of /proc/self/status (VmHWM, VmRSS), in bytes;
+// 0 where there is no such file.
+func procStatus(field string) int64 {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field+":") {
 			f := strings.Fields(line)
 			if len(f) >= 2 {
 				kb, _ := strconv.ParseInt(f[1], 10, 64)
