@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdpoint/holdpoint/httpapi"
+)
+
+// SoakConfig is a long run at a fraction of the peak rate.
+type SoakConfig struct {
+	DatabaseURL string
+	// Mode is "inprocess" (default) or "http", as Config's.
+	Mode string
+	// Sessions run the cycle concurrently (default 8), in the peak
+	// measurement and in the soak.
+	Sessions int
+	Duration time.Duration
+	// Rate is the fraction of the peak rate to hold (0 < Rate <= 1).
+	Rate float64
+	// PeakTime is how long the peak measurement runs (default 10 s).
+	PeakTime time.Duration
+	// Interval is how often a line is printed (default 1 minute).
+	Interval time.Duration
+	// SessionCycles is how many cycles a session runs before its worker
+	// starts a new one (default 20), so conversations stay of a usual
+	// length however long the soak.
+	SessionCycles int
+	Out           io.Writer
+}
+
+// SoakInterval is the figures of one interval of a soak.
+type SoakInterval struct {
+	Elapsed   time.Duration // since the soak started, at the interval's end
+	Length    time.Duration
+	Cycles    int
+	PerSecond float64
+	P50, P99  time.Duration // turn latency
+	Footprint               // after a GC, at the interval's end
+}
+
+// SoakResult is a soak's figures.
+type SoakResult struct {
+	Mode      string
+	Sessions  int
+	Duration  time.Duration
+	Rate      float64
+	Peak      float64 // cycles/s of the peak measurement
+	Target    float64 // Rate × Peak
+	Intervals []SoakInterval
+	Errors    int64
+}
+
+// First and Last are the first and last intervals (zero without any).
+func (r *SoakResult) First() SoakInterval {
+	if len(r.Intervals) == 0 {
+		return SoakInterval{}
+	}
+	return r.Intervals[0]
+}
+
+// Last is the last interval.
+func (r *SoakResult) Last() SoakInterval {
+	if len(r.Intervals) == 0 {
+		return SoakInterval{}
+	}
+	return r.Intervals[len(r.Intervals)-1]
+}
+
+// PerSecond is the cycles/s achieved over the whole soak.
+func (r *SoakResult) PerSecond() float64 {
+	var n int
+	var d time.Duration
+	for _, iv := range r.Intervals {
+		n += iv.Cycles
+		d += iv.Length
+	}
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// RunSoak measures the peak cycle rate for a few seconds, then runs the
+// cycle at cfg.Rate of it for cfg.Duration, each session paced on a
+// schedule of its own (a cycle that runs late does not make the next ones
+// hurry), and prints a line per interval: cycles/s, turn p50/p99, RSS,
+// heap in use and goroutines; at the end the first interval against the
+// last. It asserts nothing about the figures.
+func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
+	if cfg.Duration <= 0 || cfg.Rate <= 0 || cfg.Rate > 1 {
+		return nil, fmt.Errorf("the soak needs a positive duration and a rate in (0, 1]")
+	}
+	if cfg.Sessions <= 0 {
+		cfg.Sessions = 8
+	}
+	if cfg.PeakTime <= 0 {
+		cfg.PeakTime = 10 * time.Second
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.SessionCycles <= 0 {
+		cfg.SessionCycles = 20
+	}
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	r, err := startRig(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var cycle cycleFunc
+	switch cfg.Mode {
+	case "inprocess", "":
+		cfg.Mode = "inprocess"
+		cycle = inProcessCycle(r.rt)
+	case "http":
+		cycle = httpCycle(r.base+httpapi.DefaultBasePath+"/"+Agent, cfg.Sessions)
+	default:
+		return nil, fmt.Errorf("--mode must be inprocess or http")
+	}
+	for i := range 3 { // warm up
+		if _, _, err := cycle(ctx, "soak-warmup", i); err != nil {
+			return nil, fmt.Errorf("warm-up cycle: %w", err)
+		}
+	}
+	res := &SoakResult{Mode: cfg.Mode, Sessions: cfg.Sessions, Duration: cfg.Duration, Rate: cfg.Rate}
+
+	// The sessions' shared record of the current interval.
+	var (
+		mu     sync.Mutex
+		lat    []time.Duration
+		errs   atomic.Int64
+		prefix = fmt.Sprintf("soak-%d", time.Now().UnixNano())
+	)
+	// work runs session s's cycles until end, every interval apart (0:
+	// back to back).
+	work := func(s int, end time.Time, every time.Duration) {
+		next := time.Now().Add(time.Duration(s) * every / time.Duration(cfg.Sessions)) // staggered
+		for n := 0; ; n++ {
+			if every > 0 {
+				time.Sleep(time.Until(next))
+			}
+			if !time.Now().Before(end) || ctx.Err() != nil {
+				return
+			}
+			session := fmt.Sprintf("%s-%d-%d", prefix, s, n/cfg.SessionCycles)
+			a, b, err := cycle(ctx, session, n%cfg.SessionCycles)
+			if err != nil {
+				if errs.Add(1) == 1 {
+					fmt.Fprintf(os.Stderr, "bench: cycle failed: %v\n", err)
+				}
+				return
+			}
+			mu.Lock()
+			lat = append(lat, a, b)
+			mu.Unlock()
+			if every > 0 {
+				// The next slot; slots already past are skipped, not
+				// caught up on.
+				next = next.Add(every)
+				if now := time.Now(); next.Before(now) {
+					next = next.Add((now.Sub(next)/every + 1) * every)
+				}
+			}
+		}
+	}
+	run := func(d, every time.Duration) *sync.WaitGroup {
+		end := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for s := range cfg.Sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				work(s, end, every)
+			}()
+		}
+		return &wg
+	}
+	take := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		l := lat
+		lat = nil
+		return l
+	}
+
+	// The peak: back to back.
+	start := time.Now()
+	run(cfg.PeakTime, 0).Wait()
+	res.Peak = float64(len(take())/2) / time.Since(start).Seconds()
+	if errs.Load() > 0 {
+		return res, fmt.Errorf("the peak measurement failed")
+	}
+	res.Target = cfg.Rate * res.Peak
+	if res.Target <= 0 {
+		return res, fmt.Errorf("no cycle completed in the peak measurement")
+	}
+	every := time.Duration(float64(cfg.Sessions) / res.Target * float64(time.Second))
+	fmt.Fprintf(out, "soak: peak %.0f cycles/s (%d sessions back to back, %s); now %.0f%% of it, %.0f cycles/s (a cycle every %s per session) for %s\n",
+		res.Peak, cfg.Sessions, cfg.PeakTime, 100*cfg.Rate, res.Target, every.Round(time.Microsecond), cfg.Duration)
+	// Fixed widths rather than a tabwriter: each line is printed when its
+	// interval ends.
+	const lineFormat = "%8s %9s %10s %10s %11s %12s %11s\n"
+	fmt.Fprintf(out, lineFormat, "elapsed", "cycles/s", "turn p50", "turn p99", "RSS", "heap in use", "goroutines")
+
+	start = time.Now()
+	wg := run(cfg.Duration, every)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	last := start
+	for i := 1; ; i++ {
+		finished := false
+		select {
+		case <-done:
+			finished = true
+		case <-time.After(time.Until(start.Add(time.Duration(i) * cfg.Interval))):
+		}
+		now := time.Now()
+		l := take()
+		iv := SoakInterval{Elapsed: now.Sub(start), Length: now.Sub(last), Cycles: len(l) / 2}
+		last = now
+		iv.PerSecond = float64(iv.Cycles) / iv.Length.Seconds()
+		slices.Sort(l)
+		if len(l) > 0 {
+			iv.P50, iv.P99 = l[len(l)/2], l[min(len(l)-1, len(l)*99/100)]
+		}
+		runtime.GC()
+		iv.Footprint = measure(false)
+		// A last sliver (the cycles that were running at the end) is no
+		// interval of its own.
+		if finished && len(res.Intervals) > 0 && iv.Length < cfg.Interval/2 {
+			break
+		}
+		res.Intervals = append(res.Intervals, iv)
+		fmt.Fprintf(out, lineFormat, iv.Elapsed.Round(time.Second), fmt.Sprintf("%.0f", iv.PerSecond), ms(iv.P50), ms(iv.P99),
+			mib(iv.RSS), mib(iv.Heap), fmt.Sprint(iv.Goroutines))
+		if finished {
+			break
+		}
+	}
+	res.Errors = errs.Load()
+	printSoakSummary(out, res)
+	if res.Errors > 0 {
+		return res, fmt.Errorf("%d sessions failed", res.Errors)
+	}
+	return res, nil
+}
+
+// printSoakSummary compares the first interval with the last.
+func printSoakSummary(w io.Writer, r *SoakResult) {
+	first, last := r.First(), r.Last()
+	change := func(a, b float64) string {
+		if a == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%+.1f%%", 100*(b-a)/a)
+	}
+	fmt.Fprintf(w, "soak: %.0f cycles/s over %s (target %.0f); first interval vs last: RSS %s -> %s (%s), heap in use %s -> %s (%s), turn p99 %s -> %s (%s)\n",
+		r.PerSecond(), r.Duration, r.Target,
+		mib(first.RSS), mib(last.RSS), change(float64(first.RSS), float64(last.RSS)),
+		mib(first.Heap), mib(last.Heap), change(float64(first.Heap), float64(last.Heap)),
+		ms(first.P99), ms(last.P99), change(float64(first.P99), float64(last.P99)))
+}
