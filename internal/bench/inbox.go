@@ -29,6 +29,17 @@ type InboxConfig struct {
 	Out         io.Writer
 }
 
+// InboxResult is the inbox run's figures.
+type InboxResult struct {
+	Tenants, PerTenant, Pending int
+	// Inbox is the first page of a tenant's pending inbox, Report a
+	// tenant's daily report.
+	Inbox, Report QueryTimes
+}
+
+// QueryTimes is the latency of a timed query.
+type QueryTimes struct{ P50, P99, Max time.Duration }
+
 // capture records the SQL and arguments of the last query whose text
 // starts with a given sqlc name, so its plan can be shown.
 type capture struct {
@@ -63,7 +74,12 @@ func (c *capture) record(sql string, args []any) {
 // RunInbox seeds many tenants' interrupts and times the first page of a
 // tenant's pending inbox and a tenant's daily report through the store, the
 // way the API runs them; it prints the figures and the plans.
-func RunInbox(ctx context.Context, cfg InboxConfig) error {
+func RunInbox(ctx context.Context, cfg InboxConfig) (*InboxResult, error) {
+	res := &InboxResult{Tenants: cfg.Tenants, PerTenant: cfg.PerTenant, Pending: cfg.Pending}
+	return res, runInbox(ctx, cfg, res)
+}
+
+func runInbox(ctx context.Context, cfg InboxConfig, res *InboxResult) error {
 	admin, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -103,7 +119,8 @@ func RunInbox(ctx context.Context, cfg InboxConfig) error {
 	for _, q := range []struct {
 		name string
 		fn   func() error
-	}{{"first page of a tenant's pending inbox (50)", inbox}, {"a tenant's daily report (1 day)", report}} {
+		res  *QueryTimes
+	}{{"first page of a tenant's pending inbox (50)", inbox, &res.Inbox}, {"a tenant's daily report (1 day)", report, &res.Report}} {
 		for i := 0; i < 20; i++ { // warm the plan cache and the buffers
 			if err := q.fn(); err != nil {
 				return fmt.Errorf("%s: %w", q.name, err)
@@ -118,7 +135,8 @@ func RunInbox(ctx context.Context, cfg InboxConfig) error {
 			lat = append(lat, time.Since(t0))
 		}
 		slices.Sort(lat)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", q.name, ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]))
+		*q.res = QueryTimes{P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Max: lat[len(lat)-1]}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", q.name, ms(q.res.P50), ms(q.res.P99), ms(q.res.Max))
 	}
 	tw.Flush()
 	for _, name := range []string{"ListInterrupts", "ReportInterrupts"} {
