@@ -50,10 +50,36 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&inboxCfg.Tenants, "inbox-tenants", 1000, "tenants to seed (--inbox)")
 	fs.IntVar(&inboxCfg.PerTenant, "inbox-interrupts", 1000, "interrupts per tenant (--inbox)")
 	fs.IntVar(&inboxCfg.Pending, "inbox-pending", 100, "pending interrupts per tenant (--inbox)")
+	idleCfg := bench.IdleConfig{Out: stdout}
+	fs.IntVar(&idleCfg.Sessions, "idle-sessions", 0, "instead of the approval cycle: pause this many sessions on an approval and print the heap, RSS and goroutines they hold (make bench: 1000)")
+	streamsCfg := bench.StreamsConfig{Out: stdout}
+	fs.IntVar(&streamsCfg.Streams, "streams", 0, "instead of the approval cycle: open this many GET /api/v1/events streams, print what they hold and check one cycle's event reaches each (make bench: 1000)")
+	soakCfg := bench.SoakConfig{Out: stdout}
+	fs.DurationVar(&soakCfg.Duration, "soak", 0, "instead of the approval cycle: measure the peak rate (8 sessions, 10 s), then hold --soak-rate of it for this long, printing a line a minute (make soak: 10m)")
+	fs.Float64Var(&soakCfg.Rate, "soak-rate", 0.5, "the fraction of the peak rate a soak holds (--soak)")
+	fs.DurationVar(&soakCfg.Interval, "soak-interval", time.Minute, "how often a soak prints a line (--soak)")
+	var markdown string
+	fs.StringVar(&markdown, "markdown", "", "also append the run's figures as a row of its kind's table to this markdown file (created with its title if absent)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
 	cfg.Webhooks.NoDispatch = !*dispatch
+	kinds := 0
+	for _, on := range []bool{inbox, idleCfg.Sessions > 0, streamsCfg.Streams > 0, soakCfg.Duration > 0} {
+		if on {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		fmt.Fprintln(stderr, "platform bench: --inbox, --idle-sessions, --streams and --soak are runs of their own: give one at a time")
+		return 2
+	}
+	if soakCfg.Duration > 0 {
+		soakCfg.Mode = cfg.Mode
+		if flagsSet(fs)["sessions"] {
+			soakCfg.Sessions = cfg.Sessions
+		}
+	}
 	ctx := context.Background()
 	dbURL, drop, err := createBenchDatabase(ctx)
 	if err != nil {
@@ -79,17 +105,53 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if inbox {
+	var row bench.Row
+	switch {
+	case inbox:
 		inboxCfg.DatabaseURL = dbURL
-		if err := bench.RunInbox(ctx, inboxCfg); err != nil {
+		res, err := bench.RunInbox(ctx, inboxCfg)
+		if err != nil {
 			fmt.Fprintln(stderr, "platform bench:", err)
 			return 1
 		}
-		return 0
+		row = res
+	case idleCfg.Sessions > 0:
+		idleCfg.DatabaseURL = dbURL
+		res, err := bench.RunIdle(ctx, idleCfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		row = res
+	case streamsCfg.Streams > 0:
+		streamsCfg.DatabaseURL = dbURL
+		res, err := bench.RunStreams(ctx, streamsCfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		row = res
+	case soakCfg.Duration > 0:
+		soakCfg.DatabaseURL = dbURL
+		res, err := bench.RunSoak(ctx, soakCfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		row = res
+	default:
+		res, err := bench.Run(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "platform bench:", err)
+			return 1
+		}
+		row = res
 	}
-	if _, err := bench.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(stderr, "platform bench:", err)
-		return 1
+	if markdown != "" {
+		if err := bench.AppendMarkdown(markdown, row); err != nil {
+			fmt.Fprintln(stderr, "platform bench: --markdown:", err)
+			return 1
+		}
 	}
 	return 0
 }
