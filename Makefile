@@ -13,7 +13,7 @@ STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
 # installed; the tests then run without it rather than not at all.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 
-.PHONY: help run example test check generate build fuzz bench
+.PHONY: help run example test check generate build fuzz bench soak
 
 # How long each fuzzer runs under `make fuzz`; `make check` runs each for
 # FUZZTIME_CHECK inputs. The check counts inputs rather than seconds: when
@@ -31,7 +31,8 @@ help:
 	@echo "make generate  regenerate db/ from queries/ with sqlc"
 	@echo "make build     build bin/platform"
 	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
-	@echo "make bench     measure the approval cycle (in-process and over HTTP) and the inbox at scale"
+	@echo "make bench     measure the approval cycle (in-process and over HTTP), the inbox at scale, idle sessions and event streams; writes bench-results.md"
+	@echo "make soak      hold half the peak cycle rate for SOAK (default 10m), a line a minute; appends to bench-results.md"
 
 # The server migrates its database at start-up but does not create it, so
 # the database holdpoint is created here (on DATABASE_URL's server if set).
@@ -89,13 +90,30 @@ fuzz:
 
 # Each run creates a database of its own on the server and drops it after.
 # BENCH_FLAGS adds flags to the approval-cycle runs (e.g. --cycles 100).
+# Every run appends a row to a table of BENCH_RESULTS (gitignored), which
+# make bench starts afresh and make soak appends to.
+BENCH_RESULTS ?= bench-results.md
+SOAK ?= 10m
+SOAK_RATE ?= 0.5
 bench:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
 	$(GO) build -o bin/platform ./cmd/platform; \
-	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --flat-cycles 200 --calibrate $(BENCH_FLAGS); \
-	bin/platform bench --mode http --sessions 32 --cycles 20 $(BENCH_FLAGS) | tail -n 1; \
-	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --webhook $(BENCH_FLAGS) | tail -n 2; \
-	bin/platform bench --inbox
+	md="--markdown $(BENCH_RESULTS)"; rm -f $(BENCH_RESULTS); \
+	bin/platform bench --mode inprocess --sessions 1 --cycles 200 --flat-cycles 200 --calibrate $$md $(BENCH_FLAGS); \
+	bin/platform bench --mode inprocess --sessions 8 --cycles 60 $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform bench --mode inprocess --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform bench --mode http --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --webhook $$md $(BENCH_FLAGS) | tail -n 2; \
+	bin/platform bench --inbox $$md; \
+	bin/platform bench --idle-sessions 1000 $$md; \
+	bin/platform bench --streams 1000 $$md; \
+	echo "results: $(CURDIR)/$(BENCH_RESULTS)"
+
+soak:
+	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
+	$(GO) build -o bin/platform ./cmd/platform; \
+	bin/platform bench --soak $(SOAK) --soak-rate $(SOAK_RATE) --markdown $(BENCH_RESULTS); \
+	echo "results: $(CURDIR)/$(BENCH_RESULTS)"
 
 generate:
 	$(SQLC) generate
