@@ -25,7 +25,7 @@ func TestRunIdle(t *testing.T) {
 			t.Errorf("unmeasured footprint %+v", f)
 		}
 	}
-	for _, want := range []string{"idle sessions: 20", "heap per idle session", "RSS", "goroutines", "snapshot cache is bounded", "4096"} {
+	for _, want := range []string{"idle sessions: 20", "heap per idle session", "RSS", "goroutines", "snapshot cache until newer ones push it out", "bounded (4096 snapshots", "heap stops growing"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
