@@ -35,6 +35,7 @@ Usage:
   platform tokens mint|revoke                       mint or revoke user tokens for end users
   platform webhooks create|list|show|update|...     manage a tenant's webhook endpoints and deliveries
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
+                 [--waits] [--idle-sessions N] [--streams N] [--soak 10m] [--markdown FILE]
   platform doctor [serve flags]                     check the database, migrations, role, model keys and address serve would use
   platform version                                  print the build version
 
