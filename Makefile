@@ -107,13 +107,13 @@ bench:
 	bin/platform bench --inbox $$md; \
 	bin/platform bench --idle-sessions 1000 $$md; \
 	bin/platform bench --streams 1000 $$md; \
-	echo "results: $(CURDIR)/$(BENCH_RESULTS)"
+	echo "results: $(abspath $(BENCH_RESULTS))"
 
 soak:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
 	$(GO) build -o bin/platform ./cmd/platform; \
 	bin/platform bench --soak $(SOAK) --soak-rate $(SOAK_RATE) --markdown $(BENCH_RESULTS); \
-	echo "results: $(CURDIR)/$(BENCH_RESULTS)"
+	echo "results: $(abspath $(BENCH_RESULTS))"
 
 generate:
 	$(SQLC) generate

@@ -1,0 +1,78 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+)
+
+// TestEventReadsLookUpByKey checks that the readers of the event log look
+// up each event's snapshot by key, however large the tables: with 40,000
+// snapshots of about 700 bytes (some 3,500 pages), reading a batch of 100
+// events touches a few hundred buffers. The functions run with their
+// parameters unknown to the planner (a SQL function; a PL/pgSQL one after
+// its first five calls), and a plan that joined by hashing the snapshots
+// table read every page of it for each batch. It counts buffers, not time.
+func TestEventReadsLookUpByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.OwnerPool(t, testdb.URL(t))
+	_, err := pool.Exec(ctx, `
+		INSERT INTO sessions (tenant_id, id, agent) VALUES ('default', 's', 'a');
+		INSERT INTO snapshots (tenant_id, id, session_id, agent, status, custom)
+		SELECT 'default', 'snap-' || g, 's', 'a', 'completed', jsonb_build_object('pad', repeat('x', 600))
+		FROM generate_series(1, 40000) g;
+		INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+		SELECT 'default', 'turn.completed', 'test', jsonb_build_object('snapshotId', 'snap-' || g)
+		FROM generate_series(1, 40000) g;
+		ANALYZE sessions; ANALYZE snapshots; ANALYZE interrupt_events;`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages int64
+	if err := pool.QueryRow(ctx, `SELECT relpages FROM pg_class WHERE relname = 'snapshots'`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, call string }{
+		{"live reader", `SELECT * FROM holdpoint_events_after(0, 0, 100)`},
+		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_after('default', 0, 0, 100)`},
+		{"webhook cursor", `SELECT * FROM holdpoint_webhook_cursor_events('default', 0, 0, ARRAY['turn.completed'], 100)`},
+	} {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buffers, rows int64
+		// A PL/pgSQL function's query gets a generic plan from its sixth
+		// call on a connection: the last of seven calls is measured.
+		for range 7 {
+			var doc []byte
+			if err := conn.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+tc.call).Scan(&doc); err != nil {
+				conn.Release()
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			var plan []struct {
+				Plan struct {
+					Rows int64 `json:"Actual Rows"`
+					Hit  int64 `json:"Shared Hit Blocks"`
+					Read int64 `json:"Shared Read Blocks"`
+				}
+			}
+			if err := json.Unmarshal(doc, &plan); err != nil || len(plan) != 1 {
+				conn.Release()
+				t.Fatalf("%s: explain output %s: %v", tc.name, doc, err)
+			}
+			buffers, rows = plan[0].Plan.Hit+plan[0].Plan.Read, plan[0].Plan.Rows
+		}
+		conn.Release()
+		if rows < 100 {
+			t.Errorf("%s: %d rows, want 100", tc.name, rows)
+		}
+		if buffers > 1500 || buffers > pages/2 {
+			t.Errorf("%s: a batch of 100 events read %d buffers (snapshots has %d pages): it does not look snapshots up by key", tc.name, buffers, pages)
+		}
+		t.Logf("%s: %d buffers for %d rows; snapshots has %d pages", tc.name, buffers, rows, pages)
+	}
+}
