@@ -43,15 +43,24 @@ func (q *Queries) ClaimInterrupt(ctx context.Context, arg ClaimInterruptParams) 
 
 const claimInterruptsByKey = `-- name: ClaimInterruptsByKey :many
 WITH keys AS (
-    SELECT unnest($3::text[]) AS tool, unnest($4::text[]) AS ref,
-           unnest($5::jsonb[]) AS resolution
+    -- Each key is looked up by the unique key, and claimed by its id (see
+    -- WriteTurn's claim).
+    SELECT x.id, k.tool, k.ref, k.resolution
+    FROM (
+        SELECT unnest($3::text[]) AS tool, unnest($4::text[]) AS ref,
+               unnest($5::jsonb[]) AS resolution
+    ) AS k
+    CROSS JOIN LATERAL (
+        SELECT x.id FROM interrupts x
+        WHERE x.tenant_id = $1 AND x.snapshot_id = $2 AND x.tool = k.tool AND x.ref = k.ref
+        LIMIT 1
+    ) AS x
 ), claimed AS (
     UPDATE interrupts i
     SET status = 'resolved', resolution = k.resolution, resolved_by = $6::text, resolved_at = now(),
         resumed_snapshot_id = $7::text
     FROM keys k
-    WHERE i.tenant_id = $1 AND i.snapshot_id = $2
-      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    WHERE i.tenant_id = $1 AND i.id = k.id AND (i.status = 'pending') IS TRUE
       -- All or nothing: when a named interrupt is already decided, claim
       -- none (a race that slips past this check is undone by the caller).
       AND NOT EXISTS (

@@ -98,15 +98,24 @@ LISTEN holdpoint_events;
 -- longer pending). Every interrupt of the snapshot is returned with its
 -- status before the statement and whether this statement claimed it.
 WITH keys AS (
-    SELECT unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
-           unnest(@resolutions::jsonb[]) AS resolution
+    -- Each key is looked up by the unique key, and claimed by its id (see
+    -- WriteTurn's claim).
+    SELECT x.id, k.tool, k.ref, k.resolution
+    FROM (
+        SELECT unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
+               unnest(@resolutions::jsonb[]) AS resolution
+    ) AS k
+    CROSS JOIN LATERAL (
+        SELECT x.id FROM interrupts x
+        WHERE x.tenant_id = @tenant_id AND x.snapshot_id = @snapshot_id AND x.tool = k.tool AND x.ref = k.ref
+        LIMIT 1
+    ) AS x
 ), claimed AS (
     UPDATE interrupts i
     SET status = 'resolved', resolution = k.resolution, resolved_by = @actor::text, resolved_at = now(),
         resumed_snapshot_id = @resumed_snapshot_id::text
     FROM keys k
-    WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @snapshot_id
-      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    WHERE i.tenant_id = @tenant_id AND i.id = k.id AND (i.status = 'pending') IS TRUE
       -- All or nothing: when a named interrupt is already decided, claim
       -- none (a race that slips past this check is undone by the caller).
       AND NOT EXISTS (

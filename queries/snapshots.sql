@@ -86,15 +86,28 @@ WITH snap AS (
     -- as in ClaimInterruptsByKey: of two writes answering the same
     -- interrupt, the second blocks on the row lock, then finds it no
     -- longer pending, and the final SELECT raises.
+    -- Each key is looked up by the unique key (LATERAL ... LIMIT 1), and
+    -- the row updated by its id, its status tested in a form no index
+    -- matches ((...) IS TRUE): planned generically, the status condition
+    -- made the planner walk the tenant's pending range of
+    -- interrupts_inbox_idx, every pending version's entry until vacuum
+    -- removes it, more with every claim.
     UPDATE interrupts i
     SET status = 'resolved', resolution = k.resolution, resolved_by = @actor::text, resolved_at = now(),
         resumed_snapshot_id = @snapshot_id
     FROM (
-        SELECT unnest(@claim_tools::text[]) AS tool, unnest(@claim_refs::text[]) AS ref,
-               unnest(@claim_resolutions::jsonb[]) AS resolution
+        SELECT x.id, k.resolution
+        FROM (
+            SELECT unnest(@claim_tools::text[]) AS tool, unnest(@claim_refs::text[]) AS ref,
+                   unnest(@claim_resolutions::jsonb[]) AS resolution
+        ) AS k
+        CROSS JOIN LATERAL (
+            SELECT x.id FROM interrupts x
+            WHERE x.tenant_id = @tenant_id AND x.snapshot_id = @parent_id::text AND x.tool = k.tool AND x.ref = k.ref
+            LIMIT 1
+        ) AS x
     ) AS k
-    WHERE i.tenant_id = @tenant_id AND i.snapshot_id = @parent_id::text
-      AND i.tool = k.tool AND i.ref = k.ref AND i.status = 'pending'
+    WHERE i.tenant_id = @tenant_id AND i.id = k.id AND (i.status = 'pending') IS TRUE
     RETURNING i.id
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the

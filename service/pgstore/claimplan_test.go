@@ -1,0 +1,152 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// statementCapture keeps the SQL and arguments of the statements whose
+// text names one of the wanted queries.
+type statementCapture struct {
+	mu   sync.Mutex
+	want []string
+	got  map[string]capturedStatement
+}
+
+type capturedStatement struct {
+	sql  string
+	args []any
+}
+
+func (c *statementCapture) record(sql string, args []any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.want {
+		if strings.Contains(sql, "-- name: "+w+" ") {
+			c.got[w] = capturedStatement{sql, args}
+		}
+	}
+}
+
+func (c *statementCapture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.record(d.SQL, d.Args)
+	return ctx
+}
+func (c *statementCapture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *statementCapture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (c *statementCapture) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.record(d.SQL, d.Args)
+}
+func (c *statementCapture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TestClaimsLookInterruptsUpByKey checks the plans of the two statements
+// that claim interrupts (a resume's turn write, and a claim made up
+// front) as the server's prepared statements run them after their fifth
+// execution: generic plans. With the statistics of a long-running tenant
+// (many resolved interrupts, few pending), a claim whose condition named
+// the tenant and the status walked the tenant's pending range of
+// interrupts_inbox_idx, which holds an entry for every pending version
+// until vacuum removes it: a 10-minute soak slowed from 411 to 169 cycles/s.
+// The statements captured from the store's own calls are explained with
+// the plan forced generic: every interrupt they touch is found by a key.
+func TestClaimsLookInterruptsUpByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	owner := testdb.OwnerPool(t, url)
+	capture := &statementCapture{want: []string{"WriteTurn", "ClaimInterruptsByKey"}, got: map[string]capturedStatement{}}
+	pool, err := NewAppPoolWith(ctx, url, func(c *pgxpool.Config) { c.ConnConfig.Tracer = capture })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := New(pool)
+	defer store.Close()
+
+	// A tenant with a long history: 20,000 resolved interrupts.
+	_, err = owner.Exec(ctx, `
+		INSERT INTO sessions (tenant_id, id, agent) VALUES ('default', 'old', 'a');
+		INSERT INTO snapshots (tenant_id, id, session_id, agent, status) VALUES ('default', 'old-snap', 'old', 'a', 'completed');
+		INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, status)
+		SELECT 'default', gen_random_uuid(), 'old', 'old-snap', 'a', 'approve', 'r' || g, 'resolved'
+		FROM generate_series(1, 20000) g;
+		ANALYZE interrupts;`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two paused turns, each on one interrupt.
+	paused := func(session string) *service.SnapshotWrite {
+		w := &service.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: session, SnapshotID: session + "-1",
+			Status: service.StatusCompleted, FinishReason: service.FinishInterrupted, MessageCount: 1,
+			Messages:   []service.PositionedMessage{{Position: 0, Role: "user", Body: []byte(`{"role":"user","content":[{"text":"hi"}]}`)}},
+			Interrupts: []service.NewInterrupt{{Tool: "approve", Ref: "r1", Input: json.RawMessage(`{}`)}}}
+		if _, err := store.CommitTurn(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	claim := service.InterruptClaim{Tool: "approve", Ref: "r1", Resolution: json.RawMessage(`{"respond":{"approved":true}}`)}
+	first := paused("s1")
+	// A resume whose turn write claims.
+	if _, err := store.CommitTurn(ctx, &service.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s1",
+		SnapshotID: "s1-2", ParentID: first.SnapshotID, Status: service.StatusCompleted, FinishReason: "stop", MessageCount: 1,
+		Claims: []service.InterruptClaim{claim}}); err != nil {
+		t.Fatal(err)
+	}
+	// A claim made up front.
+	second := paused("s2")
+	if _, err := store.ClaimInterrupts(ctx, service.ClaimInterruptsParams{TenantID: "default", SnapshotID: second.SnapshotID,
+		Claims: []service.InterruptClaim{claim}, Actor: "test", ResumedSnapshotID: "s2-2"}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, name := range capture.want {
+		st, ok := capture.got[name]
+		if !ok {
+			t.Fatalf("the store ran no %s", name)
+		}
+		plan := genericPlan(t, ctx, owner, st)
+		if strings.Contains(plan, "interrupts_inbox_idx") || strings.Contains(plan, `"Seq Scan"`) {
+			t.Errorf("%s's generic plan does not find interrupts by key:\n%s", name, plan)
+		}
+	}
+}
+
+// genericPlan explains a captured statement (its SQL; the arguments only
+// count) as a prepared statement with its plan forced generic, in a
+// transaction rolled back.
+func genericPlan(t *testing.T, ctx context.Context, pool *pgxpool.Pool, st capturedStatement) string {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `PREPARE captured AS `+st.sql); err != nil {
+		t.Fatal(err)
+	}
+	// A prepared statement outlives the transaction; the connection goes
+	// back to the pool.
+	defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE captured`) }()
+	// A generic plan does not depend on the values: NULL stands for each.
+	params := strings.TrimSuffix(strings.Repeat("NULL, ", len(st.args)), ", ")
+	var doc []byte
+	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE captured(`+params+`)`).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return string(doc)
+}
