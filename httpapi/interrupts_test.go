@@ -25,6 +25,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
@@ -851,52 +852,6 @@ func TestLiveEventsAcrossInstances(t *testing.T) {
 	awaitEvent(t, events, "interrupt.resolved", it.ID)
 }
 
-// queryRecorder records the SQL and arguments of the store's inbox query,
-// sent alone or in a batch.
-type queryRecorder struct {
-	mu   sync.Mutex
-	sql  string
-	args []any
-}
-
-// record keeps the statement if it is the inbox query.
-func (r *queryRecorder) record(sql string, args []any) {
-	if strings.HasPrefix(sql, "-- name: ListInterrupts :many") {
-		r.mu.Lock()
-		r.sql, r.args = sql, append([]any(nil), args...)
-		r.mu.Unlock()
-	}
-}
-
-// TraceQueryStart records the inbox query.
-func (r *queryRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	r.record(data.SQL, data.Args)
-	return ctx
-}
-
-// TraceQueryEnd does nothing.
-func (r *queryRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// TraceBatchStart does nothing.
-func (r *queryRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-// TraceBatchQuery records the inbox query.
-func (r *queryRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
-	r.record(data.SQL, data.Args)
-}
-
-// TraceBatchEnd does nothing.
-func (r *queryRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// last returns the newest recorded inbox query.
-func (r *queryRecorder) last() (string, []any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.sql, r.args
-}
-
 // planNode is a node of EXPLAIN (FORMAT JSON).
 type planNode struct {
 	NodeType  string     `json:"Node Type"`
@@ -915,9 +870,10 @@ func (n planNode) nodes() []planNode {
 
 // explainInbox explains the store's inbox query exactly as it ran: its SQL
 // and arguments, as the application role under the tenant setting.
-func (s *inboxServer) explainInbox(t *testing.T, rec *queryRecorder) (planNode, string) {
+func (s *inboxServer) explainInbox(t *testing.T, rec *sqlcapture.Tracer) (planNode, string) {
 	t.Helper()
-	sql, args := rec.last()
+	st, _ := rec.Last("ListInterrupts")
+	sql, args := st.SQL, st.Args
 	if sql == "" {
 		t.Fatal("the inbox query was not recorded")
 	}
@@ -955,7 +911,7 @@ func (s *inboxServer) explainInbox(t *testing.T, rec *queryRecorder) (planNode, 
 // no sequential scan, no sort.
 func TestInboxFirstPageIsAnIndexScan(t *testing.T) {
 	t.Parallel()
-	rec := &queryRecorder{}
+	rec := sqlcapture.New("ListInterrupts")
 	s := newInboxServer(t, inboxConfig{tracer: rec})
 	ctx := context.Background()
 	_, err := s.owner.Exec(ctx, `

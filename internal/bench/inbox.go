@@ -8,13 +8,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -40,37 +39,6 @@ type InboxResult struct {
 // QueryTimes is the latency of a timed query.
 type QueryTimes struct{ P50, P99, Max time.Duration }
 
-// capture records the SQL and arguments of the last query whose text
-// starts with a given sqlc name, so its plan can be shown.
-type capture struct {
-	mu   sync.Mutex
-	sql  map[string]string
-	args map[string][]any
-}
-
-func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.record(d.SQL, d.Args)
-	return ctx
-}
-func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *capture) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.record(d.SQL, d.Args)
-}
-func (c *capture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-func (c *capture) record(sql string, args []any) {
-	for _, name := range []string{"ListInterrupts", "ReportInterrupts"} {
-		if strings.HasPrefix(sql, "-- name: "+name+" ") {
-			c.mu.Lock()
-			c.sql[name], c.args[name] = sql, args
-			c.mu.Unlock()
-		}
-	}
-}
-
 // RunInbox seeds many tenants' interrupts and times the first page of a
 // tenant's pending inbox and a tenant's daily report through the store, the
 // way the API runs them; it prints the figures and the plans.
@@ -92,8 +60,8 @@ func runInbox(ctx context.Context, cfg InboxConfig, res *InboxResult) error {
 	fmt.Fprintf(cfg.Out, "seeded %d tenants × %d interrupts (%d pending each) in %s\n",
 		cfg.Tenants, cfg.PerTenant, cfg.Pending, time.Since(start).Round(time.Second))
 
-	cap := &capture{sql: map[string]string{}, args: map[string][]any{}}
-	pool, err := pgstore.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = cap })
+	capture := sqlcapture.New("ListInterrupts", "ReportInterrupts")
+	pool, err := pgstore.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = capture })
 	if err != nil {
 		return err
 	}
@@ -140,7 +108,8 @@ func runInbox(ctx context.Context, cfg InboxConfig, res *InboxResult) error {
 	}
 	tw.Flush()
 	for _, name := range []string{"ListInterrupts", "ReportInterrupts"} {
-		plan, err := explain(ctx, pool, cap.sql[name], cap.args[name])
+		st, _ := capture.Last(name)
+		plan, err := explain(ctx, pool, st.SQL, st.Args)
 		if err != nil {
 			return fmt.Errorf("explaining %s: %w", name, err)
 		}

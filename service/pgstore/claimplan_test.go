@@ -4,51 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 )
-
-// statementCapture keeps the SQL and arguments of the statements whose
-// text names one of the wanted queries.
-type statementCapture struct {
-	mu   sync.Mutex
-	want []string
-	got  map[string]capturedStatement
-}
-
-type capturedStatement struct {
-	sql  string
-	args []any
-}
-
-func (c *statementCapture) record(sql string, args []any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, w := range c.want {
-		if strings.Contains(sql, "-- name: "+w+" ") {
-			c.got[w] = capturedStatement{sql, args}
-		}
-	}
-}
-
-func (c *statementCapture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.record(d.SQL, d.Args)
-	return ctx
-}
-func (c *statementCapture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *statementCapture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *statementCapture) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.record(d.SQL, d.Args)
-}
-func (c *statementCapture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // TestClaimsLookInterruptsUpByKey checks the plans of the two statements
 // that claim interrupts (a resume's turn write, and a claim made up
@@ -65,7 +28,8 @@ func TestClaimsLookInterruptsUpByKey(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.URL(t)
 	owner := testdb.OwnerPool(t, url)
-	capture := &statementCapture{want: []string{"WriteTurn", "ClaimInterruptsByKey"}, got: map[string]capturedStatement{}}
+	names := []string{"WriteTurn", "ClaimInterruptsByKey"}
+	capture := sqlcapture.New(names...)
 	pool, err := NewAppPoolWith(ctx, url, func(c *pgxpool.Config) { c.ConnConfig.Tracer = capture })
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +75,8 @@ func TestClaimsLookInterruptsUpByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, name := range capture.want {
-		st, ok := capture.got[name]
+	for _, name := range names {
+		st, ok := capture.Last(name)
 		if !ok {
 			t.Fatalf("the store ran no %s", name)
 		}
@@ -126,7 +90,7 @@ func TestClaimsLookInterruptsUpByKey(t *testing.T) {
 // genericPlan explains a captured statement (its SQL; the arguments only
 // count) as a prepared statement with its plan forced generic, in a
 // transaction rolled back.
-func genericPlan(t *testing.T, ctx context.Context, pool *pgxpool.Pool, st capturedStatement) string {
+func genericPlan(t *testing.T, ctx context.Context, pool *pgxpool.Pool, st sqlcapture.Statement) string {
 	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -136,14 +100,14 @@ func genericPlan(t *testing.T, ctx context.Context, pool *pgxpool.Pool, st captu
 	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `PREPARE captured AS `+st.sql); err != nil {
+	if _, err := tx.Exec(ctx, `PREPARE captured AS `+st.SQL); err != nil {
 		t.Fatal(err)
 	}
 	// A prepared statement outlives the transaction; the connection goes
 	// back to the pool.
 	defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE captured`) }()
 	// A generic plan does not depend on the values: NULL stands for each.
-	params := strings.TrimSuffix(strings.Repeat("NULL, ", len(st.args)), ", ")
+	params := strings.TrimSuffix(strings.Repeat("NULL, ", len(st.Args)), ", ")
 	var doc []byte
 	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE captured(`+params+`)`).Scan(&doc); err != nil {
 		t.Fatal(err)
