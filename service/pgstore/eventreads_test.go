@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 )
@@ -30,6 +31,21 @@ func TestEventReadsLookUpByKey(t *testing.T) {
 		ANALYZE sessions; ANALYZE snapshots; ANALYZE interrupt_events;`)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The readers stop at the horizon: the oldest transaction still
+	// running anywhere on the server (other tests' too) hides the events
+	// after it until it ends.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var past bool
+		if err := pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) FROM interrupt_events`).Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		if past {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event horizon did not pass the seeded events within a minute")
+		}
 	}
 	var pages int64
 	if err := pool.QueryRow(ctx, `SELECT relpages FROM pg_class WHERE relname = 'snapshots'`).Scan(&pages); err != nil {
