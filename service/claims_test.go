@@ -263,3 +263,51 @@ func TestClaimMadeBeforeAToolRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestResumingAnAnsweredInterruptAgainCostsNoModelCall: a resume whose
+// claim waits for its turn's write runs the model before it learns it
+// lost; once the store has seen the interrupt answered, by a resume that
+// won or by a claim refused, a resume of the snapshot claims up front and
+// is refused before the model runs. A client repeating a stale resume
+// costs at most one model call.
+func TestResumingAnAnsweredInterruptAgainCostsNoModelCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// behindTheStore resolves the interrupt in the database, unseen
+		// by the store, instead of by a resume.
+		behindTheStore bool
+	}{
+		{"answered by a resume", false},
+		{"answered behind the store", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rt, admin := newRuntime(t)
+			var modelCalls atomic.Int32
+			gateAgent(t, rt, "gate", false, func() { modelCalls.Add(1) }, nil)
+			paused := pauseGate(t, rt, "gate", "s1")
+			want := int32(1) // the one resume that runs the model
+			if tc.behindTheStore {
+				if _, err := admin.Exec(ctx, `UPDATE interrupts SET status = 'resolved' WHERE snapshot_id = $1`, paused); err != nil {
+					t.Fatal(err)
+				}
+				// The first resume learns it only at its write.
+				if _, err := rt.InvokeOne(ctx, testCaller, "gate", service.AgentInit{SnapshotID: paused}, gateApproval(), nil); statusOf(err) != service.CodeAborted {
+					t.Fatalf("first resume: %v, want ABORTED", err)
+				}
+			} else if out, err := rt.InvokeOne(ctx, testCaller, "gate", service.AgentInit{SnapshotID: paused}, gateApproval(), nil); err != nil || out.FinishReason != service.FinishStop {
+				t.Fatalf("resume: %v %+v", err, out)
+			}
+			for i := range 3 {
+				if _, err := rt.InvokeOne(ctx, testCaller, "gate", service.AgentInit{SnapshotID: paused}, gateApproval(), nil); statusOf(err) != service.CodeAborted {
+					t.Fatalf("repeat %d: %v, want ABORTED", i, err)
+				}
+			}
+			if n := modelCalls.Load(); n != want {
+				t.Fatalf("the model ran %d times on resumes, want %d", n, want)
+			}
+		})
+	}
+}

@@ -121,9 +121,11 @@ func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *tur
 // and the loser's whole write rolls back; and nothing with an effect runs
 // before the claim is made, since a tool's run settles it first, and the
 // model's answer reaches nobody before the write (no stream). What the
-// loser costs is one model call whose answer is dropped. A streamed turn,
-// a custom agent's turn (its code may do anything) and a detached turn
-// claim up front.
+// loser costs is one model call whose answer is dropped; once the store has
+// seen the snapshot's interrupts claimed (baseAnswered), resumes of it
+// claim up front, so repeating a resume of an answered interrupt costs no
+// model call. A streamed turn, a custom agent's turn (its code may do
+// anything) and a detached turn claim up front.
 func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr *turnRecord) error {
 	if inv.preclaimed != nil {
 		tr.claimed = inv.preclaimed
@@ -132,7 +134,7 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {
 		return nil
 	}
-	if inv.sink == nil && inv.agent.Turn == nil && !t.input.Detach && !inv.isDetached() && !inv.rt.opts.EarlyClaims {
+	if inv.sink == nil && inv.agent.Turn == nil && !t.input.Detach && !inv.isDetached() && !inv.baseAnswered && !inv.rt.opts.EarlyClaims {
 		t.deferred = &deferredClaim{claims: plan.claims, on: inv.baseID, tr: tr}
 		return nil
 	}

@@ -234,6 +234,9 @@ type invocation struct {
 	// baseVersion is the tenant agent version the base snapshot's turn ran
 	// with (0: compiled in, or none).
 	baseVersion int
+	// baseAnswered: the store saw the base snapshot's interrupts claimed,
+	// so a resume of it claims up front (see claim).
+	baseAnswered bool
 	// unpersisted are the inputs whose turns are not persisted yet: the
 	// work a detach hands to its job.
 	unpersisted []AgentInput
@@ -519,6 +522,7 @@ func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
 	inv.baseVersion = snap.AgentVersion
+	inv.baseAnswered = snap.Answered
 }
 
 // checkID bounds a client-chosen id: any string, but not an unbounded or
@@ -925,6 +929,7 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	t.outcomes = nil
 	if status == StatusCompleted {
 		inv.baseID = snapshotID
+		inv.baseAnswered = false
 		inv.baseBodies = bodies
 		inv.last.goodID = snapshotID
 		inv.sess.touched, inv.sess.replaced = nil, false

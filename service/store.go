@@ -227,6 +227,10 @@ type StoredSnapshot struct {
 	// Bodies are the stored JSON of the history's messages by position, so
 	// the next turn can tell which positions it changed.
 	Bodies [][]byte
+	// Answered says the store saw this snapshot's interrupts claimed (or
+	// a claim of them refused): a resume of it is likely to lose, and
+	// claims up front rather than after its model call.
+	Answered bool
 }
 
 // SnapshotWrite is everything one turn end persists.

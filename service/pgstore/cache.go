@@ -49,6 +49,25 @@ func (c *snapshotCache) get(tenantID, snapshotID string) *service.StoredSnapshot
 	return e.Value.(*cacheEntry).snap
 }
 
+// markAnswered notes on a cached snapshot that its interrupts were claimed
+// or a claim of them refused. The entry is replaced by a marked copy:
+// callers may hold the old one.
+func (c *snapshotCache) markAnswered(tenantID, snapshotID string) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[cacheKey(tenantID, snapshotID)]; ok {
+		entry := e.Value.(*cacheEntry)
+		if !entry.snap.Answered {
+			marked := *entry.snap
+			marked.Answered = true
+			entry.snap = &marked
+		}
+	}
+}
+
 // put caches a completed snapshot with its state.
 func (c *snapshotCache) put(tenantID string, snap *service.StoredSnapshot) {
 	if c == nil || c.max <= 0 || snap == nil || snap.Status != service.StatusCompleted || snap.State == nil {

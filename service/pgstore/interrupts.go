@@ -85,6 +85,7 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterrupt
 	if err != nil {
 		return nil, err
 	}
+	s.cache.markAnswered(tenantID, cp.SnapshotID)
 	var ids []uuid.UUID
 	var refusal error
 	for _, c := range claims {

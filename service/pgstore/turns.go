@@ -260,6 +260,9 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (boo
 	if errors.Is(err, errNotPending) {
 		return false, nil
 	}
+	if len(w.Claims) > 0 && (err == nil || errors.Is(err, errClaimRefused)) {
+		s.cache.markAnswered(w.TenantID, w.ParentID)
+	}
 	if errors.Is(err, errClaimRefused) {
 		return false, s.claimRefusal(context.WithoutCancel(ctx), w)
 	}
