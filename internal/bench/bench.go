@@ -59,7 +59,10 @@ func (cfg Config) extras() []string {
 	var x []string
 	if cfg.Webhooks.Subscribe {
 		x = append(x, "webhook")
-		if cfg.Webhooks.NoDispatch {
+		switch {
+		case cfg.Webhooks.Drain:
+			x = append(x, "delivered after the run")
+		case cfg.Webhooks.NoDispatch:
 			x = append(x, "no dispatch")
 		}
 	}
@@ -219,6 +222,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rig, err := startWebhooks(ctx, store, admin, cfg.Webhooks, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+	if rig != nil {
+		rig.trips = cnt.n.Load
 	}
 
 	if cfg.Prune.Seed > 0 {

@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +35,11 @@ type WebhookConfig struct {
 	// log, and the run measures what an endpoint costs the turns without
 	// delivering (nothing since endpoints read the log from a cursor).
 	NoDispatch bool
+	// Drain runs no dispatcher while the turns run, then starts one and
+	// measures how fast and at what CPU cost it delivers the events the
+	// run left in the log: the cost of a delivery alone, without the
+	// noise of turns competing for the same cores.
+	Drain bool
 }
 
 // webhookRig is the receivers and the dispatcher of a run.
@@ -43,6 +51,11 @@ type webhookRig struct {
 	delays     []time.Duration // arrival minus occurredAt, fast endpoint
 	fastID     string
 	noDispatch bool
+	drain      bool
+	dispatcher *webhooks.Dispatcher
+	dctx       context.Context
+	// trips counts the application pool's round trips.
+	trips func() int64
 }
 
 // startWebhooks sets up cfg's endpoints in the default tenant and starts a
@@ -51,7 +64,7 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 	if !cfg.Subscribe && cfg.Backlog == 0 {
 		return nil, nil
 	}
-	rig := &webhookRig{done: make(chan struct{}), noDispatch: cfg.NoDispatch}
+	rig := &webhookRig{done: make(chan struct{}), noDispatch: cfg.NoDispatch && !cfg.Drain, drain: cfg.Drain}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/fast", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -109,17 +122,21 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 		}
 	}
 	dctx, stop := context.WithCancel(context.Background())
-	rig.stop = stop
-	if cfg.NoDispatch {
-		close(rig.done)
-		return rig, nil
-	}
-	d := &webhooks.Dispatcher{
+	rig.stop, rig.dctx = stop, dctx
+	rig.dispatcher = &webhooks.Dispatcher{
 		Store: store, IDs: service.NewEventIDs(store.SigningKeys), Owner: "bench", AllowLoopback: true,
 		Timeout: max(10*time.Second, 2*cfg.Slow), Lease: max(time.Minute, 4*cfg.Slow), Log: log,
 	}
-	go func() { defer close(rig.done); d.Run(dctx) }()
+	if cfg.NoDispatch || cfg.Drain {
+		return rig, nil
+	}
+	rig.run()
 	return rig, nil
+}
+
+// run starts the dispatcher.
+func (rig *webhookRig) run() {
+	go func() { defer close(rig.done); rig.dispatcher.Run(rig.dctx) }()
 }
 
 // unreadEvents counts the events after an endpoint's position in the log:
@@ -132,9 +149,12 @@ const unreadEvents = `SELECT count(*) FROM webhook_cursors c
 // delivered, stops the dispatcher and the receivers, and prints the
 // figures.
 func (rig *webhookRig) finish(ctx context.Context, admin *pgxpool.Pool, out io.Writer, cycles int) error {
+	started := !rig.noDispatch && !rig.drain
 	defer func() {
 		rig.stop()
-		<-rig.done
+		if started {
+			<-rig.done
+		}
 		_ = rig.srv.Close()
 	}()
 	if rig.fastID == "" {
@@ -147,6 +167,10 @@ func (rig *webhookRig) finish(ctx context.Context, admin *pgxpool.Pool, out io.W
 		}
 		fmt.Fprintf(out, "webhooks: %d events (%.1f per cycle) wait in the log for the endpoint, not delivered (--webhook-dispatch=false)\n", n, float64(n)/float64(cycles))
 		return nil
+	}
+	if rig.drain {
+		started = true
+		return rig.measureDrain(ctx, admin, out)
 	}
 	start := time.Now()
 	var pending, total int
@@ -176,4 +200,82 @@ func (rig *webhookRig) finish(ctx context.Context, admin *pgxpool.Pool, out io.W
 		total, float64(total)/float64(cycles), pending, ms(delays[len(delays)/2]), ms(delays[len(delays)*99/100]),
 		ms(delays[len(delays)-1]), ms(time.Since(start)))
 	return nil
+}
+
+// measureDrain starts the dispatcher on the events the run left in the
+// log, waits until the receiver has had them all and the endpoint's
+// position is past them, and prints the rate and the CPU per delivery: of
+// this process (the dispatcher and the receiver) and of the rest of the
+// machine (PostgreSQL, on a machine that runs nothing else). It watches
+// the receiver rather than polling the database, so the measurement adds
+// no queries of its own until the end.
+func (rig *webhookRig) measureDrain(ctx context.Context, admin *pgxpool.Pool, out io.Writer) error {
+	var queued int
+	if err := admin.QueryRow(ctx, unreadEvents, rig.fastID).Scan(&queued); err != nil {
+		return err
+	}
+	cpu0, busy0, trips0 := processCPU(), machineBusy(), rig.trips()
+	start := time.Now()
+	rig.run()
+	for {
+		rig.mu.Lock()
+		got := len(rig.delays)
+		rig.mu.Unlock()
+		if got >= queued || time.Since(start) > 5*time.Minute {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// The last batch is recorded after its attempts are answered.
+	var unread int
+	for {
+		if err := admin.QueryRow(ctx, unreadEvents, rig.fastID).Scan(&unread); err != nil {
+			return err
+		}
+		if unread == 0 || time.Since(start) > 5*time.Minute {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	took := time.Since(start)
+	cpu, busy, trips := processCPU()-cpu0, machineBusy()-busy0, rig.trips()-trips0
+	var delivered int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1 AND status = 'delivered'`,
+		rig.fastID).Scan(&delivered); err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	n := float64(max(delivered, 1))
+	fmt.Fprintf(out, "webhooks drained: %d events left in the log by the run, %d delivered in %s (%.0f/s), %d unread; per delivery: %.1f µs CPU of this process (dispatcher and receiver), %.1f µs of the rest of the machine (PostgreSQL), %.2f database round trips\n",
+		queued, delivered, ms(took), n/took.Seconds(), unread,
+		float64(cpu.Nanoseconds())/1e3/n, float64((busy-cpu).Nanoseconds())/1e3/n, float64(trips)/n)
+	if delivered < queued {
+		return fmt.Errorf("webhooks: %d of %d events delivered", delivered, queued)
+	}
+	return nil
+}
+
+// machineBusy is the CPU time every process on the machine has used
+// (/proc/stat: all but idle and iowait); 0 where there is no /proc.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }

@@ -37,6 +37,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&cfg.Webhooks.Subscribe, "webhook", false, "subscribe a loopback endpoint to every event and deliver during the run")
 	dispatch := fs.Bool("webhook-dispatch", true, "deliver during the run (false: no dispatcher, to measure what a subscribed endpoint alone costs the turns)")
+	fs.BoolVar(&cfg.Webhooks.Drain, "webhook-drain", false, "with --webhook: deliver nothing while the turns run, then deliver the events they left in the log and print the rate and the CPU per delivery (this process's and the rest of the machine's)")
 	fs.IntVar(&cfg.Webhooks.Backlog, "webhook-backlog", 0, "queue this many deliveries to a slow loopback endpoint before the run")
 	fs.DurationVar(&cfg.Webhooks.Slow, "webhook-slow", 2*time.Second, "how long the slow endpoint takes to answer (--webhook-backlog)")
 	fs.IntVar(&cfg.Prune.Seed, "seed-prunable", 0, "seed about this many rows of old completed sessions (a tenant of their own) before the run")
