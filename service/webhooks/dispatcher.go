@@ -36,7 +36,10 @@ const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultConcurrency = 64
 	DefaultPerEndpoint = 16
-	defaultPoll        = time.Second
+	// DefaultBatch is how many of an endpoint's new events a dispatcher
+	// reads at once, attempting PerEndpoint of them at a time.
+	DefaultBatch = 64
+	defaultPoll  = time.Second
 	// leaseGap is the least time between two looks for endpoints with new
 	// events.
 	leaseGap = 10 * time.Millisecond
@@ -85,6 +88,14 @@ type Dispatcher struct {
 	// PerEndpoint those to one endpoint (default 16), so a receiver that
 	// hangs holds at most PerEndpoint of them.
 	Concurrency, PerEndpoint int
+	// Batch is how many of an endpoint's new events are read, attempted
+	// and recorded together (default DefaultBatch, at least PerEndpoint):
+	// a batch costs the database two statements however many events it
+	// holds. Its attempts start PerEndpoint at a time, in the log's order,
+	// and stop starting once the batch has run for its budget (see
+	// batchBudget), so that a batch is recorded within its lease however
+	// slow the receiver is.
+	Batch int
 	// PublicURL is where this platform's API and dashboard are reached,
 	// for the links in payloads ("" leaves them out).
 	PublicURL string
@@ -142,6 +153,10 @@ func (d *Dispatcher) init() {
 		if d.PerEndpoint <= 0 {
 			d.PerEndpoint = DefaultPerEndpoint
 		}
+		if d.Batch <= 0 {
+			d.Batch = DefaultBatch
+		}
+		d.Batch = max(d.Batch, d.PerEndpoint)
 		if d.Poll <= 0 {
 			d.Poll = defaultPoll
 		}
@@ -426,9 +441,10 @@ func (d *Dispatcher) read(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // readEndpoint attempts the endpoint's new events a batch at a time
-// (PerEndpoint events, all at once, so a batch takes at most Timeout,
-// less than the lease), moving its position past each batch, until it
-// has read all there is, the lease is lost, or ctx ends.
+// (Batch events, PerEndpoint at a time, started within batchBudget, so a
+// batch ends within its lease), moving its position past the events of
+// each batch it attempted, until it has read all there is, the lease is
+// lost, or ctx ends.
 func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) {
 	var seen uint64
 	defer func() {
@@ -445,7 +461,7 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 		d.mu.Lock()
 		seen = d.kicks
 		d.mu.Unlock()
-		events, to, err := d.Store.WebhookCursorEvents(ctx, c, d.PerEndpoint)
+		events, to, err := d.Store.WebhookCursorEvents(ctx, c, d.Batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.Log.Warn("webhook dispatcher: reading events failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
@@ -455,7 +471,13 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 		if to == c.Pos {
 			return
 		}
-		attempts := d.attemptEvents(ctx, c, events)
+		attempts, cut := d.attemptEvents(ctx, c, events)
+		if cut {
+			// The budget ran out before every event was attempted: the
+			// position moves past the last one attempted, and the rest
+			// are read again.
+			to = attempts[len(attempts)-1].Pos
+		}
 		// A shutdown does not keep the batch from being recorded.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		moved, err := d.Store.AdvanceWebhookCursor(rctx, d.Owner, c, to, d.Lease, attempts)
@@ -481,7 +503,7 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 			}
 		}
 		d.mu.Lock()
-		idle := len(events) < d.PerEndpoint && d.kicks == seen
+		idle := len(events) < d.Batch && !cut && d.kicks == seen
 		d.mu.Unlock()
 		if idle {
 			return
@@ -489,15 +511,30 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 	}
 }
 
-// attemptEvents attempts, all at once, the events the endpoint subscribes
-// to, and returns the attempts.
-func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor, events []service.WebhookEvent) []service.WebhookAttempt {
-	attempts := make([]service.WebhookAttempt, 0, len(events))
+// batchBudget is how long a batch may go on starting attempts: the lease
+// less the longest an attempt takes (Timeout, and the 10 s a send allows
+// beyond it), halved for the time reading and recording the batch takes.
+// A batch whose attempts all started within it is recorded before its
+// lease runs out; zero means one wave of PerEndpoint attempts per batch.
+func (d *Dispatcher) batchBudget() time.Duration {
+	return max(0, (d.Lease-d.Timeout-10*time.Second)/2)
+}
+
+// attemptEvents attempts the events the endpoint subscribes to, in the
+// log's order, PerEndpoint at a time, and returns the attempts made. It
+// starts no attempt after the first once the batch has run for
+// batchBudget, nor beyond the first PerEndpoint when the budget is zero;
+// cut reports that events were left unattempted (they follow the last
+// attempt returned).
+func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor, events []service.WebhookEvent) (attempts []service.WebhookAttempt, cut bool) {
+	attempts = make([]service.WebhookAttempt, 0, len(events))
 	for _, ev := range events {
 		if c.Wants(ev.Type) {
 			attempts = append(attempts, service.WebhookAttempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
 		}
 	}
+	start, budget := time.Now(), d.batchBudget()
+	room := make(chan struct{}, d.PerEndpoint)
 	var wg sync.WaitGroup
 	j := 0
 	for i := range events {
@@ -505,12 +542,19 @@ func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor,
 		if !c.Wants(ev.Type) {
 			continue
 		}
+		room <- struct{}{}
+		if j > 0 && (time.Since(start) > budget || (budget == 0 && j >= d.PerEndpoint)) {
+			<-room
+			cut = true
+			break
+		}
 		a := &attempts[j]
 		j++
 		d.begin(c.WebhookID)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-room }()
 			defer d.end(c.WebhookID)
 			a.AttemptedAt = time.Now()
 			out, ok := d.send(ctx, c.TenantID, c.WebhookID, uuid.Nil, 1, ev)
@@ -525,7 +569,7 @@ func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor,
 		}()
 	}
 	wg.Wait()
-	return attempts
+	return attempts[:j], cut
 }
 
 // disable turns an endpoint off after a 410 from its receiver.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -783,4 +784,64 @@ func TestEndpointReadsPastEventsOfOtherTypes(t *testing.T) {
 	if ds := e.deliveries(e.acme, expired.ID, func([]service.WebhookDelivery) bool { return true }); len(ds) != 0 {
 		t.Errorf("the interrupt.expired endpoint has deliveries: %+v", ds)
 	}
+}
+
+// TestBatchStopsStartingAttemptsAtItsBudget: an endpoint's events are read
+// a batch at a time (Batch) and attempted PerEndpoint at a time; a batch
+// stops starting attempts once it has run for its budget (half of what
+// its lease leaves beyond an attempt's longest time), so it is recorded
+// within its lease however slow the receiver, and the events it left are
+// read again by the next batch: each is attempted once, none is lost.
+func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	r := newReceiver(t, func(_ int, w http.ResponseWriter) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	hook := e.create(e.acme, r, "interrupt.created")
+	const events = 12
+	for i := range events {
+		e.pause(e.acme, fmt.Sprintf("Transfer $%d to account 12345", 10+i))
+	}
+	// Budget: (12 s lease - 1 s timeout - 10 s)/2 = 0.5 s. Waves of two
+	// attempts take 0.3 s each, so the first batch starts four attempts
+	// (at 0, 0, 0.3 and 0.3 s) and none at 0.6 s.
+	e.dispatcher("one", func(d *webhooks.Dispatcher) {
+		d.PerEndpoint, d.Batch, d.Lease, d.Timeout = 2, events, 12*time.Second, time.Second
+	})
+	first := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) > 0 })
+	if len(first) >= events {
+		t.Errorf("the first batch recorded %d deliveries: it attempted all %d events in one batch, past its budget", len(first), events)
+	}
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) == events })
+	calls := r.wait(events)
+	time.Sleep(200 * time.Millisecond)
+	ids := map[string]bool{}
+	for _, c := range r.wait(events) {
+		ids[c.payload.ID] = true
+	}
+	if n := r.count(); n != events || len(ids) != events {
+		t.Errorf("receiver got %d calls of %d events, want each of %d once", n, len(ids), events)
+	}
+	for _, d := range ds {
+		if d.Status != service.DeliveryDelivered || d.Attempts != 1 || !ids[d.EventID] {
+			t.Errorf("delivery %+v", d)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > 2 {
+		t.Errorf("%d attempts in flight to the endpoint at once, want at most PerEndpoint (2)", most)
+	}
+	t.Logf("first batch recorded %d of %d deliveries; %d calls", len(first), events, len(calls))
 }
