@@ -39,3 +39,40 @@ func TestRunMeasures(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDeliversWebhooks runs small benchmarks with an endpoint
+// subscribed to every event, delivering during the run and after it
+// (--webhook-drain), and checks every event reached the receiver and the
+// figures are printed.
+func TestRunDeliversWebhooks(t *testing.T) {
+	t.Parallel()
+	for _, drain := range []bool{false, true} {
+		var out strings.Builder
+		_, err := Run(context.Background(), Config{
+			DatabaseURL: testdb.URL(t), Sessions: 2, Cycles: 5, Out: &out,
+			Webhooks: WebhookConfig{Subscribe: true, Drain: drain},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"webhooks: ", "per cycle), 0 undelivered; event to receiver p50"}
+		if drain {
+			want = []string{"webhooks drained: ", " 0 unread; per delivery: ", "µs CPU of this process", "database round trips"}
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("drain %v: output lacks %q:\n%s", drain, w, out.String())
+			}
+		}
+	}
+}
+
+func TestOccurredAt(t *testing.T) {
+	at, ok := occurredAt([]byte(`{"id":"ev_1","occurredAt":"2026-12-01T17:00:00.123456Z","data":{}}`))
+	if !ok || !at.Equal(time.Date(2026, 12, 1, 17, 0, 0, 123456000, time.UTC)) {
+		t.Errorf("occurredAt = %s, %v", at, ok)
+	}
+	if _, ok := occurredAt([]byte(`{"id":"ev_1"}`)); ok {
+		t.Error("occurredAt found in a payload without it")
+	}
+}
