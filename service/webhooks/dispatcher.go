@@ -528,48 +528,59 @@ func (d *Dispatcher) batchBudget() time.Duration {
 // attempt returned).
 func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor, events []service.WebhookEvent) (attempts []service.WebhookAttempt, cut bool) {
 	attempts = make([]service.WebhookAttempt, 0, len(events))
-	for _, ev := range events {
-		if c.Wants(ev.Type) {
+	wanted := make([]*service.WebhookEvent, 0, len(events))
+	for i := range events {
+		if ev := &events[i]; c.Wants(ev.Type) {
 			attempts = append(attempts, service.WebhookAttempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
+			wanted = append(wanted, ev)
 		}
 	}
+	// PerEndpoint workers take the events in order, so those attempted
+	// are always the first ones: the position can move past them.
 	start, budget := time.Now(), d.batchBudget()
-	room := make(chan struct{}, d.PerEndpoint)
+	var mu sync.Mutex
+	next, stopped := 0, false
+	take := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || next >= len(wanted) {
+			return 0, false
+		}
+		if next > 0 && (time.Since(start) > budget || (budget == 0 && next >= d.PerEndpoint)) {
+			stopped = true
+			return 0, false
+		}
+		next++
+		return next - 1, true
+	}
 	var wg sync.WaitGroup
-	j := 0
-	for i := range events {
-		ev := &events[i]
-		if !c.Wants(ev.Type) {
-			continue
-		}
-		room <- struct{}{}
-		if j > 0 && (time.Since(start) > budget || (budget == 0 && j >= d.PerEndpoint)) {
-			<-room
-			cut = true
-			break
-		}
-		a := &attempts[j]
-		j++
-		d.begin(c.WebhookID)
+	for range min(d.PerEndpoint, len(wanted)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-room }()
-			defer d.end(c.WebhookID)
-			a.AttemptedAt = time.Now()
-			out, ok := d.send(ctx, c.TenantID, c.WebhookID, uuid.Nil, 1, ev)
-			if !ok {
-				// Not attempted (the database failed us): a delivery row
-				// the retry schedule takes over.
-				next := time.Now().Add(d.retryWait(1))
-				out = service.WebhookOutcome{Status: service.DeliveryPending, NextAttemptAt: &next, Error: "not attempted: the platform could not prepare the request"}
+			for {
+				i, ok := take()
+				if !ok {
+					return
+				}
+				d.begin(c.WebhookID)
+				a := &attempts[i]
+				a.AttemptedAt = time.Now()
+				out, ok := d.send(ctx, c.TenantID, c.WebhookID, uuid.Nil, 1, wanted[i])
+				if !ok {
+					// Not attempted (the database failed us): a delivery
+					// row the retry schedule takes over.
+					next := time.Now().Add(d.retryWait(1))
+					out = service.WebhookOutcome{Status: service.DeliveryPending, NextAttemptAt: &next, Error: "not attempted: the platform could not prepare the request"}
+				}
+				a.Outcome = out
+				a.AnsweredAt = time.Now()
+				d.end(c.WebhookID)
 			}
-			a.Outcome = out
-			a.AnsweredAt = time.Now()
 		}()
 	}
 	wg.Wait()
-	return attempts[:j], cut
+	return attempts[:next], next < len(wanted)
 }
 
 // disable turns an endpoint off after a 410 from its receiver.
