@@ -101,6 +101,11 @@ type Result struct {
 	// server and clients in http mode, the webhook receiver if any; not
 	// PostgreSQL's).
 	CPU time.Duration
+	// MachineCPU is the CPU time every process on the machine used per
+	// cycle (this one, PostgreSQL, a webhook receiver, anything else
+	// running): on a machine that runs nothing else, what a cycle costs
+	// in all. Steadier than cycles/s on a shared, noisy machine.
+	MachineCPU time.Duration
 	// Ceiling is the server's calibrated commit rate with 32 clients
 	// (0: not calibrated).
 	Ceiling       float64
@@ -263,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("waits: %w", err)
 		}
 	}
-	cpuBefore := processCPU()
+	cpuBefore, busyBefore := processCPU(), machineBusy()
 	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles, Extras: cfg.extras()}
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -297,7 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
-	cpuAfter := processCPU()
+	cpuAfter, busyAfter := processCPU(), machineBusy()
 	xidsAfter, err := assignedXids(ctx, admin)
 	if err != nil {
 		return nil, err
@@ -312,6 +317,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.RoundTrips = float64(cnt.n.Load()-rtBefore) / total
 	res.Commits = float64(xidsAfter-xidsBefore) / total
 	res.CPU = time.Duration(float64(cpuAfter-cpuBefore) / total)
+	res.MachineCPU = time.Duration(float64(busyAfter-busyBefore) / total)
 	res.Ceiling = ceiling
 	sizeAfter, err := tableBytes(ctx, admin)
 	if err != nil {
@@ -350,14 +356,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // Print writes the result table.
 func Print(w io.Writer, r *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tof ceiling\tpeak RSS\t")
+	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tmachine CPU ms/cycle\tof ceiling\tpeak RSS\t")
 	ceiling := "-"
 	if r.Ceiling > 0 {
 		ceiling = fmt.Sprintf("%.0f%%", 100*r.Commits*r.CyclesPerSecond()/r.Ceiling)
 	}
-	fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%.1f\t%.1f\t%.0f\t%.2f\t%s\t%.0f MiB\t\n",
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%s\t%.0f MiB\t\n",
 		r.Mode, r.Sessions, r.Cycles, r.CyclesPerSecond(), ms(r.TurnP50), ms(r.TurnP99), ms(r.TurnP999),
-		r.RoundTrips, r.Commits, r.BytesPerCycle, float64(r.CPU)/float64(time.Millisecond), ceiling,
+		r.RoundTrips, r.Commits, r.BytesPerCycle, float64(r.CPU)/float64(time.Millisecond),
+		float64(r.MachineCPU)/float64(time.Millisecond), ceiling,
 		float64(r.PeakRSS)/(1<<20))
 	tw.Flush()
 	if r.FlatFirst > 0 {

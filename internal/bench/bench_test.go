@@ -26,13 +26,13 @@ func TestRunMeasures(t *testing.T) {
 	if res.Commits < 2 {
 		t.Errorf("commits per cycle %.1f, want at least 2", res.Commits)
 	}
-	if res.CPU <= 0 || res.Ceiling <= 0 || res.RoundTrips <= 0 {
+	if res.CPU <= 0 || res.MachineCPU <= 0 || res.Ceiling <= 0 || res.RoundTrips <= 0 {
 		t.Errorf("unmeasured figures: %+v", res)
 	}
 	if res.TurnP50 <= 0 || res.TurnP99 < res.TurnP50 || res.TurnP999 < res.TurnP99 {
 		t.Errorf("turn percentiles p50 %s p99 %s p99.9 %s", res.TurnP50, res.TurnP99, res.TurnP999)
 	}
-	for _, want := range []string{"commit ceiling", "1 client", "32 clients", "turn p99.9", "commits/cycle", "CPU ms/cycle", "of ceiling", "%",
+	for _, want := range []string{"commit ceiling", "1 client", "32 clients", "turn p99.9", "commits/cycle", "CPU ms/cycle", "machine CPU ms/cycle", "of ceiling", "%",
 		"waits per cycle: run queue", "GC stop-the-world pauses", "pool acquire"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

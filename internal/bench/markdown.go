@@ -103,7 +103,7 @@ func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 // MarkdownTable is Row's.
 func (r *Result) MarkdownTable() (string, []string) {
 	return "Approval cycle", []string{"mode", "sessions", "cycles/session", "cycles/s", "turn p50", "turn p99", "turn p99.9",
-		"DB round trips/cycle", "commits/cycle", "bytes/cycle", "CPU ms/cycle", "of ceiling", "peak RSS",
+		"DB round trips/cycle", "commits/cycle", "bytes/cycle", "CPU ms/cycle", "machine CPU ms/cycle", "of ceiling", "peak RSS",
 		"row bytes/cycle of a long session (first 20, last 20)"}
 }
 
@@ -122,7 +122,8 @@ func (r *Result) MarkdownCells() []string {
 	}
 	return []string{mode, fmt.Sprint(r.Sessions), fmt.Sprint(r.Cycles), f0(r.CyclesPerSecond()),
 		ms(r.TurnP50), ms(r.TurnP99), ms(r.TurnP999), fmt.Sprintf("%.1f", r.RoundTrips), fmt.Sprintf("%.1f", r.Commits),
-		f0(r.BytesPerCycle), fmt.Sprintf("%.2f", float64(r.CPU)/float64(time.Millisecond)), ceiling, mib(r.PeakRSS), flat}
+		f0(r.BytesPerCycle), fmt.Sprintf("%.2f", float64(r.CPU)/float64(time.Millisecond)),
+		fmt.Sprintf("%.2f", float64(r.MachineCPU)/float64(time.Millisecond)), ceiling, mib(r.PeakRSS), flat}
 }
 
 // MarkdownTable is Row's.

@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -258,29 +255,6 @@ func (rig *webhookRig) measureDrain(ctx context.Context, admin *pgxpool.Pool, ou
 		return fmt.Errorf("webhooks: %d of %d events delivered", delivered, queued)
 	}
 	return nil
-}
-
-// machineBusy is the CPU time every process on the machine has used
-// (/proc/stat: all but idle and iowait); 0 where there is no /proc.
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0
-	}
-	var ticks int64
-	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
-		if i == 3 || i == 4 {
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // occurredAt is a payload's occurredAt, found without decoding the rest.
