@@ -239,11 +239,11 @@ func (c *Client) attempt(ctx context.Context, pol *policy, pu *parsedURL, req Re
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	addrs, err := c.resolve(actx, pol, pu)
-	if err != nil {
-		return 0, nil, classifyErr(actx, err)
-	}
-	tgt := &target{host: pu.host, addrs: addrs, policy: pol, timeout: timeout}
+	// The host is resolved (and its addresses vetted) only when the
+	// transport dials: a call over a pooled connection, dialed to an
+	// address vetted under the same policy, needs no lookup.
+	tgt := &target{host: pu.host, policy: pol, timeout: timeout,
+		lookup: func(ctx context.Context) ([]netip.Addr, error) { return c.resolve(ctx, pol, pu) }}
 	hreq, err := http.NewRequestWithContext(context.WithValue(actx, targetKey{}, tgt), http.MethodPost, pu.u.String(), bytes.NewReader(req.Body))
 	if err != nil {
 		return 0, nil, &failure{kind: KindRefused, err: err}
@@ -375,10 +375,11 @@ func containsAddr(addrs []netip.Addr, a netip.Addr) bool {
 }
 
 // target is what the dialer may connect to for one attempt: the vetted
-// addresses of the URL's host. It travels in the request's context.
+// addresses of the URL's host, which lookup resolves and vets. It travels
+// in the request's context.
 type target struct {
 	host    string
-	addrs   []netip.Addr
+	lookup  func(ctx context.Context) ([]netip.Addr, error)
 	policy  *policy
 	timeout time.Duration
 }
@@ -416,9 +417,10 @@ func (c *Client) closeIdleConnections() {
 	c.roundTripper().CloseIdleConnections()
 }
 
-// dialVetted is the transport's DialContext: it connects only to the vetted
-// addresses of the request's target, never resolving the host again, and its
-// net.Dialer's Control checks the address once more just before connecting.
+// dialVetted is the transport's DialContext: it resolves the request's
+// target once, vetting every address, connects only to those addresses,
+// and its net.Dialer's Control checks the address once more just before
+// connecting.
 func dialVetted(ctx context.Context, network, address string) (net.Conn, error) {
 	tgt, _ := ctx.Value(targetKey{}).(*target)
 	if tgt == nil {
@@ -431,6 +433,15 @@ func dialVetted(ctx context.Context, network, address string) (net.Conn, error) 
 	if normalizeHost(host) != tgt.host {
 		return nil, refusef("tool URL dial to %s, not the vetted host %s", host, tgt.host)
 	}
+	// The transport lets a dial outlive the request that asked for it (for
+	// a later request to use); the attempt's timeout bounds all of it,
+	// the lookup included.
+	ctx, cancel := context.WithTimeout(ctx, tgt.timeout)
+	defer cancel()
+	addrs, err := tgt.lookup(ctx)
+	if err != nil {
+		return nil, err
+	}
 	d := net.Dialer{
 		KeepAlive: 30 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error {
@@ -439,18 +450,14 @@ func dialVetted(ctx context.Context, network, address string) (net.Conn, error) 
 				return refusef("tool URL dial to unparsable address %q", address)
 			}
 			a := ap.Addr().Unmap()
-			if !containsAddr(tgt.addrs, a) {
+			if !containsAddr(addrs, a) {
 				return refusef("tool URL dial to %s, not a vetted address of %s", a, tgt.host)
 			}
 			return tgt.policy.checkResolved(tgt.host, a)
 		},
 	}
-	// The transport lets a dial outlive the request that asked for it (for
-	// a later request to use); the attempt's timeout bounds all of it.
-	ctx, cancel := context.WithTimeout(ctx, tgt.timeout)
-	defer cancel()
 	var first error
-	for _, a := range tgt.addrs {
+	for _, a := range addrs {
 		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return conn, nil

@@ -34,7 +34,9 @@ func TestDialVetted(t *testing.T) {
 	port := u.Port()
 	strict, _ := parsePolicy(Policy{})
 	dev, _ := parsePolicy(Policy{AllowLoopback: true})
-	loopback := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	loopback := func(context.Context) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
 	withTarget := func(tgt *target) context.Context {
 		return context.WithValue(t.Context(), targetKey{}, tgt)
 	}
@@ -45,8 +47,8 @@ func TestDialVetted(t *testing.T) {
 		address string
 	}{
 		{"no target", t.Context(), "tools.test:" + port},
-		{"another host", withTarget(&target{host: "tools.test", addrs: loopback, policy: dev, timeout: time.Second}), "evil.test:" + port},
-		{"address refused by Control", withTarget(&target{host: "tools.test", addrs: loopback, policy: strict, timeout: time.Second}), "tools.test:" + port},
+		{"another host", withTarget(&target{host: "tools.test", lookup: loopback, policy: dev, timeout: time.Second}), "evil.test:" + port},
+		{"address refused by Control", withTarget(&target{host: "tools.test", lookup: loopback, policy: strict, timeout: time.Second}), "tools.test:" + port},
 	}
 	for _, tt := range tests {
 		conn, err := dialVetted(tt.ctx, "tcp", tt.address)
@@ -62,7 +64,7 @@ func TestDialVetted(t *testing.T) {
 		t.Errorf("server accepted %d connections, want none", n)
 	}
 
-	conn, err := dialVetted(withTarget(&target{host: "tools.test", addrs: loopback, policy: dev, timeout: time.Second}), "tcp", "tools.test:"+port)
+	conn, err := dialVetted(withTarget(&target{host: "tools.test", lookup: loopback, policy: dev, timeout: time.Second}), "tcp", "tools.test:"+port)
 	if err != nil {
 		t.Fatalf("dial of a vetted address: %v", err)
 	}

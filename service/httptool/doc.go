@@ -11,13 +11,16 @@
 //
 // A tool URL is the tenant's input, so the client guards against server-side
 // request forgery. [CheckURL] validates a URL when the tool is defined; a
-// [Client] checks it again on every call, resolves the host itself, refuses
-// when any address it resolves to is not public (loopback, private,
-// link-local, unique local, CGNAT, multicast, broadcast, unspecified,
-// reserved, and the IPv4-mapped, NAT64 and 6to4 forms of those) unless the
-// [Policy] allows it, and then dials the vetted address itself, so DNS
-// rebinding between the check and the connection cannot happen; the dialer
-// checks the address it connects to once more just before connecting. TLS is
+// [Client] checks it again on every call and, when it must open a
+// connection, resolves the host itself, refuses when any address it
+// resolves to is not public (loopback, private, link-local, unique local,
+// CGNAT, multicast, broadcast, unspecified, reserved, and the IPv4-mapped,
+// NAT64 and 6to4 forms of those) unless the [Policy] allows it, and then
+// dials the vetted address itself, so DNS rebinding between the check and
+// the connection cannot happen; the dialer checks the address it connects
+// to once more just before connecting. A call over a pooled connection
+// (one Client per policy, so dialed to an address vetted under the same
+// policy) resolves nothing. TLS is
 // verified against the URL's host name. Redirects are never followed and no
 // environment proxy is used.
 //
