@@ -76,3 +76,21 @@ func TestOccurredAt(t *testing.T) {
 		t.Error("occurredAt found in a payload without it")
 	}
 }
+
+// TestRunWithDatabaseRTT runs through the delaying proxy: every figure is
+// measured, and a turn, which makes at least one round trip to the
+// database, takes at least the round-trip time added.
+func TestRunWithDatabaseRTT(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	res, err := Run(context.Background(), Config{DatabaseURL: testdb.URL(t), Sessions: 2, Cycles: 3, Out: &out, DBRTT: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TurnP50 < 2*time.Millisecond || res.RoundTrips < 2 {
+		t.Errorf("turn p50 %s, %.1f round trips per cycle through a 2 ms proxy", res.TurnP50, res.RoundTrips)
+	}
+	if !strings.Contains(strings.Join(res.Extras, ","), "database 2ms away") {
+		t.Errorf("extras %v", res.Extras)
+	}
+}
