@@ -145,22 +145,22 @@ WITH snap AS (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
         custom, artifacts, message_count, heartbeat_at, agent_version
     ) VALUES (
-        $2, $3, $4, $5, $6, $7, $8, $9,
-        $10, $11, $12, $13, nullif($14::integer, 0)
+        $3, $4, $5, $6, $7, $8, $9, $10,
+        $11, $12, $13, $14, nullif($15::integer, 0)
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
         updated_at = now()
-    WHERE $15::boolean AND snapshots.status = 'pending'
+    WHERE $16::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
-    WHERE $15::boolean AND tenant_id = $2 AND snapshot_id = $3
+    WHERE $16::boolean AND tenant_id = $3 AND snapshot_id = $4
 ), msgs AS (
     INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-    SELECT $2, $3,
-           unnest($16::integer[]), unnest($17::text[]), unnest($18::jsonb[])
+    SELECT $3, $4,
+           unnest($17::integer[]), unnest($18::text[]), unnest($19::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written. A
@@ -168,16 +168,21 @@ WITH snap AS (
     -- moves it (sess_next), so a turn whose session retention removed
     -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    SELECT $2, $4, $5, $19, $3
-    WHERE $6::text IS NULL
+    SELECT $3, $5, $6, $20, $4
+    WHERE $7::text IS NULL
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
     RETURNING 1
 ), sess_next AS (
-    UPDATE sessions SET latest_snapshot_id = $3, updated_at = now()
-    WHERE $6::text IS NOT NULL AND tenant_id = $2 AND id = $4
-      AND end_user IS NOT DISTINCT FROM $19 AND agent = $5
+    -- With an expected head (the runtime continued the session from the
+    -- head it cached rather than read), the session moves only from that
+    -- head; under READ COMMITTED the condition is checked again on the
+    -- newest version of a row a concurrent writer changed.
+    UPDATE sessions SET latest_snapshot_id = $4, updated_at = now()
+    WHERE $7::text IS NOT NULL AND tenant_id = $3 AND id = $5
+      AND end_user IS NOT DISTINCT FROM $20 AND agent = $6
+      AND ($1::text = '' OR latest_snapshot_id = $1::text)
     RETURNING 1
 ), claim AS (
     -- A synchronous resume that ran no tool claims the interrupts it
@@ -194,63 +199,65 @@ WITH snap AS (
     -- interrupts_inbox_idx, every pending version's entry until vacuum
     -- removes it, more with every claim.
     UPDATE interrupts i
-    SET status = 'resolved', resolution = k.resolution, resolved_by = $20::text, resolved_at = now(),
-        resumed_snapshot_id = $3
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $21::text, resolved_at = now(),
+        resumed_snapshot_id = $4
     FROM (
         SELECT x.id, k.resolution
         FROM (
-            SELECT unnest($1::text[]) AS tool, unnest($21::text[]) AS ref,
-                   unnest($22::jsonb[]) AS resolution
+            SELECT unnest($2::text[]) AS tool, unnest($22::text[]) AS ref,
+                   unnest($23::jsonb[]) AS resolution
         ) AS k
         CROSS JOIN LATERAL (
             SELECT x.id FROM interrupts x
-            WHERE x.tenant_id = $2 AND x.snapshot_id = $6::text AND x.tool = k.tool AND x.ref = k.ref
+            WHERE x.tenant_id = $3 AND x.snapshot_id = $7::text AND x.tool = k.tool AND x.ref = k.ref
             LIMIT 1
         ) AS x
     ) AS k
-    WHERE i.tenant_id = $2 AND i.id = k.id AND (i.status = 'pending') IS TRUE
+    WHERE i.tenant_id = $3 AND i.id = k.id AND (i.status = 'pending') IS TRUE
     RETURNING i.id
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
                             previous_id)
-    SELECT $2, i.id, $4, $3, $5, i.tool, i.ref, i.input, i.metadata,
+    SELECT $3, i.id, $5, $4, $6, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire,
            CASE WHEN i.repause THEN (
                SELECT p.id FROM interrupts p
-               WHERE p.tenant_id = $2 AND p.snapshot_id = $6 AND p.tool = i.tool AND p.ref = i.ref
+               WHERE p.tenant_id = $3 AND p.snapshot_id = $7 AND p.tool = i.tool AND p.ref = i.ref
            ) END
     FROM (
-        SELECT unnest($23::uuid[]) AS id, unnest($24::text[]) AS tool, unnest($25::text[]) AS ref,
-               unnest($26::jsonb[]) AS input, unnest($27::jsonb[]) AS metadata,
-               unnest($28::bigint[]) AS expires_in_ms, unnest($29::jsonb[]) AS on_expire,
-               unnest($30::boolean[]) AS repause
+        SELECT unnest($24::uuid[]) AS id, unnest($25::text[]) AS tool, unnest($26::text[]) AS ref,
+               unnest($27::jsonb[]) AS input, unnest($28::jsonb[]) AS metadata,
+               unnest($29::bigint[]) AS expires_in_ms, unnest($30::jsonb[]) AS on_expire,
+               unnest($31::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $2, e.interrupt_id, e.type, $20::text, e.payload
+    SELECT $3, e.interrupt_id, e.type, $21::text, e.payload
     FROM (
-        SELECT unnest($31::uuid[]) AS interrupt_id, unnest($32::text[]) AS type,
-               unnest($33::jsonb[]) AS payload
+        SELECT unnest($32::uuid[]) AS interrupt_id, unnest($33::text[]) AS type,
+               unnest($34::jsonb[]) AS payload
         UNION ALL
-        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $3::text) FROM claim c
+        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $4::text) FROM claim c
         UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
-        SELECT NULL::uuid, $34::text, jsonb_build_object('snapshotId', $3::text)
-        WHERE $34::text <> ''
+        SELECT NULL::uuid, $35::text, jsonb_build_object('snapshotId', $4::text)
+        WHERE $35::text <> ''
     ) AS e
 )
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
+    WHEN $1::text <> '' AND NOT EXISTS (SELECT 1 FROM sess_next) THEN holdpoint_session_moved()
     WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
-    WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality($1::text[]), 0) THEN holdpoint_claim_refused()
+    WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality($2::text[]), 0) THEN holdpoint_claim_refused()
     ELSE true
 END
 `
 
 type WriteTurnParams struct {
+	ExpectedHead      string
 	ClaimTools        []string
 	TenantID          string
 	SnapshotID        string
@@ -299,6 +306,7 @@ type WriteTurnParams struct {
 // job goes with it.
 func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 	_, err := q.db.Exec(ctx, writeTurn,
+		arg.ExpectedHead,
 		arg.ClaimTools,
 		arg.TenantID,
 		arg.SnapshotID,

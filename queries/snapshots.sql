@@ -74,9 +74,14 @@ WITH snap AS (
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
     RETURNING 1
 ), sess_next AS (
+    -- With an expected head (the runtime continued the session from the
+    -- head it cached rather than read), the session moves only from that
+    -- head; under READ COMMITTED the condition is checked again on the
+    -- newest version of a row a concurrent writer changed.
     UPDATE sessions SET latest_snapshot_id = @snapshot_id, updated_at = now()
     WHERE @parent_id::text IS NOT NULL AND tenant_id = @tenant_id AND id = @session_id
       AND end_user IS NOT DISTINCT FROM @end_user AND agent = @agent
+      AND (@expected_head::text = '' OR latest_snapshot_id = @expected_head::text)
     RETURNING 1
 ), claim AS (
     -- A synchronous resume that ran no tool claims the interrupts it
@@ -143,6 +148,7 @@ WITH snap AS (
 )
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
+    WHEN @expected_head::text <> '' AND NOT EXISTS (SELECT 1 FROM sess_next) THEN holdpoint_session_moved()
     WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
     WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality(@claim_tools::text[]), 0) THEN holdpoint_claim_refused()
     ELSE true

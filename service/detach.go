@@ -78,6 +78,10 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	if !inv.agent.ServerManaged {
 		return Errorf(CodeFailedPrecondition, "Detach is only supported when a session store is provided.")
 	}
+	// The pending snapshot moves the session unconditionally, so its
+	// head must not be a remembered one left unchecked: it never is, as
+	// only InvokeOne starts from a remembered head, with one input that
+	// does not detach.
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
 	if in.hasPayload() {

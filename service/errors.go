@@ -72,6 +72,11 @@ func AsError(err error) *Error {
 // ErrUnavailable marks failures to reach the database.
 var ErrUnavailable = errors.New("database unavailable")
 
+// ErrSessionMoved is what the store returns for a write whose
+// SnapshotWrite.ExpectedHead is no longer the session's latest snapshot:
+// nothing was written.
+var ErrSessionMoved = errors.New("the session moved since its head was cached")
+
 // details returns the protocol's error object for a failed turn. Internal
 // causes are replaced by the fixed public message.
 func details(err error) *ErrorDetails {

@@ -219,7 +219,7 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 	ch := make(chan AgentInput, 1)
 	ch <- AgentInput{Resume: res}
 	close(ch)
-	out, err := r.invoke(ctx, c, agent, AgentInit{SnapshotID: snapshotID}, ch, nil, ids)
+	out, err := r.invoke(ctx, c, agent, AgentInit{SnapshotID: snapshotID}, ch, nil, ids, false)
 	if err != nil {
 		// Nothing ran: give the decisions back so they can be made again.
 		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), c.TenantID, ids, c.Actor); rerr != nil {

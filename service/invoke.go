@@ -26,11 +26,12 @@ import (
 // makes Invoke return at once with finishReason "detached" and a pending
 // snapshot, the remaining work going on in the background.
 func (r *Runtime) Invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk)) (*AgentOutput, error) {
-	return r.invoke(ctx, c, agent, init, inputs, sink, nil)
+	return r.invoke(ctx, c, agent, init, inputs, sink, nil, false)
 }
 
-// invoke is Invoke with interrupts already claimed for the resume.
-func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk), preclaimed []uuid.UUID) (*AgentOutput, error) {
+// invoke is Invoke with interrupts already claimed for the resume, and
+// headCached to start from a cached session head (see InvokeOne).
+func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init AgentInit, inputs <-chan AgentInput, sink func(StreamChunk), preclaimed []uuid.UUID, headCached bool) (*AgentOutput, error) {
 	a, err := r.LookupFor(ctx, c, agent)
 	if err != nil {
 		return nil, err
@@ -38,9 +39,10 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 	if a.Disabled {
 		return nil, Errorf(CodeNotFound, "agent %q not found", agent)
 	}
-	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx)}
+	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx),
+		headCached: headCached && a.Turn == nil}
 	if err := inv.resolveSession(ctx, init); err != nil {
-		return nil, err
+		return nil, inv.orHeadMoved(ctx, err)
 	}
 	if v := inv.baseVersion; a.Version > 0 && v > 0 && v != a.Version && !a.ResumeLatest {
 		// A session goes on with the version of its agent it ran with.
@@ -55,7 +57,62 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 	}
 
 	done := inv.start(ctx, inputs)
-	return inv.await(done)
+	out, err := inv.await(done)
+	if err != nil {
+		return nil, inv.orHeadMoved(ctx, err)
+	}
+	return out, nil
+}
+
+// orHeadMoved is err, or errHeadMoved when the invocation started from a
+// cached session head it never checked and the session's head is another:
+// the error may come of the stale history, and nothing was written (a
+// write names the head it expects).
+func (inv *invocation) orHeadMoved(ctx context.Context, err error) error {
+	if errors.Is(err, ErrSessionMoved) {
+		return errHeadMoved
+	}
+	if inv.expectedHead == "" || inv.sess == nil || ctx.Err() != nil {
+		return err
+	}
+	if moved, cerr := inv.headMoved(ctx); cerr == nil && moved {
+		return errHeadMoved
+	}
+	return err
+}
+
+// headMoved reads the session's head and compares it with the cached one
+// the invocation started from.
+func (inv *invocation) headMoved(ctx context.Context) (bool, error) {
+	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), inv.sess.id)
+	if errors.Is(err, ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return sess.LatestSnapshotID != inv.expectedHead || sess.Agent != inv.agent.Name, nil
+}
+
+// checkHead is called before anything with an effect: an invocation that
+// started from a cached session head reads the head, and goes on only
+// when it is the same (it is then one that read its head: its writes name
+// no expected head). Otherwise the invocation is answered errHeadMoved,
+// and runs again.
+func (inv *invocation) checkHead(ctx context.Context) error {
+	if inv.expectedHead == "" {
+		return nil
+	}
+	moved, err := inv.headMoved(ctx)
+	if err != nil {
+		return err
+	}
+	if moved {
+		inv.reject(errHeadMoved)
+		return errHeadMoved
+	}
+	inv.expectedHead = ""
+	return nil
 }
 
 // start runs the invocation's turns on the runtime's background context,
@@ -120,12 +177,42 @@ func (inv *invocation) await(done <-chan struct{}) (*AgentOutput, error) {
 }
 
 // InvokeOne is Invoke with a single input, the shape of an HTTP request.
+//
+// An unstreamed new message to a session named by its id (no snapshot id,
+// not a resume, not detached) starts from the session's head as this
+// instance last wrote it, when it has it, instead of reading it: one
+// round trip less per turn. The head may be stale (another instance, a
+// detached turn or retention moved the session since), so nothing the
+// turn does relies on it unchecked: its write moves the session only from
+// that head, and a tool runs only after the head is read and found the
+// same. When the head turns out to have moved (the write was refused, the
+// check failed, or the turn ended in an error before writing and the head
+// read then differs), nothing was written and no tool ran, and the turn
+// runs again from the head read from the table: the model may then be
+// called twice, once for the stale history.
 func (r *Runtime) InvokeOne(ctx context.Context, c Caller, agent string, init AgentInit, input AgentInput, sink func(StreamChunk)) (*AgentOutput, error) {
-	ch := make(chan AgentInput, 1)
-	ch <- input
-	close(ch)
-	return r.Invoke(ctx, c, agent, init, ch, sink)
+	one := func() <-chan AgentInput {
+		ch := make(chan AgentInput, 1)
+		ch <- input
+		close(ch)
+		return ch
+	}
+	cached := sink == nil && !input.Detach && input.Resume == nil && init.SessionID != "" && init.SnapshotID == ""
+	if !cached {
+		return r.invoke(ctx, c, agent, init, one(), sink, nil, false)
+	}
+	out, err := r.invoke(ctx, c, agent, init, one(), sink, nil, true)
+	if errors.Is(err, errHeadMoved) {
+		r.obs.SessionHeadMoved()
+		return r.invoke(ctx, c, agent, init, one(), sink, nil, false)
+	}
+	return out, err
 }
+
+// errHeadMoved answers an invocation that started from a cached session
+// head found to have moved before anything was written or any tool ran
+// (see InvokeOne): it is run again from the head in the table.
+var errHeadMoved = fmt.Errorf("%w (checked)", ErrSessionMoved)
 
 // GetSnapshot returns a snapshot of a server-managed agent by id, or the
 // latest snapshot of a session. A missing snapshot is NOT_FOUND.
@@ -237,6 +324,15 @@ type invocation struct {
 	// baseAnswered: the store saw the base snapshot's interrupts claimed,
 	// so a resume of it claims up front (see claim).
 	baseAnswered bool
+	// headCached lets a turn that continues a session by its id start
+	// from the head this instance cached when it last wrote the session,
+	// instead of reading it (see InvokeOne). expectedHead is that head
+	// while it is unchecked: the first write names it (ExpectedHead), and
+	// before anything with an effect (a tool) the head is read and
+	// compared (checkHead), after which the invocation is one that read
+	// its head.
+	headCached   bool
+	expectedHead string
 	// unpersisted are the inputs whose turns are not persisted yet: the
 	// work a detach hands to its job.
 	unpersisted []AgentInput
@@ -438,6 +534,19 @@ func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
 // fromSession continues a session from its newest completed snapshot, or
 // starts a new one under the client's id.
 func (inv *invocation) fromSession(ctx context.Context, id string) error {
+	if inv.headCached {
+		// This instance's last write of the session, if it is the
+		// caller's to see and of this agent (else the read says why not).
+		if h := inv.rt.store.CachedSessionHead(inv.caller.TenantID, id); h != nil && h.LatestSnapshotID != "" &&
+			h.Agent == inv.agent.Name && inv.caller.scope().Sees(h.EndUser) {
+			snap, err := inv.latestCompleted(ctx, h)
+			if err == nil && snap != nil {
+				inv.expectedHead = h.LatestSnapshotID
+				inv.useSnapshot(snap)
+				return nil
+			}
+		}
+	}
 	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), id)
 	if errors.Is(err, ErrNotFound) {
 		// A new session under the client's id, or another user's (which
@@ -906,6 +1015,12 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	endSpan(span, err)
 	t.deferred = nil
 	if err != nil {
+		if errors.Is(err, ErrSessionMoved) {
+			// Started from a cached head another writer has moved on
+			// from: nothing was written, and no tool ran (checkHead).
+			inv.reject(errHeadMoved)
+			return errHeadMoved
+		}
 		if errors.Is(err, ErrNotFound) {
 			return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
 		}
@@ -927,6 +1042,7 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 		inv.rt.obs.InterruptCreated(inv.metricAgent(), inv.metricTool(ni.Tool))
 	}
 	t.outcomes = nil
+	inv.expectedHead = "" // the session is at this write now
 	if status == StatusCompleted {
 		inv.baseID = snapshotID
 		inv.baseAnswered = false
@@ -960,6 +1076,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		Custom:       inv.sess.custom,
 		Artifacts:    inv.sess.artifacts,
 		MessageCount: len(msgs),
+		ExpectedHead: inv.expectedHead,
 	}
 	sess := inv.sess
 	for i, m := range msgs {

@@ -32,6 +32,9 @@ type Observer interface {
 	InterruptExpired(agent, tool string)
 	// ResumeConflict: a resume named an interrupt already resolved (409).
 	ResumeConflict(agent string)
+	// SessionHeadMoved: a turn that started from this instance's cached
+	// session head found the session had moved, and ran again.
+	SessionHeadMoved()
 	// JobStarted: a detached turn started running on this instance;
 	// takenOver when it was taken from the queue (another instance
 	// started it). JobEnded is called once for each.
@@ -71,6 +74,9 @@ func (NopObserver) InterruptExpired(string, string) {}
 
 // ResumeConflict implements Observer.
 func (NopObserver) ResumeConflict(string) {}
+
+// SessionHeadMoved implements Observer.
+func (NopObserver) SessionHeadMoved() {}
 
 // JobStarted implements Observer.
 func (NopObserver) JobStarted(bool) {}

@@ -26,6 +26,13 @@ type Store interface {
 	// scope's to see; a session of another agent is reported with its agent
 	// name set.
 	LoadSession(ctx context.Context, scope Scope, id string) (*StoredSession, error)
+	// CachedSessionHead returns the session as this instance last wrote
+	// it (its latest snapshot the one that write made), without reading
+	// the table; nil when it has none. It may be stale (another writer
+	// moved the session since): a write that continues from it names its
+	// head (SnapshotWrite.ExpectedHead), and the caller must not act on it
+	// beyond that write. The scope is not checked.
+	CachedSessionHead(tenantID, id string) *StoredSession
 	// CreateSession takes a client-chosen session id for the scope's end
 	// user and the agent before a turn runs in it. When the id exists it is
 	// loaded instead; ErrNotFound when it is not the scope's to see.
@@ -247,10 +254,14 @@ type SnapshotWrite struct {
 	Status          string
 	FinishReason    string
 	Error           *ErrorDetails
-	Custom          json.RawMessage
-	Artifacts       []Artifact
-	MessageCount    int
-	HeartbeatAt     *time.Time
+	// ExpectedHead, when set, is the session's latest snapshot the write
+	// expects to move on from: when the session's head is another, nothing
+	// is written and the error is ErrSessionMoved.
+	ExpectedHead string
+	Custom       json.RawMessage
+	Artifacts    []Artifact
+	MessageCount int
+	HeartbeatAt  *time.Time
 
 	// State and Bodies are the whole history the snapshot stands for (a
 	// view the writer no longer changes, and each message's JSON), so the

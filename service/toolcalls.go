@@ -20,6 +20,10 @@ import (
 // again, and refuses to repeat a call that started but never finished: it
 // may have had its effect, and a tool call is never run twice.
 func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+	// No tool runs on a history that may be stale.
+	if err := inv.checkHead(ctx); err != nil {
+		return nil, nil, err
+	}
 	if err := inv.settleClaims(ctx, t); err != nil {
 		return nil, nil, err
 	}

@@ -90,3 +90,59 @@ func (c *snapshotCache) put(tenantID string, snap *service.StoredSnapshot) {
 		c.messages -= e.snap.MessageCount
 	}
 }
+
+// headCache keeps, for sessions this instance wrote, the session as the
+// write left it: its agent, its end user and its latest snapshot. Unlike a
+// completed snapshot, a session's head changes, and other writers (other
+// instances, detached turns, retention) move it without this instance
+// knowing: an entry is a guess that the write continuing from it checks
+// (SnapshotWrite.ExpectedHead), never an answer to show.
+type headCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]service.StoredSession
+}
+
+func newHeadCache(max int) *headCache {
+	return &headCache{max: max, m: map[string]service.StoredSession{}}
+}
+
+func (c *headCache) get(tenantID, sessionID string) *service.StoredSession {
+	if c == nil || c.max <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.m[cacheKey(tenantID, sessionID)]
+	if !ok {
+		return nil
+	}
+	return &h
+}
+
+// put records a session's head; at the bound, an arbitrary entry makes
+// room (a missing entry only costs a read).
+func (c *headCache) put(tenantID string, h service.StoredSession) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	key := cacheKey(tenantID, h.ID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[key] = h
+}
+
+func (c *headCache) drop(tenantID, sessionID string) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, cacheKey(tenantID, sessionID))
+}

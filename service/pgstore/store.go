@@ -28,6 +28,10 @@ type PgStore struct {
 	// their state, so the next turn of a conversation does not read back
 	// the history the previous turn just wrote.
 	cache *snapshotCache
+	// heads keeps each session's head as this instance last wrote it, so
+	// a turn that continues the session need not read it (see
+	// CachedSessionHead).
+	heads *headCache
 
 	notifyOnce sync.Once
 	notifyCh   chan struct{}
@@ -40,7 +44,8 @@ const DefaultSnapshotCacheSize = 4096
 // New returns the store over pool (an application-role pool, see
 // NewAppPool). Close stops its background work.
 func New(pool *pgxpool.Pool) *PgStore {
-	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize), closed: make(chan struct{})}
+	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize),
+		heads: newHeadCache(DefaultSnapshotCacheSize), closed: make(chan struct{})}
 }
 
 // Close stops the store's background work; the pool is the caller's.
@@ -59,6 +64,9 @@ const (
 	// sqlstateClaimRefused: an interrupt the write claims is no longer
 	// pending (holdpoint_claim_refused).
 	sqlstateClaimRefused = "HP412"
+	// sqlstateSessionMoved: the session's head is not the write's expected
+	// head (holdpoint_session_moved).
+	sqlstateSessionMoved = "HP428"
 )
 
 // translate is the one error translator at the store boundary.
@@ -78,6 +86,8 @@ func translate(err error) error {
 			return errNotPending
 		case sqlstateClaimRefused:
 			return errClaimRefused
+		case sqlstateSessionMoved:
+			return service.ErrSessionMoved
 		}
 		switch pgErr.Code[:2] {
 		case "08", "57": // connection exception, operator intervention (shutdown)

@@ -195,6 +195,9 @@ func (s *PgStore) CreateSession(ctx context.Context, scope service.Scope, agent,
 // CreatePendingSnapshot implements Store: the snapshot (through the same
 // statement a turn end uses) and the job, in one batch.
 func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string) error {
+	// The session moves to the pending snapshot (or, on failure, maybe
+	// not): what this instance cached of it is no longer its head.
+	s.heads.drop(w.TenantID, w.SessionID)
 	params, err := writeTurnParams(w)
 	if err != nil {
 		return err
@@ -254,9 +257,21 @@ func (s *PgStore) claimRefusal(ctx context.Context, w *service.SnapshotWrite) er
 	return service.Errorf(service.CodeAborted, "the interrupts this resume answers changed while its turn ran; resume again")
 }
 
+// CachedSessionHead implements Store.
+func (s *PgStore) CachedSessionHead(tenantID, id string) *service.StoredSession {
+	return s.heads.get(tenantID, id)
+}
+
 // CommitTurn implements Store.
 func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (bool, error) {
 	err := s.writeTurn(ctx, w)
+	if err != nil {
+		s.heads.drop(w.TenantID, w.SessionID)
+	} else {
+		// The write moved the session to its snapshot (WriteTurn moves it
+		// for every status, and only a session of this end user and agent).
+		s.heads.put(w.TenantID, service.StoredSession{ID: w.SessionID, Agent: w.Agent, EndUser: w.EndUser, LatestSnapshotID: w.SnapshotID})
+	}
 	if errors.Is(err, errNotPending) {
 		return false, nil
 	}
@@ -315,7 +330,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		ParentID: strPtr(w.ParentID), Status: w.Status, FinishReason: strPtr(w.FinishReason),
 		Error: errJSON, Custom: nullableJSON(w.Custom), Artifacts: artifacts,
 		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser), AgentVersion: int32(w.AgentVersion),
-		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending,
+		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending, ExpectedHead: w.ExpectedHead,
 	}
 	for _, m := range w.Messages {
 		p.Positions = append(p.Positions, int32(m.Position))

@@ -28,6 +28,7 @@ const (
 	MetricPending           = "holdpoint_interrupts_pending"
 	MetricOldestPending     = "holdpoint_interrupt_oldest_pending_age_seconds"
 	MetricResumeConflicts   = "holdpoint_resume_conflicts_total"
+	MetricHeadMoves         = "holdpoint_session_head_moves_total"
 	MetricJobsRunning       = "holdpoint_detached_jobs_running"
 	MetricJobsTakenOver     = "holdpoint_detached_jobs_taken_over_total"
 	MetricWebhookDeliveries = "holdpoint_webhook_deliveries_total"
@@ -71,6 +72,7 @@ type Metrics struct {
 	resolved        *prometheus.CounterVec
 	expired         *prometheus.CounterVec
 	conflicts       *prometheus.CounterVec
+	headMoves       prometheus.Counter
 	jobsRunning     prometheus.Gauge
 	jobsTakenOver   prometheus.Counter
 	webhooks        *prometheus.CounterVec
@@ -134,6 +136,9 @@ func New(opts Options) *Metrics {
 	m.conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricResumeConflicts, Help: "Resumes refused because an interrupt they answer was already resolved (409), by agent.",
 	}, []string{"agent"})
+	m.headMoves = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricHeadMoves, Help: "Turns run again because the session head this instance cached had moved (another writer wrote the session).",
+	})
 	m.jobsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: MetricJobsRunning, Help: "Detached turns running on this instance.",
 	})
@@ -156,7 +161,7 @@ func New(opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnSeconds, m.modelSeconds, m.toolSeconds, m.created, m.resolved, m.expired,
-		m.conflicts, m.jobsRunning, m.jobsTakenOver, m.webhooks, m.webhookSeconds, m.httpRequests, m.httpSeconds,
+		m.conflicts, m.headMoves, m.jobsRunning, m.jobsTakenOver, m.webhooks, m.webhookSeconds, m.httpRequests, m.httpSeconds,
 	)
 	if opts.Pending != nil {
 		m.reg.MustRegister(newPendingCollector(opts))
@@ -220,6 +225,9 @@ func (m *Metrics) InterruptExpired(agent, tool string) {
 func (m *Metrics) ResumeConflict(agent string) {
 	m.conflictChild.get(agent, func() prometheus.Counter { return m.conflicts.WithLabelValues(agent) }).Inc()
 }
+
+// SessionHeadMoved implements service.Observer.
+func (m *Metrics) SessionHeadMoved() { m.headMoves.Inc() }
 
 // JobStarted implements service.Observer.
 func (m *Metrics) JobStarted(takenOver bool) {
