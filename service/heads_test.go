@@ -34,8 +34,8 @@ type headMoves struct {
 
 func (o *headMoves) SessionHeadMoved() { o.n.Add(1) }
 
-// platform is one instance of the platform, over a shared database.
-type platform struct {
+// node is one instance of the platform, over a shared database.
+type node struct {
 	rt    *service.Runtime
 	store *loadCounter
 	moves *headMoves
@@ -49,17 +49,17 @@ type platform struct {
 // same "chat" agent: its model answers "pay" with a call of the pay tool
 // (a tool with an effect), and anything else with the number of messages
 // it was given.
-func newInstances(t *testing.T, n int) ([]*platform, *pgxpool.Pool) {
+func newInstances(t *testing.T, n int) ([]*node, *pgxpool.Pool) {
 	t.Helper()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	var out []*platform
+	var out []*node
 	for range n {
 		app, err := pgstore.NewAppPool(context.Background(), url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := &platform{store: &loadCounter{PgStore: newStore(t, app)}, moves: &headMoves{}}
+		in := &node{store: &loadCounter{PgStore: newStore(t, app)}, moves: &headMoves{}}
 		in.rt = service.NewRuntime(in.store, service.Options{Logger: testlog.Logger(t), Observer: in.moves})
 		t.Cleanup(app.Close)
 		t.Cleanup(func() { _ = in.rt.Shutdown(context.Background()) })
@@ -95,7 +95,7 @@ func newInstances(t *testing.T, n int) ([]*platform, *pgxpool.Pool) {
 	return out, admin
 }
 
-func (in *platform) say(t *testing.T, session, msg string) *service.AgentOutput {
+func (in *node) say(t *testing.T, session, msg string) *service.AgentOutput {
 	t.Helper()
 	out, err := in.rt.InvokeOne(context.Background(), testCaller, "chat", service.AgentInit{SessionID: session},
 		service.AgentInput{Message: ptr(text(service.RoleUser, msg))}, nil)
@@ -115,7 +115,7 @@ func snapshotsOf(t *testing.T, admin *pgxpool.Pool, session string) int {
 }
 
 // TestCachedHeadSkipsTheRead: a turn that continues a session this
-// platform wrote last starts from the head it cached, without reading the
+// instance wrote last starts from the head it cached, without reading the
 // session, and sees the whole history.
 func TestCachedHeadSkipsTheRead(t *testing.T) {
 	t.Parallel()
@@ -126,7 +126,7 @@ func TestCachedHeadSkipsTheRead(t *testing.T) {
 	a.say(t, "s", "two")
 	a.say(t, "s", "three")
 	if n := a.store.loads.Load() - before; n != 0 {
-		t.Errorf("%d session reads for two turns continuing the session this platform wrote, want 0", n)
+		t.Errorf("%d session reads for two turns continuing the session this instance wrote, want 0", n)
 	}
 	if got, want := a.seen.Load(), "one|ok|two|ok|three"; got != want {
 		t.Errorf("the model saw %q, want %q", got, want)
@@ -141,8 +141,8 @@ func TestCachedHeadSkipsTheRead(t *testing.T) {
 	}
 }
 
-// TestMovedHeadRunsTheTurnAgain: platform A caches the head of a session,
-// platform B then moves the session on; A's next turn starts from its
+// TestMovedHeadRunsTheTurnAgain: instance A caches the head of a session,
+// instance B then moves the session on; A's next turn starts from its
 // stale head, its write is refused (the session is no longer at that
 // head), and the turn runs again from the head in the table: it sees B's
 // turn, and the session has one snapshot per turn, no fork.

@@ -44,17 +44,7 @@ func TestEventReadsLookUpByKey(t *testing.T) {
 		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_after('default', 0, 0, 100)`},
 		{"webhook cursor", `SELECT * FROM holdpoint_webhook_cursor_events('default', 0, 0, ARRAY['turn.completed'], 100)`},
 	} {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buffers, rows int64
-		// A PL/pgSQL function's query gets a generic plan from its sixth
-		// call on a connection: the last of seven calls is measured.
-		for range 7 {
-			buffers, rows = explainBuffers(t, conn, tc.name, tc.call)
-		}
-		conn.Release()
+		buffers, rows := lastOfSeven(t, pool, tc.name, tc.call)
 		if rows < 100 {
 			t.Errorf("%s: %d rows, want 100", tc.name, rows)
 		}
@@ -100,17 +90,7 @@ func TestEventReadsStopAtTheBatch(t *testing.T) {
 		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_after('default', 0, 0, 16)`},
 		{"webhook cursor", `SELECT * FROM holdpoint_webhook_cursor_events('default', 0, 0, ARRAY['turn.completed'], 16)`},
 	} {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buffers, rows int64
-		// Seven calls: a PL/pgSQL function's query gets a generic plan
-		// from its sixth call on a connection; the last is measured.
-		for range 7 {
-			buffers, rows = explainBuffers(t, conn, tc.name, tc.call)
-		}
-		conn.Release()
+		buffers, rows := lastOfSeven(t, pool, tc.name, tc.call)
 		if rows != 16 {
 			t.Errorf("%s: %d rows, want 16", tc.name, rows)
 		}
@@ -139,6 +119,23 @@ func waitForHorizon(t *testing.T, pool *pgxpool.Pool) {
 			t.Fatal("the event horizon did not pass the seeded events within a minute")
 		}
 	}
+}
+
+// lastOfSeven runs call seven times under EXPLAIN ANALYZE on one
+// connection and returns the buffers the last touched and the rows it
+// returned: a PL/pgSQL function's query gets a generic plan from its sixth
+// call on a connection.
+func lastOfSeven(t *testing.T, pool *pgxpool.Pool, name, call string) (buffers, rows int64) {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for range 7 {
+		buffers, rows = explainBuffers(t, conn, name, call)
+	}
+	return buffers, rows
 }
 
 // explainBuffers runs call under EXPLAIN ANALYZE on conn and returns the
