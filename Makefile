@@ -31,7 +31,7 @@ help:
 	@echo "make generate  regenerate db/ from queries/ with sqlc"
 	@echo "make build     build bin/platform"
 	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
-	@echo "make bench     measure the approval cycle (in-process and over HTTP), the inbox at scale, idle sessions and event streams; writes bench-results.md"
+	@echo "make bench     measure the approval cycle (in-process, over HTTP, with webhooks, with the database a round trip away), the inbox at scale, idle sessions and event streams; writes bench-results.md"
 	@echo "make soak      hold half the peak cycle rate for SOAK (default 10m), a line a minute; appends to bench-results.md"
 
 # The server migrates its database at start-up but does not create it, so
@@ -104,6 +104,8 @@ bench:
 	bin/platform bench --mode inprocess --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
 	bin/platform bench --mode http --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
 	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --webhook $$md $(BENCH_FLAGS) | tail -n 2; \
+	bin/platform bench --mode inprocess --sessions 8 --cycles 100 --webhook --webhook-drain $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform bench --mode inprocess --sessions 1 --cycles 100 --db-rtt 500us $$md $(BENCH_FLAGS) | grep -v '^ *mode '; \
 	bin/platform bench --inbox $$md; \
 	bin/platform bench --idle-sessions 1000 $$md; \
 	bin/platform bench --streams 1000 $$md; \

@@ -73,7 +73,7 @@ func (cfg Config) extras() []string {
 		x = append(x, fmt.Sprintf("webhook backlog %d", cfg.Webhooks.Backlog))
 	}
 	if cfg.DBRTT > 0 {
-		x = append(x, fmt.Sprintf("database %s away", cfg.DBRTT))
+		x = append(x, fmt.Sprintf("--db-rtt %s", cfg.DBRTT))
 	}
 	if cfg.Prune.Seed > 0 {
 		x = append(x, fmt.Sprintf("%d prunable rows", cfg.Prune.Seed))

@@ -90,7 +90,7 @@ func TestRunWithDatabaseRTT(t *testing.T) {
 	if res.TurnP50 < 2*time.Millisecond || res.RoundTrips < 2 {
 		t.Errorf("turn p50 %s, %.1f round trips per cycle through a 2 ms proxy", res.TurnP50, res.RoundTrips)
 	}
-	if !strings.Contains(strings.Join(res.Extras, ","), "database 2ms away") {
+	if !strings.Contains(strings.Join(res.Extras, ","), "--db-rtt 2ms") {
 		t.Errorf("extras %v", res.Extras)
 	}
 }
