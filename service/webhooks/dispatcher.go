@@ -523,8 +523,8 @@ func (d *Dispatcher) batchBudget() time.Duration {
 // attemptEvents attempts the events the endpoint subscribes to, in the
 // log's order, PerEndpoint at a time, and returns the attempts made. It
 // starts no attempt after the first once the batch has run for
-// batchBudget, nor beyond the first PerEndpoint when the budget is zero;
-// cut reports that events were left unattempted (they follow the last
+// batchBudget, nor beyond the first PerEndpoint when the budget is zero,
+// nor once ctx ends; cut reports that events were left unattempted (they follow the last
 // attempt returned).
 func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor, events []service.WebhookEvent) (attempts []service.WebhookAttempt, cut bool) {
 	attempts = make([]service.WebhookAttempt, 0, len(events))
@@ -546,7 +546,9 @@ func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor,
 		if stopped || next >= len(wanted) {
 			return 0, false
 		}
-		if next > 0 && (time.Since(start) > budget || (budget == 0 && next >= d.PerEndpoint)) {
+		// The first always starts, so a batch moves the position; a
+		// shutdown starts no more (the rest are read again).
+		if next > 0 && (time.Since(start) > budget || (budget == 0 && next >= d.PerEndpoint) || ctx.Err() != nil) {
 			stopped = true
 			return 0, false
 		}
@@ -570,8 +572,8 @@ func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor,
 				if !ok {
 					// Not attempted (the database failed us): a delivery
 					// row the retry schedule takes over.
-					next := time.Now().Add(d.retryWait(1))
-					out = service.WebhookOutcome{Status: service.DeliveryPending, NextAttemptAt: &next, Error: "not attempted: the platform could not prepare the request"}
+					due := time.Now().Add(d.retryWait(1))
+					out = service.WebhookOutcome{Status: service.DeliveryPending, NextAttemptAt: &due, Error: "not attempted: the platform could not prepare the request"}
 				}
 				a.Outcome = out
 				a.AnsweredAt = time.Now()
