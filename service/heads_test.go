@@ -205,3 +205,38 @@ func TestMovedHeadRunsNoTool(t *testing.T) {
 		t.Errorf("%d session reads for a turn running a tool from a cached head, want 1 (the check)", n)
 	}
 }
+
+// TestCachedHeadIsNotAnotherUsers: a session this instance remembers is
+// one end user's; another end user of the tenant who sends its id gets
+// what a read gives (the id is taken: NOT_FOUND), never the remembered
+// history, and the session does not move. Two checks stand in the way:
+// the remembered head's end user, and the scope check of loading its
+// snapshot; this asserts the outcome either way.
+func TestCachedHeadIsNotAnotherUsers(t *testing.T) {
+	t.Parallel()
+	ins, admin := newInstances(t, 1)
+	a := ins[0]
+	alice := service.Caller{TenantID: "default", Actor: "alice", EndUser: "alice"}
+	bob := service.Caller{TenantID: "default", Actor: "bob", EndUser: "bob"}
+	first, err := a.rt.InvokeOne(context.Background(), alice, "chat", service.AgentInit{SessionID: "s"},
+		service.AgentInput{Message: ptr(text(service.RoleUser, "alice's secret"))}, nil)
+	if err != nil || first.FinishReason != "stop" {
+		t.Fatalf("alice: %v %+v", err, first)
+	}
+	a.seen.Store("")
+	out, err := a.rt.InvokeOne(context.Background(), bob, "chat", service.AgentInit{SessionID: "s"},
+		service.AgentInput{Message: ptr(text(service.RoleUser, "bob here"))}, nil)
+	if statusOf(err) != service.CodeNotFound {
+		t.Errorf("bob on alice's session: %v %+v, want NOT_FOUND", err, out)
+	}
+	if seen := a.seen.Load().(string); strings.Contains(seen, "secret") {
+		t.Errorf("bob's turn saw alice's history: %q", seen)
+	}
+	var latest string
+	if err := admin.QueryRow(context.Background(), `SELECT latest_snapshot_id FROM sessions WHERE id = 's'`).Scan(&latest); err != nil {
+		t.Fatal(err)
+	}
+	if latest != first.SnapshotID || snapshotsOf(t, admin, "s") != 1 {
+		t.Errorf("alice's session moved: head %s (want %s), %d snapshots", latest, first.SnapshotID, snapshotsOf(t, admin, "s"))
+	}
+}
