@@ -10,26 +10,30 @@ import (
 )
 
 const listHistoryMessages = `-- name: ListHistoryMessages :many
-WITH RECURSIVE chain (id, parent_id, depth) AS (
-    SELECT s.id, s.parent_id, 0
+WITH RECURSIVE chain (id, parent_id, depth, messages_from, messages) AS (
+    SELECT s.id, s.parent_id, 0, s.messages_from, s.messages
     FROM snapshots s
-    WHERE s.tenant_id = $1 AND s.id = $3
+    WHERE s.tenant_id = $2 AND s.id = $3
     UNION ALL
-    SELECT p.id, p.parent_id, c.depth + 1
+    SELECT p.id, p.parent_id, c.depth + 1, p.messages_from, p.messages
     FROM snapshots p
     JOIN chain c ON p.id = c.parent_id
-    WHERE p.tenant_id = $1
+    WHERE p.tenant_id = $2
 )
-SELECT DISTINCT ON (m.position) m.position, m.body
+SELECT DISTINCT ON (m.position) m.position::integer AS position, m.body::jsonb AS body
 FROM chain c
-JOIN messages m ON m.tenant_id = $1 AND m.snapshot_id = c.id
-WHERE m.position < $2::integer
+CROSS JOIN LATERAL (
+    SELECT c.messages_from + (e.n - 1)::integer AS position, e.body
+    FROM jsonb_array_elements(c.messages) WITH ORDINALITY AS e (body, n)
+    WHERE jsonb_typeof(e.body) = 'object'
+) AS m
+WHERE m.position < $1::integer
 ORDER BY m.position, c.depth
 `
 
 type ListHistoryMessagesParams struct {
-	TenantID     string
 	MessageCount int32
+	TenantID     string
 	SnapshotID   string
 }
 
@@ -40,8 +44,11 @@ type ListHistoryMessagesRow struct {
 
 // The history of a snapshot: for each position below its message count, the
 // message written by the nearest snapshot on its ancestor chain.
+// A snapshot row holds the messages its turn wrote as a JSON array of the
+// positions from messages_from on (an element is null where it left the
+// position to its ancestors).
 func (q *Queries) ListHistoryMessages(ctx context.Context, arg ListHistoryMessagesParams) ([]ListHistoryMessagesRow, error) {
-	rows, err := q.db.Query(ctx, listHistoryMessages, arg.TenantID, arg.MessageCount, arg.SnapshotID)
+	rows, err := q.db.Query(ctx, listHistoryMessages, arg.MessageCount, arg.TenantID, arg.SnapshotID)
 	if err != nil {
 		return nil, err
 	}

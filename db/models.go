@@ -158,6 +158,8 @@ type Snapshot struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	AgentVersion *int32
+	MessagesFrom *int32
+	Messages     []byte
 }
 
 type Tenant struct {

@@ -32,7 +32,7 @@ func (q *Queries) AbortPendingSnapshot(ctx context.Context, arg AbortPendingSnap
 }
 
 const getSnapshot = `-- name: GetSnapshot :one
-SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, sessions.end_user AS session_end_user
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, snapshots.messages_from, snapshots.messages, sessions.end_user AS session_end_user
 FROM snapshots
 JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
 WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
@@ -69,13 +69,15 @@ func (q *Queries) GetSnapshot(ctx context.Context, arg GetSnapshotParams) (GetSn
 		&i.Snapshot.CreatedAt,
 		&i.Snapshot.UpdatedAt,
 		&i.Snapshot.AgentVersion,
+		&i.Snapshot.MessagesFrom,
+		&i.Snapshot.Messages,
 		&i.SessionEndUser,
 	)
 	return i, err
 }
 
 const getSnapshotForUpdate = `-- name: GetSnapshotForUpdate :one
-SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, sessions.end_user AS session_end_user
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, snapshots.messages_from, snapshots.messages, sessions.end_user AS session_end_user
 FROM snapshots
 JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
 WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
@@ -113,6 +115,8 @@ func (q *Queries) GetSnapshotForUpdate(ctx context.Context, arg GetSnapshotForUp
 		&i.Snapshot.CreatedAt,
 		&i.Snapshot.UpdatedAt,
 		&i.Snapshot.AgentVersion,
+		&i.Snapshot.MessagesFrom,
+		&i.Snapshot.Messages,
 		&i.SessionEndUser,
 	)
 	return i, err
@@ -143,24 +147,21 @@ const writeTurn = `-- name: WriteTurn :exec
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-        custom, artifacts, message_count, heartbeat_at, agent_version
+        custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, messages
     ) VALUES (
         $3, $4, $5, $6, $7, $8, $9, $10,
-        $11, $12, $13, $14, nullif($15::integer, 0)
+        $11, $12, $13, $14, nullif($15::integer, 0),
+        $16::integer, $17::jsonb
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
-        updated_at = now()
-    WHERE $16::boolean AND snapshots.status = 'pending'
+        messages_from = EXCLUDED.messages_from, messages = EXCLUDED.messages, updated_at = now()
+    WHERE $18::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
-    WHERE $16::boolean AND tenant_id = $3 AND snapshot_id = $4
-), msgs AS (
-    INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-    SELECT $3, $4,
-           unnest($17::integer[]), unnest($18::text[]), unnest($19::jsonb[])
+    WHERE $18::boolean AND tenant_id = $3 AND snapshot_id = $4
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written. A
@@ -168,7 +169,7 @@ WITH snap AS (
     -- moves it (sess_next), so a turn whose session retention removed
     -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    SELECT $3, $5, $6, $20, $4
+    SELECT $3, $5, $6, $19, $4
     WHERE $7::text IS NULL
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
@@ -181,7 +182,7 @@ WITH snap AS (
     -- newest version of a row a concurrent writer changed.
     UPDATE sessions SET latest_snapshot_id = $4, updated_at = now()
     WHERE $7::text IS NOT NULL AND tenant_id = $3 AND id = $5
-      AND end_user IS NOT DISTINCT FROM $20 AND agent = $6
+      AND end_user IS NOT DISTINCT FROM $19 AND agent = $6
       AND ($1::text = '' OR latest_snapshot_id = $1::text)
     RETURNING 1
 ), claim AS (
@@ -199,13 +200,13 @@ WITH snap AS (
     -- interrupts_inbox_idx, every pending version's entry until vacuum
     -- removes it, more with every claim.
     UPDATE interrupts i
-    SET status = 'resolved', resolution = k.resolution, resolved_by = $21::text, resolved_at = now(),
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $20::text, resolved_at = now(),
         resumed_snapshot_id = $4
     FROM (
         SELECT x.id, k.resolution
         FROM (
-            SELECT unnest($2::text[]) AS tool, unnest($22::text[]) AS ref,
-                   unnest($23::jsonb[]) AS resolution
+            SELECT unnest($2::text[]) AS tool, unnest($21::text[]) AS ref,
+                   unnest($22::jsonb[]) AS resolution
         ) AS k
         CROSS JOIN LATERAL (
             SELECT x.id FROM interrupts x
@@ -228,23 +229,23 @@ WITH snap AS (
                WHERE p.tenant_id = $3 AND p.snapshot_id = $7 AND p.tool = i.tool AND p.ref = i.ref
            ) END
     FROM (
-        SELECT unnest($24::uuid[]) AS id, unnest($25::text[]) AS tool, unnest($26::text[]) AS ref,
-               unnest($27::jsonb[]) AS input, unnest($28::jsonb[]) AS metadata,
-               unnest($29::bigint[]) AS expires_in_ms, unnest($30::jsonb[]) AS on_expire,
-               unnest($31::boolean[]) AS repause
+        SELECT unnest($23::uuid[]) AS id, unnest($24::text[]) AS tool, unnest($25::text[]) AS ref,
+               unnest($26::jsonb[]) AS input, unnest($27::jsonb[]) AS metadata,
+               unnest($28::bigint[]) AS expires_in_ms, unnest($29::jsonb[]) AS on_expire,
+               unnest($30::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $3, e.interrupt_id, e.type, $21::text, e.payload
+    SELECT $3, e.interrupt_id, e.type, $20::text, e.payload
     FROM (
-        SELECT unnest($32::uuid[]) AS interrupt_id, unnest($33::text[]) AS type,
-               unnest($34::jsonb[]) AS payload
+        SELECT unnest($31::uuid[]) AS interrupt_id, unnest($32::text[]) AS type,
+               unnest($33::jsonb[]) AS payload
         UNION ALL
         SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $4::text) FROM claim c
         UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
-        SELECT NULL::uuid, $35::text, jsonb_build_object('snapshotId', $4::text)
-        WHERE $35::text <> ''
+        SELECT NULL::uuid, $34::text, jsonb_build_object('snapshotId', $4::text)
+        WHERE $34::text <> ''
     ) AS e
 )
 SELECT CASE
@@ -272,10 +273,9 @@ type WriteTurnParams struct {
 	MessageCount      int32
 	HeartbeatAt       *time.Time
 	AgentVersion      int32
+	MessagesFrom      *int32
+	Messages          []byte
 	FinalizePending   bool
-	Positions         []int32
-	Roles             []string
-	Bodies            [][]byte
 	EndUser           *string
 	Actor             string
 	ClaimRefs         []string
@@ -294,8 +294,10 @@ type WriteTurnParams struct {
 	TurnEvent         string
 }
 
-// The end of a turn in one statement: its snapshot, the messages it added
-// or rewrote, the session's new latest snapshot (creating the session on
+// The end of a turn in one statement: its snapshot with the messages it
+// added or rewrote (messages: a JSON array of the positions messages_from,
+// messages_from + 1, ..., null where it left a position to its ancestors),
+// the session's new latest snapshot (creating the session on
 // its first turn), the interrupts it answered (claim) and those it paused
 // on, and the events (the
 // interrupts' audit events and the turn's own). The
@@ -321,10 +323,9 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.MessageCount,
 		arg.HeartbeatAt,
 		arg.AgentVersion,
+		arg.MessagesFrom,
+		arg.Messages,
 		arg.FinalizePending,
-		arg.Positions,
-		arg.Roles,
-		arg.Bodies,
 		arg.EndUser,
 		arg.Actor,
 		arg.ClaimRefs,

@@ -29,8 +29,10 @@ WHERE tenant_id = @tenant_id AND id = @id
 RETURNING status;
 
 -- name: WriteTurn :exec
--- The end of a turn in one statement: its snapshot, the messages it added
--- or rewrote, the session's new latest snapshot (creating the session on
+-- The end of a turn in one statement: its snapshot with the messages it
+-- added or rewrote (messages: a JSON array of the positions messages_from,
+-- messages_from + 1, ..., null where it left a position to its ancestors),
+-- the session's new latest snapshot (creating the session on
 -- its first turn), the interrupts it answered (claim) and those it paused
 -- on, and the events (the
 -- interrupts' audit events and the turn's own). The
@@ -42,24 +44,21 @@ RETURNING status;
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-        custom, artifacts, message_count, heartbeat_at, agent_version
+        custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, messages
     ) VALUES (
         @tenant_id, @snapshot_id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
-        @custom, @artifacts, @message_count, @heartbeat_at, nullif(@agent_version::integer, 0)
+        @custom, @artifacts, @message_count, @heartbeat_at, nullif(@agent_version::integer, 0),
+        sqlc.narg(messages_from)::integer, sqlc.narg(messages)::jsonb
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
-        updated_at = now()
+        messages_from = EXCLUDED.messages_from, messages = EXCLUDED.messages, updated_at = now()
     WHERE @finalize_pending::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
     WHERE @finalize_pending::boolean AND tenant_id = @tenant_id AND snapshot_id = @snapshot_id
-), msgs AS (
-    INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-    SELECT @tenant_id, @snapshot_id,
-           unnest(@positions::integer[]), unnest(@roles::text[]), unnest(@bodies::jsonb[])
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written. A

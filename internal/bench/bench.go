@@ -408,7 +408,7 @@ func Print(w io.Writer, r *Result) {
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 // benchTables are the tables a cycle writes to.
-var benchTables = []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events", "webhook_deliveries"}
+var benchTables = []string{"sessions", "snapshots", "interrupts", "interrupt_events", "webhook_deliveries"}
 
 // tableBytes is the on-disk size of the tables a cycle writes, indexes
 // included.
@@ -436,8 +436,8 @@ func flatness(ctx context.Context, admin *pgxpool.Pool, cycle cycleFunc, n int) 
 	bytesBetween := func(from, to time.Time) (float64, error) {
 		var total int64
 		for _, q := range []string{
+			// A snapshot's row holds the messages its turn wrote.
 			`SELECT coalesce(sum(pg_column_size(t.*)), 0)::bigint FROM snapshots t WHERE session_id = $1 AND created_at >= $2 AND created_at < $3`,
-			`SELECT coalesce(sum(pg_column_size(m.*)), 0)::bigint FROM messages m JOIN snapshots s ON s.tenant_id = m.tenant_id AND s.id = m.snapshot_id WHERE s.session_id = $1 AND s.created_at >= $2 AND s.created_at < $3`,
 			`SELECT coalesce(sum(pg_column_size(i.*)), 0)::bigint FROM interrupts i WHERE session_id = $1 AND created_at >= $2 AND created_at < $3`,
 			`SELECT coalesce(sum(pg_column_size(e.*)), 0)::bigint FROM interrupt_events e JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id WHERE i.session_id = $1 AND e.created_at >= $2 AND e.created_at < $3`,
 		} {

@@ -34,17 +34,16 @@ const pruneTenant = "prunable"
 // seedPrunable writes the rows as the tables' owner, in one statement per
 // table.
 func seedPrunable(ctx context.Context, admin *pgxpool.Pool, rows int) error {
-	n := max(rows/8, 1)
+	n := max(rows/5, 1) // a session, its snapshot, an interrupt and two events
 	steps := []string{
 		`INSERT INTO tenants (id, name) VALUES ('prunable', 'prunable')`,
 		`INSERT INTO retention_policies (tenant_id, completed_seconds, failed_seconds) VALUES ('prunable', 3600, 3600)`,
 		`INSERT INTO sessions (tenant_id, id, agent, latest_snapshot_id, created_at, updated_at)
 		 SELECT 'prunable', 's' || g, 'bench', 'p' || g, now() - interval '2 days', now() - interval '2 days' FROM generate_series(1, $1::int) g`,
-		`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, message_count, created_at, updated_at)
-		 SELECT 'prunable', 'p' || g, 's' || g, 'bench', 'completed', 3, now() - interval '2 days', now() - interval '2 days' FROM generate_series(1, $1::int) g`,
-		`INSERT INTO messages (tenant_id, snapshot_id, position, role, body)
-		 SELECT 'prunable', 'p' || g, m, CASE WHEN m = 1 THEN 'model' ELSE 'user' END, '{"role":"user","content":[{"text":"Transfer $50 to account 12345"}]}'
-		 FROM generate_series(1, $1::int) g, generate_series(0, 2) m`,
+		`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, message_count, created_at, updated_at, messages_from, messages)
+		 SELECT 'prunable', 'p' || g, 's' || g, 'bench', 'completed', 3, now() - interval '2 days', now() - interval '2 days', 0,
+		        '[{"role":"user","content":[{"text":"Transfer $50 to account 12345"}]},{"role":"model","content":[{"text":"Done."}]},{"role":"user","content":[{"text":"Transfer $50 to account 12345"}]}]'
+		 FROM generate_series(1, $1::int) g`,
 		`INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, status, created_at, resolved_at)
 		 SELECT 'prunable', gen_random_uuid(), 's' || g, 'p' || g, 'bench', 'userApproval', 'a1', 'resolved', now() - interval '2 days', now() - interval '2 days'
 		 FROM generate_series(1, $1::int) g`,

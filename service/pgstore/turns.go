@@ -318,6 +318,40 @@ func (s *PgStore) writeTurn(ctx context.Context, w *service.SnapshotWrite) error
 	})
 }
 
+// messageRun is how a snapshot row holds the messages its turn wrote: the
+// first position, and a JSON array of the bodies from it to the last,
+// with null at a position the turn did not write. Both are nil when it
+// wrote none.
+func messageRun(msgs []service.PositionedMessage) (*int32, []byte) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	first, last := msgs[0].Position, msgs[0].Position
+	size := 2
+	for _, m := range msgs {
+		first, last = min(first, m.Position), max(last, m.Position)
+		size += len(m.Body) + 1
+	}
+	at := make([][]byte, last-first+1)
+	for _, m := range msgs {
+		at[m.Position-first] = m.Body
+	}
+	buf := make([]byte, 0, size+5*(len(at)-len(msgs)))
+	buf = append(buf, '[')
+	for i, b := range at {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if b == nil {
+			b = []byte("null")
+		}
+		buf = append(buf, b...)
+	}
+	buf = append(buf, ']')
+	from := int32(first)
+	return &from, buf
+}
+
 // writeTurnParams encodes a snapshot write for the WriteTurn statement, with
 // created events for its interrupts and resolved events for its claims.
 func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
@@ -332,11 +366,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser), AgentVersion: int32(w.AgentVersion),
 		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending, ExpectedHead: w.ExpectedHead,
 	}
-	for _, m := range w.Messages {
-		p.Positions = append(p.Positions, int32(m.Position))
-		p.Roles = append(p.Roles, m.Role)
-		p.Bodies = append(p.Bodies, m.Body)
-	}
+	p.MessagesFrom, p.Messages = messageRun(w.Messages)
 	var events eventBatch
 	for _, in := range w.Interrupts {
 		id := uuid.New()
