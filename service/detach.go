@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // pump forwards inputs to the turn queue and handles detach as soon as it
@@ -94,7 +92,7 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		Agent:        inv.agent.Name,
 		SessionID:    inv.sess.id,
 		EndUser:      inv.caller.EndUser,
-		SnapshotID:   uuid.NewString(),
+		SnapshotID:   NewRowID().String(),
 		ParentID:     inv.baseID,
 		Status:       StatusPending,
 		Custom:       inv.last.good.Custom,

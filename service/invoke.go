@@ -481,7 +481,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	case init.State != nil:
 		err = inv.fromState(ctx, init.State)
 	default:
-		inv.sess = &sessionState{id: uuid.NewString(), owner: inv.caller.EndUser}
+		inv.sess = &sessionState{id: NewRowID().String(), owner: inv.caller.EndUser}
 	}
 	if err != nil {
 		return err
@@ -601,7 +601,7 @@ func (inv *invocation) latestCompleted(ctx context.Context, sess *StoredSession)
 func (inv *invocation) fromState(ctx context.Context, st *SessionState) error {
 	id := st.SessionID
 	if id == "" {
-		id = uuid.NewString()
+		id = NewRowID().String()
 	}
 	inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
 	verified, err := inv.rt.verifyState(ctx, inv.caller, inv.agent.Name, *st)
@@ -787,7 +787,7 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 	t := &Turn{inv: inv, input: in}
 	*tp = t
 	if inv.agent.ServerManaged {
-		t.snapshotID = uuid.NewString()
+		t.snapshotID = NewRowID().String()
 		if inv.isDetached() {
 			t.snapshotID = inv.det.id
 		}
@@ -940,7 +940,7 @@ func (inv *invocation) checkpoint(ctx context.Context, t *Turn, tr turnRecord) b
 		return false
 	}
 	inv.last.good = inv.sess.state()
-	t.snapshotID = uuid.NewString()
+	t.snapshotID = NewRowID().String()
 	return true
 }
 

@@ -137,7 +137,7 @@ func (t *Turn) turnID() string {
 		return t.snapshotID
 	}
 	if t.ownID == "" {
-		t.ownID = uuid.NewString()
+		t.ownID = NewRowID().String()
 	}
 	return t.ownID
 }

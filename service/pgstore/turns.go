@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
 )
@@ -369,7 +367,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 	p.MessagesFrom, p.Messages = messageRun(w.Messages)
 	var events eventBatch
 	for _, in := range w.Interrupts {
-		id := uuid.New()
+		id := service.NewRowID()
 		p.InterruptIDs = append(p.InterruptIDs, id)
 		p.Tools = append(p.Tools, in.Tool)
 		p.Refs = append(p.Refs, in.Ref)
