@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
@@ -92,10 +93,22 @@ func TestStoragePerTurnIsFlat(t *testing.T) {
 		}
 		snaps = append(snaps, out.SnapshotID)
 	}
-	type written struct{ rows, bytes int }
+	// The ids begin with their time, so the keys holding them grow at
+	// their end (migration 00030).
+	for i, id := range snaps {
+		if u, err := uuid.Parse(id); err != nil || u.Version() != 7 {
+			t.Fatalf("snapshot id %q is not a version 7 UUID (%v)", id, err)
+		}
+		if i > 0 && id <= snaps[i-1] {
+			t.Fatalf("snapshot id %s of turn %d sorts before %s of the turn before", id, i+1, snaps[i-1])
+		}
+	}
+	type written struct{ rows, bytes, row int }
 	perSnap := func(id string) written {
 		var w written
-		err := pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(octet_length(body::text)), 0) FROM messages WHERE tenant_id = 'default' AND snapshot_id = $1`, id).Scan(&w.rows, &w.bytes)
+		err := pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(octet_length(body::text)), 0),
+			(SELECT pg_column_size(s.*) FROM snapshots s WHERE s.tenant_id = 'default' AND s.id = $1)
+			FROM messages WHERE tenant_id = 'default' AND snapshot_id = $1`, id).Scan(&w.rows, &w.bytes, &w.row)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +118,8 @@ func TestStoragePerTurnIsFlat(t *testing.T) {
 	if first.rows != 2 || last.rows != 2 {
 		t.Fatalf("rows written per turn: turn 2 = %d, turn %d = %d; want 2 each", first.rows, turns, last.rows)
 	}
-	if first.bytes != last.bytes {
-		t.Fatalf("bytes written per turn grew: turn 2 = %d, turn %d = %d", first.bytes, turns, last.bytes)
+	if first.bytes != last.bytes || first.row != last.row {
+		t.Fatalf("bytes written per turn grew: turn 2 = %d (a %d-byte snapshot row), turn %d = %d (%d)", first.bytes, first.row, turns, last.bytes, last.row)
 	}
 	snap, err := rt.GetSnapshot(ctx, testCaller, "chat", service.SnapshotLookup{SessionID: "s1"})
 	if err != nil {
