@@ -59,7 +59,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		msg := resp.Message
 		requests := toolRequestIndexes(msg)
 		if len(requests) == 0 {
-			inv.sess.messages = append(inv.sess.messages, msg)
+			inv.sess.add(msg)
 			return resp.FinishReason, tr, nil
 		}
 		if round+1 > maxRounds {
@@ -74,7 +74,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		}
 		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: responses, Index: intPtr(index)}})
 		index++
-		inv.sess.messages = append(inv.sess.messages, msg, Message{Role: RoleTool, Content: responses})
+		inv.sess.add(msg, Message{Role: RoleTool, Content: responses})
 	}
 }
 
@@ -189,14 +189,14 @@ func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []Interrupt
 func (inv *invocation) callModel(ctx context.Context, index int) (*ModelResponse, error) {
 	a := inv.agent
 	req := &ModelRequest{Tools: a.toolDefinitions(), Config: a.Config}
-	// The history is shared with the model, not copied deeply: models must
-	// not modify requests, and copying every message of a long
-	// conversation on each call would make a turn cost grow with it.
-	req.Messages = make([]Message, 0, len(inv.sess.messages)+1)
+	// The history is the session's own array, not a copy: models must not
+	// modify requests, and copying every message of a long conversation on
+	// each call would make a turn cost grow with it.
+	var system *Message
 	if a.System != "" {
-		req.Messages = append(req.Messages, Message{Role: RoleSystem, Content: []Part{TextPart(a.System)}})
+		system = &Message{Role: RoleSystem, Content: []Part{TextPart(a.System)}}
 	}
-	req.Messages = append(req.Messages, inv.sess.messages...)
+	req.Messages = inv.sess.modelView(system)
 	var resp *ModelResponse
 	start := time.Now()
 	ctx, span := inv.rt.tracer.Start(ctx, "holdpoint.model", oteltrace.WithAttributes(
@@ -278,7 +278,7 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 	if !interrupted {
 		return responses, false, nil
 	}
-	inv.sess.messages = append(inv.sess.messages, revised)
+	inv.sess.add(revised)
 	var paused []Part
 	for _, i := range requests {
 		paused = append(paused, revised.Content[i])
@@ -630,7 +630,7 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 	}
 	toolMsg := Message{Role: RoleTool, Content: responses, Metadata: Metadata{metaResumed: resumedMeta}}
 	inv.sess.replaceMessage(lastIdx, last)
-	inv.sess.messages = append(inv.sess.messages, toolMsg)
+	inv.sess.add(toolMsg)
 	return toolMsg, false, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -409,9 +410,70 @@ type sessionState struct {
 	// the history was set wholesale, so every position must be compared.
 	touched  map[int]bool
 	replaced bool
-	// shared says a view (state) or the snapshot cache may be looking at
-	// the messages' backing array: it must be copied before a rewrite.
+	// shared says a view (state), the snapshot cache or a model request
+	// may be looking at the messages' backing array: it must be copied
+	// before a rewrite.
 	shared bool
+	// front is the array the messages live in once this invocation copied
+	// them (grow), from front[1] on: front[0] is a slot before the first
+	// message where callModel puts the agent's system message, so that a
+	// model request is a view of the history rather than a copy of it.
+	// Appends that go past its capacity (a plain append) leave it, and
+	// the next grow copies again (inFront tells).
+	front []Message
+	// frontSystem says front[0] holds the system message.
+	frontSystem bool
+}
+
+// inFront reports whether the messages start at front[1].
+func (s *sessionState) inFront() bool {
+	if cap(s.front) < 2 || cap(s.messages) == 0 {
+		return false
+	}
+	return &s.front[:2][1] == &s.messages[:1][0]
+}
+
+// grow copies the messages into a new array of this invocation's, after a
+// free slot and with room for extra more (and an eighth as many again, so
+// that appending copies a long history once per invocation, not once per
+// message).
+func (s *sessionState) grow(extra int) {
+	n := len(s.messages)
+	buf := make([]Message, 1+n, 1+n+extra+n/8+16)
+	copy(buf[1:], s.messages)
+	s.front, s.frontSystem = buf, false
+	s.messages = buf[1 : 1+n]
+	s.shared = false
+}
+
+// add appends messages to the history. The array they go into is this
+// invocation's (views of the history have their capacity cut to their
+// length, so none sees the appended positions).
+func (s *sessionState) add(msgs ...Message) {
+	if !s.inFront() || cap(s.messages)-len(s.messages) < len(msgs) {
+		s.grow(len(msgs))
+	}
+	s.messages = append(s.messages, msgs...)
+}
+
+// modelView is the history for a model request, with system (when not
+// nil) as a leading message: a view of the session's array, which the
+// model must neither change nor keep. Until a copy, the session treats the
+// array as shared.
+func (s *sessionState) modelView(system *Message) []Message {
+	n := len(s.messages)
+	s.shared = true
+	if system == nil {
+		return s.messages[:n:n]
+	}
+	if !s.inFront() {
+		s.grow(1)
+		s.shared = true
+	}
+	if !s.frontSystem {
+		s.front[0], s.frontSystem = *system, true
+	}
+	return s.front[: 1+n : 1+n]
 }
 
 // touch marks a position rewritten in place.
@@ -441,8 +503,7 @@ func (s *sessionState) state() SessionState {
 // replaceMessage rewrites the message at position i, copy-on-write.
 func (s *sessionState) replaceMessage(i int, m Message) {
 	if s.shared {
-		s.messages = slices.Clone(s.messages)
-		s.shared = false
+		s.grow(2) // a resume appends the tool message next
 	}
 	s.messages[i] = m
 	s.touch(i)
@@ -781,7 +842,7 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 		return err
 	}
 	if in.Message != nil {
-		inv.sess.messages = append(inv.sess.messages, in.Message.Clone())
+		inv.sess.add(in.Message.Clone())
 	}
 	inv.patches.firstInTurn = true
 	t := &Turn{inv: inv, input: in}
@@ -1079,22 +1140,37 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		ExpectedHead: inv.expectedHead,
 	}
 	sess := inv.sess
-	for i, m := range msgs {
-		inBase := i < len(inv.baseBodies)
-		if inBase && !sess.replaced && !sess.touched[i] {
-			bodies[i] = inv.baseBodies[i] // unchanged since the base: not written again
-			continue
-		}
-		b, err := json.Marshal(m)
+	// Positions below the base's count that were not rewritten are the
+	// base's: not encoded nor written again. (Once the history was set
+	// wholesale, every position is compared.)
+	same := 0
+	if !sess.replaced {
+		same = copy(bodies, inv.baseBodies)
+	}
+	encode := func(i int) error {
+		b, err := json.Marshal(msgs[i])
 		if err != nil {
-			return nil, nil, fmt.Errorf("encoding message %d: %w", i, err)
+			return fmt.Errorf("encoding message %d: %w", i, err)
 		}
 		bodies[i] = b
-		if inBase && jsonEqual(inv.baseBodies[i], b) {
+		if i < len(inv.baseBodies) && jsonEqual(inv.baseBodies[i], b) {
 			bodies[i] = inv.baseBodies[i]
-			continue
+			return nil
 		}
-		w.Messages = append(w.Messages, PositionedMessage{Position: i, Role: m.Role, Body: b})
+		w.Messages = append(w.Messages, PositionedMessage{Position: i, Role: msgs[i].Role, Body: b})
+		return nil
+	}
+	for _, i := range slices.Sorted(maps.Keys(sess.touched)) {
+		if i < same {
+			if err := encode(i); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for i := same; i < len(msgs); i++ {
+		if err := encode(i); err != nil {
+			return nil, nil, err
+		}
 	}
 	return w, bodies, nil
 }

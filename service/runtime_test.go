@@ -482,3 +482,41 @@ func TestRefusedResumeKeepsFailedSnapshot(t *testing.T) {
 		t.Fatalf("sessionId resume after the failed turn: %v %+v", err, done)
 	}
 }
+
+// TestResumeWritesWhatItChanged checks what a resume's snapshot stores: the
+// interrupted request it rewrote (marked resolvedInterrupt) and what it
+// added, and not the messages before it, which its parent wrote.
+func TestResumeWritesWhatItChanged(t *testing.T) {
+	t.Parallel()
+	rt, pool := newRuntime(t)
+	ctx := context.Background()
+	approvalAgent(t, rt)
+	out, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay it"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	paused := out.SnapshotID
+	done, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{SnapshotID: paused}, service.AgentInput{Resume: &service.Resume{
+		Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "a1", Output: json.RawMessage(`{"approved":true}`)}}}}}, nil)
+	if err != nil || done.FinishReason != "stop" {
+		t.Fatalf("resume: %v %+v", err, done)
+	}
+	written := func(snapshot string) string {
+		t.Helper()
+		var s string
+		err := pool.QueryRow(ctx, `SELECT string_agg(position || ':' || role || ':' ||
+				coalesce((SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_array_elements(body -> 'content') c,
+				          jsonb_object_keys(coalesce(c -> 'metadata', '{}')) k), ''), ' ' ORDER BY position)
+			FROM messages WHERE tenant_id = 'default' AND snapshot_id = $1`, snapshot).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got, want := written(paused), "0:user: 1:model:interrupt"; got != want {
+		t.Errorf("the paused snapshot wrote %q, want %q", got, want)
+	}
+	if got, want := written(done.SnapshotID), "1:model:resolvedInterrupt 2:tool: 3:model: 4:tool: 5:model:"; got != want {
+		t.Errorf("the resume's snapshot wrote %q, want %q", got, want)
+	}
+}

@@ -81,7 +81,7 @@ func (t *Turn) Messages() []Message {
 
 // AddMessages appends messages to the history.
 func (t *Turn) AddMessages(msgs ...Message) {
-	t.inv.sess.messages = append(t.inv.sess.messages, cloneMessages(msgs)...)
+	t.inv.sess.add(cloneMessages(msgs)...)
 }
 
 // SetMessages replaces the history.
