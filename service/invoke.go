@@ -458,8 +458,8 @@ func (s *sessionState) add(msgs ...Message) {
 
 // modelView is the history for a model request, with system (when not
 // nil) as a leading message: a view of the session's array, which the
-// model must neither change nor keep. Until a copy, the session treats the
-// array as shared.
+// model must not change. It may keep it: the session treats the array as
+// shared from then on, so a later rewrite copies it first.
 func (s *sessionState) modelView(system *Message) []Message {
 	n := len(s.messages)
 	s.shared = true
