@@ -17,9 +17,10 @@ import (
 // PruneConfig seeds prunable rows before the run and prunes them during
 // it, to measure what pruning costs concurrent turns.
 type PruneConfig struct {
-	// Seed is about how many rows to seed: old completed sessions of the
-	// tenant "prunable", eight rows each (session, snapshot, three
-	// messages, interrupt, two audit events).
+	// Seed sets how many old completed sessions of the tenant "prunable"
+	// to seed: one per eight rows (a session, its snapshot holding three
+	// messages, an interrupt and two audit events: eight rows until
+	// migration 00029 put the messages in the snapshot's row, five now).
 	Seed int
 	// Run prunes them while the turns run (with Batch, Pause and Share).
 	Run   bool
@@ -34,7 +35,7 @@ const pruneTenant = "prunable"
 // seedPrunable writes the rows as the tables' owner, in one statement per
 // table.
 func seedPrunable(ctx context.Context, admin *pgxpool.Pool, rows int) error {
-	n := max(rows/5, 1) // a session, its snapshot, an interrupt and two events
+	n := max(rows/8, 1)
 	steps := []string{
 		`INSERT INTO tenants (id, name) VALUES ('prunable', 'prunable')`,
 		`INSERT INTO retention_policies (tenant_id, completed_seconds, failed_seconds) VALUES ('prunable', 3600, 3600)`,

@@ -41,7 +41,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Webhooks.Drain, "webhook-drain", false, "with --webhook: deliver nothing while the turns run, then deliver the events they left in the log and print the rate and the CPU per delivery (this process's and the rest of the machine's)")
 	fs.IntVar(&cfg.Webhooks.Backlog, "webhook-backlog", 0, "queue this many deliveries to a slow loopback endpoint before the run")
 	fs.DurationVar(&cfg.Webhooks.Slow, "webhook-slow", 2*time.Second, "how long the slow endpoint takes to answer (--webhook-backlog)")
-	fs.IntVar(&cfg.Prune.Seed, "seed-prunable", 0, "seed about this many rows of old completed sessions (a tenant of their own) before the run")
+	fs.IntVar(&cfg.Prune.Seed, "seed-prunable", 0, "seed old completed sessions (a tenant of their own) before the run: one per 8 of this number (8 rows each before migration 00029, 5 now)")
 	fs.BoolVar(&cfg.Prune.Run, "prune", false, "prune the seeded rows while the turns run (--prune-batch, --prune-pause)")
 	fs.IntVar(&cfg.Prune.Batch, "prune-batch", 0, "sessions per prune transaction (default: platform prune's)")
 	fs.DurationVar(&cfg.Prune.Pause, "prune-pause", 0, "least wait between prune batches (default: platform prune's)")
