@@ -1157,7 +1157,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 			bodies[i] = inv.baseBodies[i]
 			return nil
 		}
-		w.Messages = append(w.Messages, PositionedMessage{Position: i, Role: msgs[i].Role, Body: b})
+		w.Messages = append(w.Messages, PositionedMessage{Position: i, Body: b})
 		return nil
 	}
 	for _, i := range slices.Sorted(maps.Keys(sess.touched)) {

@@ -297,10 +297,10 @@ type SnapshotWrite struct {
 	Actor string
 }
 
-// PositionedMessage is a message at its position in the history.
+// PositionedMessage is a message (its JSON, which holds its role) at its
+// position in the history.
 type PositionedMessage struct {
 	Position int
-	Role     string
 	Body     []byte
 }
 

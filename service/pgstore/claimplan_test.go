@@ -53,7 +53,7 @@ func TestClaimsLookInterruptsUpByKey(t *testing.T) {
 	paused := func(session string) *service.SnapshotWrite {
 		w := &service.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: session, SnapshotID: session + "-1",
 			Status: service.StatusCompleted, FinishReason: service.FinishInterrupted, MessageCount: 1,
-			Messages:   []service.PositionedMessage{{Position: 0, Role: "user", Body: []byte(`{"role":"user","content":[{"text":"hi"}]}`)}},
+			Messages:   []service.PositionedMessage{{Position: 0, Body: []byte(`{"role":"user","content":[{"text":"hi"}]}`)}},
 			Interrupts: []service.NewInterrupt{{Tool: "approve", Ref: "r1", Input: json.RawMessage(`{}`)}}}
 		if _, err := store.CommitTurn(ctx, w); err != nil {
 			t.Fatal(err)

@@ -62,7 +62,7 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 			Status: service.StatusCompleted, FinishReason: "stop", MessageCount: count, Actor: "test"}
 		for p := range count {
 			if b, ok := msgs[p]; ok {
-				w.Messages = append(w.Messages, service.PositionedMessage{Position: p, Role: "user", Body: b})
+				w.Messages = append(w.Messages, service.PositionedMessage{Position: p, Body: b})
 			}
 		}
 		if ok, err := stores[0].CommitTurn(ctx, w); err != nil || !ok {
