@@ -82,7 +82,8 @@ func (q *Queries) DeleteTurnJob(ctx context.Context, arg DeleteTurnJobParams) er
 
 const insertTurnJob = `-- name: InsertTurnJob :exec
 INSERT INTO turn_jobs (tenant_id, snapshot_id, agent, session_id, parent_id, end_user, actor, inputs, preclaimed, owner)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+WHERE holdpoint_turn_jobs_below($1, $7, $11::integer, $12::integer)
 `
 
 type InsertTurnJobParams struct {
@@ -96,8 +97,12 @@ type InsertTurnJobParams struct {
 	Inputs     []byte
 	Preclaimed []uuid.UUID
 	Owner      *string
+	TenantCap  int32
+	ActorCap   int32
 }
 
+// Raises (holdpoint_turn_jobs_below) when the tenant or the actor already
+// has as many jobs as its bound, so the detach writes nothing.
 func (q *Queries) InsertTurnJob(ctx context.Context, arg InsertTurnJobParams) error {
 	_, err := q.db.Exec(ctx, insertTurnJob,
 		arg.TenantID,
@@ -110,6 +115,8 @@ func (q *Queries) InsertTurnJob(ctx context.Context, arg InsertTurnJobParams) er
 		arg.Inputs,
 		arg.Preclaimed,
 		arg.Owner,
+		arg.TenantCap,
+		arg.ActorCap,
 	)
 	return err
 }

@@ -149,19 +149,19 @@ WITH snap AS (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
         custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, messages
     ) VALUES (
-        $3, $4, $5, $6, $7, $8, $9, $10,
-        $11, $12, $13, $14, nullif($15::integer, 0),
-        $16::integer, $17::jsonb
+        $5, $7, $6, $8, $9, $10, $11, $12,
+        $13, $14, $15, $16, nullif($17::integer, 0),
+        $18::integer, $19::jsonb
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
         messages_from = EXCLUDED.messages_from, messages = EXCLUDED.messages, updated_at = now()
-    WHERE $18::boolean AND snapshots.status = 'pending'
+    WHERE $20::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
-    WHERE $18::boolean AND tenant_id = $3 AND snapshot_id = $4
+    WHERE $20::boolean AND tenant_id = $5 AND snapshot_id = $7
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written. A
@@ -169,8 +169,8 @@ WITH snap AS (
     -- moves it (sess_next), so a turn whose session retention removed
     -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    SELECT $3, $5, $6, $19, $4
-    WHERE $7::text IS NULL
+    SELECT $5, $6, $8, $21, $7
+    WHERE $9::text IS NULL
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
@@ -180,9 +180,9 @@ WITH snap AS (
     -- head it cached rather than read), the session moves only from that
     -- head; under READ COMMITTED the condition is checked again on the
     -- newest version of a row a concurrent writer changed.
-    UPDATE sessions SET latest_snapshot_id = $4, updated_at = now()
-    WHERE $7::text IS NOT NULL AND tenant_id = $3 AND id = $5
-      AND end_user IS NOT DISTINCT FROM $19 AND agent = $6
+    UPDATE sessions SET latest_snapshot_id = $7, updated_at = now()
+    WHERE $9::text IS NOT NULL AND tenant_id = $5 AND id = $6
+      AND end_user IS NOT DISTINCT FROM $21 AND agent = $8
       AND ($1::text = '' OR latest_snapshot_id = $1::text)
     RETURNING 1
 ), claim AS (
@@ -200,52 +200,52 @@ WITH snap AS (
     -- interrupts_inbox_idx, every pending version's entry until vacuum
     -- removes it, more with every claim.
     UPDATE interrupts i
-    SET status = 'resolved', resolution = k.resolution, resolved_by = $20::text, resolved_at = now(),
-        resumed_snapshot_id = $4
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $22::text, resolved_at = now(),
+        resumed_snapshot_id = $7
     FROM (
         SELECT x.id, k.resolution
         FROM (
-            SELECT unnest($2::text[]) AS tool, unnest($21::text[]) AS ref,
-                   unnest($22::jsonb[]) AS resolution
+            SELECT unnest($2::text[]) AS tool, unnest($23::text[]) AS ref,
+                   unnest($24::jsonb[]) AS resolution
         ) AS k
         CROSS JOIN LATERAL (
             SELECT x.id FROM interrupts x
-            WHERE x.tenant_id = $3 AND x.snapshot_id = $7::text AND x.tool = k.tool AND x.ref = k.ref
+            WHERE x.tenant_id = $5 AND x.snapshot_id = $9::text AND x.tool = k.tool AND x.ref = k.ref
             LIMIT 1
         ) AS x
     ) AS k
-    WHERE i.tenant_id = $3 AND i.id = k.id AND (i.status = 'pending') IS TRUE
+    WHERE i.tenant_id = $5 AND i.id = k.id AND (i.status = 'pending') IS TRUE
     RETURNING i.id
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
                             previous_id)
-    SELECT $3, i.id, $5, $4, $6, i.tool, i.ref, i.input, i.metadata,
+    SELECT $5, i.id, $6, $7, $8, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire,
            CASE WHEN i.repause THEN (
                SELECT p.id FROM interrupts p
-               WHERE p.tenant_id = $3 AND p.snapshot_id = $7 AND p.tool = i.tool AND p.ref = i.ref
+               WHERE p.tenant_id = $5 AND p.snapshot_id = $9 AND p.tool = i.tool AND p.ref = i.ref
            ) END
     FROM (
-        SELECT unnest($23::uuid[]) AS id, unnest($24::text[]) AS tool, unnest($25::text[]) AS ref,
-               unnest($26::jsonb[]) AS input, unnest($27::jsonb[]) AS metadata,
-               unnest($28::bigint[]) AS expires_in_ms, unnest($29::jsonb[]) AS on_expire,
-               unnest($30::boolean[]) AS repause
+        SELECT unnest($3::uuid[]) AS id, unnest($25::text[]) AS tool, unnest($26::text[]) AS ref,
+               unnest($27::jsonb[]) AS input, unnest($28::jsonb[]) AS metadata,
+               unnest($29::bigint[]) AS expires_in_ms, unnest($30::jsonb[]) AS on_expire,
+               unnest($31::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $3, e.interrupt_id, e.type, $20::text, e.payload
+    SELECT $5, e.interrupt_id, e.type, $22::text, e.payload
     FROM (
-        SELECT unnest($31::uuid[]) AS interrupt_id, unnest($32::text[]) AS type,
-               unnest($33::jsonb[]) AS payload
+        SELECT unnest($32::uuid[]) AS interrupt_id, unnest($33::text[]) AS type,
+               unnest($34::jsonb[]) AS payload
         UNION ALL
-        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $4::text) FROM claim c
+        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $7::text) FROM claim c
         UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
-        SELECT NULL::uuid, $34::text, jsonb_build_object('snapshotId', $4::text)
-        WHERE $34::text <> ''
+        SELECT NULL::uuid, $35::text, jsonb_build_object('snapshotId', $7::text)
+        WHERE $35::text <> ''
     ) AS e
 )
 SELECT CASE
@@ -253,6 +253,14 @@ SELECT CASE
     WHEN $1::text <> '' AND NOT EXISTS (SELECT 1 FROM sess_next) THEN holdpoint_session_moved()
     WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
     WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality($2::text[]), 0) THEN holdpoint_claim_refused()
+    -- The session's pending interrupts, counted before this statement
+    -- (less those it claims, plus those it adds), stay within the bound
+    -- (interrupts_pending_session_idx holds only pending ones).
+    WHEN coalesce(cardinality($3::uuid[]), 0) > 0 AND $4::integer > 0
+         AND (SELECT count(*) FROM interrupts p
+              WHERE p.tenant_id = $5 AND p.session_id = $6 AND p.status = 'pending')
+             - (SELECT count(*) FROM claim) + cardinality($3::uuid[]) > $4::integer
+        THEN holdpoint_too_many_pending()
     ELSE true
 END
 `
@@ -260,9 +268,11 @@ END
 type WriteTurnParams struct {
 	ExpectedHead      string
 	ClaimTools        []string
+	InterruptIDs      []uuid.UUID
+	MaxPending        int32
 	TenantID          string
-	SnapshotID        string
 	SessionID         string
+	SnapshotID        string
 	Agent             string
 	ParentID          *string
 	Status            string
@@ -280,7 +290,6 @@ type WriteTurnParams struct {
 	Actor             string
 	ClaimRefs         []string
 	ClaimResolutions  [][]byte
-	InterruptIDs      []uuid.UUID
 	Tools             []string
 	Refs              []string
 	Inputs            [][]byte
@@ -310,9 +319,11 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 	_, err := q.db.Exec(ctx, writeTurn,
 		arg.ExpectedHead,
 		arg.ClaimTools,
+		arg.InterruptIDs,
+		arg.MaxPending,
 		arg.TenantID,
-		arg.SnapshotID,
 		arg.SessionID,
+		arg.SnapshotID,
 		arg.Agent,
 		arg.ParentID,
 		arg.Status,
@@ -330,7 +341,6 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.Actor,
 		arg.ClaimRefs,
 		arg.ClaimResolutions,
-		arg.InterruptIDs,
 		arg.Tools,
 		arg.Refs,
 		arg.Inputs,

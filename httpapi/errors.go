@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -160,6 +162,10 @@ func (a *api) handleError(err error, c echo.Context) {
 			}
 		}
 		return
+	}
+	var se *service.Error
+	if errors.As(err, &se) && se.RetryAfter > 0 {
+		res.Header().Set("Retry-After", strconv.FormatInt(int64(max(se.RetryAfter.Round(time.Second)/time.Second, 1)), 10))
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)

@@ -1,6 +1,9 @@
 -- name: InsertTurnJob :exec
+-- Raises (holdpoint_turn_jobs_below) when the tenant or the actor already
+-- has as many jobs as its bound, so the detach writes nothing.
 INSERT INTO turn_jobs (tenant_id, snapshot_id, agent, session_id, parent_id, end_user, actor, inputs, preclaimed, owner)
-VALUES (@tenant_id, @snapshot_id, @agent, @session_id, @parent_id, @end_user, @actor, @inputs, @preclaimed, @owner);
+SELECT @tenant_id, @snapshot_id, @agent, @session_id, @parent_id, @end_user, @actor, @inputs, @preclaimed, @owner
+WHERE holdpoint_turn_jobs_below(@tenant_id, @actor, @tenant_cap::integer, @actor_cap::integer);
 
 -- name: ClaimNextTurnJob :one
 -- Takes the oldest job nobody owns, or whose owner stopped heartbeating,

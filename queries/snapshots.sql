@@ -150,5 +150,13 @@ SELECT CASE
     WHEN @expected_head::text <> '' AND NOT EXISTS (SELECT 1 FROM sess_next) THEN holdpoint_session_moved()
     WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
     WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality(@claim_tools::text[]), 0) THEN holdpoint_claim_refused()
+    -- The session's pending interrupts, counted before this statement
+    -- (less those it claims, plus those it adds), stay within the bound
+    -- (interrupts_pending_session_idx holds only pending ones).
+    WHEN coalesce(cardinality(@interrupt_ids::uuid[]), 0) > 0 AND @max_pending::integer > 0
+         AND (SELECT count(*) FROM interrupts p
+              WHERE p.tenant_id = @tenant_id AND p.session_id = @session_id AND p.status = 'pending')
+             - (SELECT count(*) FROM claim) + cardinality(@interrupt_ids::uuid[]) > @max_pending::integer
+        THEN holdpoint_too_many_pending()
     ELSE true
 END;

@@ -38,6 +38,9 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 			if !in.Detach {
 				inv.track(ctx, in)
 			}
+			if inv.det.queued {
+				continue // the job has it, for the worker that takes it
+			}
 			select {
 			case queue <- in:
 			case <-ctx.Done():
@@ -103,24 +106,62 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	// The job records the work still to do (the turn in progress, if any,
 	// and this input) before the client learns the snapshot id, so another
 	// instance can finish it if this one dies.
+	lim := inv.rt.detach
 	job := &TurnJob{
 		TenantID: w.TenantID, SnapshotID: w.SnapshotID, Agent: w.Agent, SessionID: w.SessionID,
 		ParentID: w.ParentID, EndUser: w.EndUser, Actor: inv.caller.Actor,
 		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
+		TenantCap: lim.PerTenant, ActorCap: lim.PerCredential,
 	}
-	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return Errorf(CodeNotFound, "Session %s not found", w.SessionID)
-		}
-		return err
+	// A detach that starts its work (no turn of this invocation is under
+	// way) runs here only in a free slot; without one its job is queued,
+	// owned by nobody, for the first instance with a slot to take. A turn
+	// already running when the detach came goes on here either way.
+	inv.det.slot = inv.rt.takeJobSlot()
+	inv.det.queued = !inv.det.slot && len(job.Inputs) == 1 && in.hasPayload()
+	owner := inv.rt.instanceID
+	if inv.det.queued {
+		owner = ""
+	}
+	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, owner); err != nil {
+		inv.releaseSlot()
+		inv.det.queued = false
+		return inv.detachError(err, w.SessionID)
 	}
 	inv.det.id = w.SnapshotID
-	inv.startBackground(false)
+	if inv.det.queued {
+		inv.rt.kickJobs()
+	} else {
+		inv.startBackground(false)
+	}
 	inv.mu.Lock()
 	inv.detached = true
 	inv.mu.Unlock()
 	close(inv.det.ch)
 	return nil
+}
+
+// detachError is what a detach whose pending snapshot the store refused
+// fails with; nothing was written.
+func (inv *invocation) detachError(err error, sessionID string) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Errorf(CodeNotFound, "Session %s not found", sessionID)
+	case errors.Is(err, ErrTooManyDetached):
+		lim := inv.rt.detach
+		e := exhausted("Too many detached turns are queued or running: at most %d for this tenant and %d for this credential. Wait for some to finish, or abort them.", lim.PerTenant, lim.PerCredential)
+		e.RetryAfter = lim.RetryAfter
+		return e
+	}
+	return err
+}
+
+// releaseSlot gives back the instance's job slot the detached turn held.
+func (inv *invocation) releaseSlot() {
+	if inv.det.slot {
+		inv.det.slot = false
+		inv.rt.releaseJobSlot()
+	}
 }
 
 // startBackground registers the detached turn for abort and starts its
@@ -171,9 +212,10 @@ func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 // finishDetached finalizes the pending snapshot of a detached invocation:
 // completed or failed, unless it was aborted meanwhile.
 func (inv *invocation) finishDetached(out *AgentOutput) {
-	if !inv.isDetached() {
-		return
+	if !inv.isDetached() || inv.det.queued {
+		return // nothing ran here: a queued job is another worker's
 	}
+	defer inv.releaseSlot()
 	defer inv.rt.obs.JobEnded()
 	inv.det.stopHeartbeat()
 	<-inv.det.heartbeatDone
@@ -208,6 +250,12 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	defer cancel()
 	sctx, span := inv.rt.storeSpan(context.WithoutCancel(ctx), "holdpoint.store.finalize_detached")
 	committed, err := inv.rt.store.CommitTurn(sctx, w)
+	if errors.Is(err, ErrTooManyPending) {
+		// Its interrupts would pass the session's bound: the turn ends
+		// failed instead, pausing on none.
+		w.Status, w.FinishReason, w.Error, w.Interrupts = StatusFailed, FinishFailed, details(inv.tooManyPending()), nil
+		committed, err = inv.rt.store.CommitTurn(sctx, w)
+	}
 	endSpan(span, err)
 	if err == nil && committed {
 		for _, ni := range w.Interrupts {

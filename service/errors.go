@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Canonical status codes of the protocol.
@@ -28,6 +29,9 @@ type Error struct {
 	// Details is extra public information (e.g. schema violations).
 	Details any
 	Cause   error
+	// RetryAfter, when positive, is how long the client should wait
+	// before trying again (HTTP Retry-After).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -50,6 +50,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 	if maxRounds <= 0 {
 		maxRounds = 5
 	}
+	maxRounds = min(maxRounds, inv.rt.limits.ToolRounds)
 	for round := 0; ; round++ {
 		resp, err := inv.callModel(ctx, index)
 		if err != nil {
@@ -57,6 +58,9 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		}
 		index++
 		msg := resp.Message
+		if err := inv.chargeModel(t, msg); err != nil {
+			return "", tr, err
+		}
 		requests := toolRequestIndexes(msg)
 		if len(requests) == 0 {
 			inv.sess.add(msg)
@@ -64,6 +68,9 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 		}
 		if round+1 > maxRounds {
 			return "", tr, Errorf(CodeAborted, "Exceeded maximum tool call iterations (%d)", maxRounds)
+		}
+		if err := inv.checkToolRequests(msg, requests, len(tr.interrupts)); err != nil {
+			return "", tr, err
 		}
 		responses, interrupted, err := inv.runRequestedTools(ctx, t, round, msg, requests, &tr)
 		if err != nil {
@@ -391,6 +398,9 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 			return nil, interruptedPart(part, ie.Metadata), nil
 		}
 		return nil, nil, inv.hideError(err, CodeInternal, "tool "+req.Name)
+	}
+	if err := inv.chargeToolOutput(t, req.Name, out); err != nil {
+		return nil, nil, err
 	}
 	if violations := validateAgainstSchema(tool.OutputSchema, rawOr(out, "null")); len(violations) > 0 {
 		// The tool ran; what it returned is a bug of the agent's code.

@@ -386,6 +386,10 @@ type detachState struct {
 	// journal makes tool calls record their outcomes at once, so a
 	// takeover does not run them again.
 	journal bool
+	// slot says the turn holds one of the instance's job slots; queued
+	// says its job waits in the database for a worker with a free slot,
+	// and nothing runs here.
+	slot, queued bool
 	// lostJob is set when another instance took this detached turn over.
 	lostJob       atomic.Bool
 	stopHeartbeat context.CancelFunc
@@ -813,6 +817,9 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) (err error) {
 			}
 		}
 		inv.rt.obs.TurnFinished(inv.metricAgent(), finish, time.Since(start))
+		if t != nil {
+			inv.rt.memory.after(t.budget.held)
+		}
 		if span.IsRecording() {
 			span.SetAttributes(AttrFinishReason.String(finish))
 			if t != nil && t.snapshotID != "" {
@@ -865,6 +872,9 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 	}
 	if finish == "" {
 		finish = FinishStop
+	}
+	if err == nil {
+		err = inv.checkInterrupts(&tr)
 	}
 	*finishp, *trp = finish, tr
 	if err == nil && inv.agent.ServerManaged {
@@ -1076,25 +1086,7 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	endSpan(span, err)
 	t.deferred = nil
 	if err != nil {
-		if errors.Is(err, ErrSessionMoved) {
-			// Started from a cached head another writer has moved on
-			// from: nothing was written, and no tool ran (checkHead).
-			inv.reject(errHeadMoved)
-			return errHeadMoved
-		}
-		if errors.Is(err, ErrNotFound) {
-			return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
-		}
-		var e *Error
-		if len(deferred) > 0 && errors.As(err, &e) {
-			// The claim was refused: answered as an error, as a claim
-			// made up front is (see claimNow), and nothing was written.
-			if e.Status == CodeAborted {
-				inv.rt.obs.ResumeConflict(inv.metricAgent())
-			}
-			inv.reject(e)
-		}
-		return err
+		return inv.commitError(err, len(deferred) > 0)
 	}
 	for _, c := range deferred {
 		inv.rt.obs.InterruptResolved(inv.metricAgent(), inv.metricTool(c.Tool))
@@ -1117,6 +1109,39 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	return nil
 }
 
+// commitError is what a turn whose write the store refused fails with;
+// nothing was written. claimed says the write made the resume's claim.
+func (inv *invocation) commitError(err error, claimed bool) error {
+	if errors.Is(err, ErrSessionMoved) {
+		// Started from a cached head another writer has moved on from: no
+		// tool ran (checkHead).
+		inv.reject(errHeadMoved)
+		return errHeadMoved
+	}
+	if errors.Is(err, ErrNotFound) {
+		return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
+	}
+	if errors.Is(err, ErrTooManyPending) {
+		return inv.tooManyPending()
+	}
+	var e *Error
+	if claimed && errors.As(err, &e) {
+		// The claim was refused: answered as an error, as a claim made up
+		// front is (see claimNow).
+		if e.Status == CodeAborted {
+			inv.rt.obs.ResumeConflict(inv.metricAgent())
+		}
+		inv.reject(e)
+	}
+	return err
+}
+
+// tooManyPending is the failure of a turn whose interrupts would pass the
+// session's bound.
+func (inv *invocation) tooManyPending() error {
+	return exhausted("The turn would leave more than %d interrupts pending in session %s; answer or cancel some first", inv.rt.limits.PendingPerSession, inv.sess.id)
+}
+
 // snapshotWrite builds the write of the current session state: only the
 // message positions that differ from the base snapshot are written.
 func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *ErrorDetails) (*SnapshotWrite, [][]byte, error) {
@@ -1128,6 +1153,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		SessionID:    inv.sess.id,
 		EndUser:      inv.caller.EndUser,
 		Actor:        inv.caller.Actor,
+		MaxPending:   inv.rt.limits.PendingPerSession,
 		SnapshotID:   snapshotID,
 		ParentID:     inv.baseID,
 		AgentVersion: inv.agent.Version,

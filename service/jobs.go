@@ -12,10 +12,6 @@ import (
 // heartbeat, or poll for an abort while notifications are not arriving.
 const abortPollInterval = 250 * time.Millisecond
 
-// maxJobsPerInstance bounds the detached turns one instance takes from the
-// queue at once (its own detaches run regardless).
-const maxJobsPerInstance = 8
-
 // RunBackground runs, until ctx ends, what makes detached turns durable on
 // this instance: the worker that takes over jobs left by stopped or dead
 // instances, and the listener that cancels a running turn the moment any
@@ -53,22 +49,52 @@ func (r *Runtime) jobStaleAfter() time.Duration {
 	return d
 }
 
-// runJobs polls for claimable jobs and runs them.
+// runJobs polls for claimable jobs and runs them, and looks again at once
+// when a slot frees or a job is queued here.
 func (r *Runtime) runJobs(ctx context.Context) {
-	slots := make(chan struct{}, maxJobsPerInstance)
-	every(ctx, max(r.opts.HeartbeatInterval/5, 50*time.Millisecond), func() bool {
-		for !r.stopping.Load() && r.startNextJob(ctx, slots) {
+	t := time.NewTicker(max(r.opts.HeartbeatInterval/5, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		for !r.stopping.Load() && r.startNextJob(ctx) {
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.jobKick:
+		}
+	}
+}
+
+// takeJobSlot takes one of the instance's slots for a detached turn, if
+// one is free.
+func (r *Runtime) takeJobSlot() bool {
+	select {
+	case r.jobSlots <- struct{}{}:
+		return true
+	default:
 		return false
-	})
+	}
+}
+
+// releaseJobSlot frees a slot and wakes the job runner for what waits.
+func (r *Runtime) releaseJobSlot() {
+	<-r.jobSlots
+	r.kickJobs()
+}
+
+// kickJobs wakes the job runner.
+func (r *Runtime) kickJobs() {
+	select {
+	case r.jobKick <- struct{}{}:
+	default:
+	}
 }
 
 // startNextJob claims a job and runs it in a free slot; false when every
 // slot is busy or no job is waiting.
-func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
-	select {
-	case slots <- struct{}{}:
-	default:
+func (r *Runtime) startNextJob(ctx context.Context) bool {
+	if !r.takeJobSlot() {
 		return false // every slot busy
 	}
 	r.mu.RLock()
@@ -76,7 +102,7 @@ func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
 	r.mu.RUnlock()
 	job, err := r.claimNextJob(ctx, tenantAgents)
 	if err != nil || job == nil {
-		<-slots
+		<-r.jobSlots
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("claiming a detached turn failed", "err", err)
 		}
@@ -85,7 +111,7 @@ func (r *Runtime) startNextJob(ctx context.Context, slots chan struct{}) bool {
 	r.bgWG.Add(1)
 	go func() {
 		defer r.bgWG.Done()
-		defer func() { <-slots }()
+		defer r.releaseJobSlot()
 		r.runJob(job)
 	}()
 	return true

@@ -3,9 +3,12 @@ package service
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"reflect"
+	"math/big"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // rawObject is a JSON object whose members are kept as raw JSON, so that keys
@@ -136,14 +139,92 @@ func JSONTypeName(kind string) string {
 }
 
 // jsonEqual reports whether two JSON documents are semantically equal (object
-// key order and whitespace ignored). Absent and null are equal.
+// key order and whitespace ignored). Absent and null are equal. Numbers
+// are compared exactly, by their decimal value (50 equals 50.0 and 5e1),
+// not as float64: 9007199254740993 and 9007199254740992 are one float64,
+// and a restart must repeat the input the model asked for exactly.
 func jsonEqual(a, b json.RawMessage) bool {
 	if isNull(a) || isNull(b) {
 		return isNull(a) == isNull(b)
 	}
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+	va, erra := decodeExact(a)
+	vb, errb := decodeExact(b)
+	return erra == nil && errb == nil && exactEqual(va, vb)
+}
+
+// decodeExact decodes a JSON document keeping its numbers as written.
+func decodeExact(data []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if d.More() {
+		return nil, errors.New("trailing data")
+	}
+	return v, nil
+}
+
+// exactEqual compares decoded JSON values, numbers by exact value.
+func exactEqual(a, b any) bool {
+	switch a := a.(type) {
+	case json.Number:
+		b, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		return numbersEqual(a.String(), b.String())
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, va := range a {
+			vb, ok := b[k]
+			if !ok || !exactEqual(va, vb) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !exactEqual(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return a == b // string, bool, nil
+	}
+}
+
+// numbersEqual compares two JSON numbers by exact value. One with a huge
+// exponent (1e999999999, whose exact value would take gigabytes) equals
+// only the same text.
+func numbersEqual(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if hugeExponent(a) || hugeExponent(b) {
 		return false
 	}
-	return reflect.DeepEqual(va, vb)
+	ra, oka := new(big.Rat).SetString(a)
+	rb, okb := new(big.Rat).SetString(b)
+	return oka && okb && ra.Cmp(rb) == 0
+}
+
+// hugeExponent reports a number whose exponent is beyond what any tool's
+// input means exactly (more than 400 digits either way).
+func hugeExponent(n string) bool {
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return false
+	}
+	e, err := strconv.Atoi(strings.TrimPrefix(n[i+1:], "+"))
+	return err != nil || e > 400 || e < -400
 }

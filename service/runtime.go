@@ -43,6 +43,11 @@ type Options struct {
 	// interrupts pending while the model works, and a resume that loses a
 	// race has paid for a model call.
 	EarlyClaims bool
+	// Limits bound what one turn may do, whatever the model asks (zero
+	// fields: DefaultTurnLimits).
+	Limits TurnLimits
+	// Detach bounds the detached turns (zero fields: DefaultDetachLimits).
+	Detach DetachLimits
 }
 
 // Runtime runs the registered agents' turns and persists their sessions.
@@ -73,6 +78,17 @@ type Runtime struct {
 	// stopping is set at shutdown: no new jobs, and cancelled detached
 	// turns keep their jobs for another instance.
 	stopping atomic.Bool
+
+	// limits and detach are opts' bounds with their defaults filled in.
+	limits TurnLimits
+	detach DetachLimits
+	// jobSlots holds a token for each detached turn running here, its own
+	// and those taken over alike (detach.PerInstance); jobKick wakes the
+	// job runner when a slot frees, so a queued turn starts at once.
+	jobSlots chan struct{}
+	jobKick  chan struct{}
+	// memory returns the heap to the system after turns that held much.
+	memory memoryReturner
 }
 
 // NewRuntime returns a runtime over store.
@@ -90,7 +106,12 @@ func NewRuntime(store Store, opts Options) *Runtime {
 		opts.Observer = NopObserver{}
 	}
 	bg, cancel := context.WithCancel(context.Background())
+	limits, detach := opts.Limits.withDefaults(), opts.Detach.withDefaults()
 	return &Runtime{
+		limits:     limits,
+		detach:     detach,
+		jobSlots:   make(chan struct{}, detach.PerInstance),
+		jobKick:    make(chan struct{}, 1),
 		store:      store,
 		log:        opts.Logger,
 		opts:       opts,

@@ -154,6 +154,10 @@ type TurnJob struct {
 	Inputs     []AgentInput
 	Preclaimed []uuid.UUID
 	Attempts   int
+	// TenantCap and ActorCap, when positive, bound the jobs its tenant and
+	// its actor may have: past either the job is not inserted, and the
+	// error is ErrTooManyDetached.
+	TenantCap, ActorCap int
 }
 
 // LoadSnapshotParams select a snapshot for Store.LoadSnapshot.
@@ -295,6 +299,10 @@ type SnapshotWrite struct {
 	ResumedSet bool
 	// Actor is recorded on the audit events the write adds.
 	Actor string
+	// MaxPending, when positive, bounds the interrupts pending in the
+	// session after the write: past it nothing is written and the error is
+	// ErrTooManyPending.
+	MaxPending int
 }
 
 // PositionedMessage is a message (its JSON, which holds its role) at its

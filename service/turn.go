@@ -35,6 +35,8 @@ type Turn struct {
 	// deferred is the resume's claim, when the turn's write makes it (see
 	// invocation.claim).
 	deferred *deferredClaim
+	// budget counts what the turn holds against the runtime's TurnLimits.
+	budget turnBudget
 }
 
 // deferredClaim is a resume's claim not made yet: the interrupts of the

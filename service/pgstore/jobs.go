@@ -26,6 +26,7 @@ func insertJob(ctx context.Context, q *db.Queries, job *service.TurnJob, owner s
 		TenantID: job.TenantID, SnapshotID: job.SnapshotID, Agent: job.Agent, SessionID: job.SessionID,
 		ParentID: strPtr(job.ParentID), EndUser: strPtr(job.EndUser), Actor: orSystem(job.Actor),
 		Inputs: inputs, Preclaimed: pre, Owner: strPtr(owner),
+		TenantCap: int32(job.TenantCap), ActorCap: int32(job.ActorCap),
 	})
 }
 

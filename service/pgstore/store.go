@@ -67,6 +67,12 @@ const (
 	// sqlstateSessionMoved: the session's head is not the write's expected
 	// head (holdpoint_session_moved).
 	sqlstateSessionMoved = "HP428"
+	// sqlstateTooManyPending: the write's interrupts would pass its
+	// session's bound (holdpoint_too_many_pending).
+	sqlstateTooManyPending = "HP429"
+	// sqlstateTooManyJobs: a detached turn's tenant or actor has as many
+	// jobs as its bound (holdpoint_turn_jobs_below).
+	sqlstateTooManyJobs = "HP430"
 )
 
 // translate is the one error translator at the store boundary.
@@ -88,6 +94,10 @@ func translate(err error) error {
 			return errClaimRefused
 		case sqlstateSessionMoved:
 			return service.ErrSessionMoved
+		case sqlstateTooManyPending:
+			return service.ErrTooManyPending
+		case sqlstateTooManyJobs:
+			return service.ErrTooManyDetached
 		}
 		switch pgErr.Code[:2] {
 		case "08", "57": // connection exception, operator intervention (shutdown)

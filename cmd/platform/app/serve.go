@@ -24,6 +24,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
+	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
@@ -62,6 +63,8 @@ type serveConfig struct {
 	earlyClaims bool
 	// prune is the retention sweeper.
 	prune pruneConfig
+	// limits bound turns and detached turns.
+	limits limitsConfig
 	// banner is where the start-up URLs are printed for a person (stderr
 	// with --dev); nil: in the log only.
 	banner io.Writer
@@ -128,6 +131,7 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	cfg.access.register(fs)
 	cfg.webhooks.register(fs)
 	cfg.prune.register(fs)
+	cfg.limits.register(fs)
 	lf.register(fs)
 	addConfigFlag(fs)
 	return fs, cfg, lf
@@ -142,6 +146,9 @@ func (cfg *serveConfig) check() error {
 		return errors.New("--metrics-token must be at least 32 characters")
 	}
 	if err := cfg.prune.check(); err != nil {
+		return err
+	}
+	if err := cfg.limits.check(); err != nil {
 		return err
 	}
 	if _, err := cfg.webhooks.schedule(); err != nil {
@@ -273,6 +280,8 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		Observer:          metrics,
 		TracerProvider:    tracing.Provider,
 		EarlyClaims:       cfg.earlyClaims,
+		Limits:            cfg.limits.turn,
+		Detach:            cfg.limits.detach,
 	})
 	models := map[string]string{}
 	for _, a := range agents {
@@ -296,7 +305,10 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	go cfg.prune.run(ctx, store, log)
 
 	// The agents tenants define, served next to the compiled ones.
-	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools}
+	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools,
+		// An endpoint's answer wraps the output ({"output": ...}); one
+		// past the bound is not read whole.
+		Client: httptool.Client{MaxBody: int64(cfg.limits.turn.ToolOutputBytes) + 4096}}
 	rt.SetTenantAgents(manager)
 
 	// Tenants' webhook endpoints, under the same address rules as their
