@@ -84,8 +84,8 @@ type Request struct {
 	// Timeout bounds each attempt, connecting and reading the response
 	// included (default 10s; at most 60s, a longer one is cut to 60s).
 	Timeout time.Duration
-	// ID is sent as webhook-id: stable across retries and across instances
-	// (the call id). It must be 1 to 256 printable ASCII characters without
+	// ID is sent as webhook-id and as Idempotency-Key: stable across
+	// retries and across instances (the call id). It must be 1 to 256 printable ASCII characters without
 	// spaces.
 	ID string
 	// Body is the JSON body, sent as is with Content-Type: application/json.
@@ -263,6 +263,9 @@ func (c *Client) attempt(ctx context.Context, pol *policy, pu *parsedURL, req Re
 		headerID:        {req.ID},
 		headerTimestamp: {fmt.Sprint(ts.Unix())},
 		headerSignature: {strings.Join(sigs, " ")},
+		// The call id again, under the name receivers' HTTP frameworks
+		// dedupe by (it is not signed: the signed id is webhook-id).
+		headerIdempotencyKey: {req.ID},
 	}
 	// The caller's trace goes on (traceparent), when there is one.
 	traceContext.Inject(actx, propagation.HeaderCarrier(hreq.Header))
