@@ -296,7 +296,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	go cfg.prune.run(ctx, store, log)
 
 	// The agents tenants define, served next to the compiled ones.
-	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools}
+	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools, Log: log}
 	rt.SetTenantAgents(manager)
 
 	// Tenants' webhook endpoints, under the same address rules as their
