@@ -333,7 +333,7 @@ func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Cont
 // client.
 func (m *Manager) logRefusal(src toolSource, tool string, err error) {
 	var ce *httptool.CallError
-	if !errors.As(err, &ce) || ce.Kind != httptool.KindRefused {
+	if !errors.As(err, &ce) || !ce.PolicyRefusal() {
 		return
 	}
 	log := m.Log
@@ -356,10 +356,10 @@ func callError(tool string, err error) error {
 	}
 	switch ce.Kind {
 	case httptool.KindRefused:
-		if ce.Status >= 300 && ce.Status < 400 {
-			return service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered a redirect, which is not followed", tool)
+		if ce.PolicyRefusal() {
+			return service.Errorf(service.CodeFailedPrecondition, "tool %s: its URL is not allowed by the address policy", tool)
 		}
-		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its URL is not allowed by the address policy", tool)
+		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered a redirect, which is not followed", tool)
 	case httptool.KindStatus:
 		if ce.Status >= 500 {
 			return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint answered %d after %d attempts", tool, ce.Status, ce.Attempts)
