@@ -501,3 +501,38 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestTenToolSecretRotationsSignThreeTimes rotates the tenant's tool
+// secret ten times, each with a day's grace: a call carries three
+// signatures (the newest key and the two before it), not eleven.
+func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	acc := service.NewAccounts(e.m.Store.(service.AccountStore))
+	for range 10 {
+		if _, err := acc.RotateSecret(ctx, "acme", service.PurposeTool, 24*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sigs := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		sigs <- req.Header.Get("webhook-signature")
+		fmt.Fprint(w, `{"output":{"ok":true}}`)
+	}))
+	t.Cleanup(srv.Close)
+	def := fmt.Sprintf("---\nname: signer\nmodel: scripted\nholdpoint:\n  httpTools:\n    - name: sign\n      url: %s/sign\n      input: {schema: {x: number}}\n      output: {schema: {ok: boolean}}\n---\nYou sign.\n", srv.URL)
+	if _, err := e.m.Put(ctx, e.tenants["acme"], "signer", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "signer", service.AgentInit{}, user(`sign {"x":1}`), nil); err != nil || out.FinishReason != "stop" {
+		t.Fatalf("turn: %v %+v", err, out)
+	}
+	if got := strings.Fields(<-sigs); len(got) != 3 {
+		t.Errorf("%d signatures after ten rotations, want 3: %q", len(got), got)
+	}
+	var live int
+	if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM tenant_secrets WHERE tenant_id = 'acme' AND purpose = 'tool' AND (expires_at IS NULL OR expires_at > now())`).Scan(&live); err != nil || live != 3 {
+		t.Errorf("%d live tool keys (%v), want 3", live, err)
+	}
+}

@@ -906,3 +906,38 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestTenRotationsSignThreeTimes rotates an endpoint's secret ten times,
+// each with an hour's overlap: a delivery carries three signatures (the
+// newest secret and the two before it), and the oldest no longer verifies.
+func TestTenRotationsSignThreeTimes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, ok)
+	hook := e.create(e.acme, r, "interrupt.created")
+	secrets := []string{hook.Secret}
+	for range 10 {
+		s, err := e.m.RotateSecret(context.Background(), e.acme, hook.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, s)
+	}
+	r.setSecret(secrets[len(secrets)-3:]...) // the receiver keeps the three newest
+	e.dispatcher("one", nil)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	c := r.wait(1)[0]
+	sigs := strings.Fields(c.header.Get("webhook-signature"))
+	if len(sigs) != 3 {
+		t.Fatalf("%d signatures after ten rotations, want 3", len(sigs))
+	}
+	for i, s := range secrets {
+		r.setSecret(s)
+		r.mu.Lock()
+		err := httptool.Verify(r.secret, c.header, c.body, time.Now(), time.Minute)
+		r.mu.Unlock()
+		if live := i >= len(secrets)-3; (err == nil) != live {
+			t.Errorf("secret %d of %d verifies: %v, want %v", i+1, len(secrets), err == nil, live)
+		}
+	}
+}
