@@ -23,9 +23,10 @@ const headerIdempotencyKey = "Idempotency-Key"
 type ToolCall struct {
 	// Tenant is the id of the tenant whose agent made the call.
 	Tenant string `json:"tenant"`
-	// Agent and AgentVersion name the agent definition the call came from.
-	Agent        string `json:"agent"`
-	AgentVersion int    `json:"agentVersion"`
+	// Agent is the name of the tenant's agent whose model made the call.
+	Agent string `json:"agent"`
+	// AgentVersion is the version of its definition the turn ran with.
+	AgentVersion int `json:"agentVersion"`
 	// Tool is the name of the HTTP tool the model called.
 	Tool string `json:"tool"`
 	// URL is the tool URL the platform called, as the definition has it.
@@ -36,11 +37,12 @@ type ToolCall struct {
 	CallID string `json:"callId"`
 	// Input is the model's input, checked against the tool's input schema.
 	Input json.RawMessage `json:"input"`
-	// SessionID, SnapshotID and EndUser say where in the platform the call
-	// was made.
-	SessionID  string `json:"sessionId"`
+	// SessionID is the session the call was made in.
+	SessionID string `json:"sessionId"`
+	// SnapshotID is the snapshot the turn writes, when it has one.
 	SnapshotID string `json:"snapshotId,omitempty"`
-	EndUser    string `json:"endUser,omitempty"`
+	// EndUser is the end user the turn ran for, if any.
+	EndUser string `json:"endUser,omitempty"`
 	// Resumed is set on a restart of a call the endpoint paused.
 	Resumed json.RawMessage `json:"resumed,omitempty"`
 }
