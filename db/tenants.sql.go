@@ -317,7 +317,9 @@ type RotateTenantSecretParams struct {
 }
 
 // Adds the next key of a purpose (the new signing key) and gives the keys
-// that were current until the end of the grace period to keep verifying.
+// that were current until the end of the grace period to keep verifying;
+// the trigger tenant_secrets_cap (migration 00033) expires at once all but
+// the three newest.
 func (q *Queries) RotateTenantSecret(ctx context.Context, arg RotateTenantSecretParams) (int32, error) {
 	row := q.db.QueryRow(ctx, rotateTenantSecret,
 		arg.TenantID,

@@ -439,7 +439,9 @@ type InsertWebhookSecretParams struct {
 }
 
 // The endpoint's next signing secret. Older secrets that never expired
-// expire after the overlap, so a receiver has that long to switch.
+// expire after the overlap, so a receiver has that long to switch; the
+// trigger webhook_secrets_cap (migration 00033) expires at once all but
+// the three newest.
 func (q *Queries) InsertWebhookSecret(ctx context.Context, arg InsertWebhookSecretParams) error {
 	_, err := q.db.Exec(ctx, insertWebhookSecret,
 		arg.TenantID,

@@ -19,7 +19,9 @@ ORDER BY key_id DESC;
 
 -- name: RotateTenantSecret :one
 -- Adds the next key of a purpose (the new signing key) and gives the keys
--- that were current until the end of the grace period to keep verifying.
+-- that were current until the end of the grace period to keep verifying;
+-- the trigger tenant_secrets_cap (migration 00033) expires at once all but
+-- the three newest.
 WITH retired AS (
     UPDATE tenant_secrets SET expires_at = now() + make_interval(secs => @grace_seconds::float8)
     WHERE tenant_id = @tenant_id AND purpose = @purpose AND expires_at IS NULL

@@ -5,7 +5,9 @@ RETURNING *;
 
 -- name: InsertWebhookSecret :exec
 -- The endpoint's next signing secret. Older secrets that never expired
--- expire after the overlap, so a receiver has that long to switch.
+-- expire after the overlap, so a receiver has that long to switch; the
+-- trigger webhook_secrets_cap (migration 00033) expires at once all but
+-- the three newest.
 WITH expire AS (
     UPDATE webhook_secrets
     SET expires_at = now() + make_interval(secs => @overlap_seconds::double precision)

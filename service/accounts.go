@@ -239,8 +239,9 @@ const MaxSecretGrace = 30 * 24 * time.Hour
 // RotateSecret gives a tenant a new key of a purpose (token or state): it
 // signs from now on, while the keys it replaces keep verifying for grace,
 // so tokens and states handed out just before stay good until then (or
-// until they expire). A zero grace retires them at once. It returns the
-// new key's id.
+// until they expire). A zero grace retires them at once. At most three
+// keys of a purpose verify (migration 00033): a rotation past that ends
+// the oldest one's grace at once. It returns the new key's id.
 func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
 	if purpose != PurposeToken && purpose != PurposeState && purpose != PurposeTool {
 		return 0, Errorf(CodeInvalidArgument, "only the token, state and tool keys rotate")

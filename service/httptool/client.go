@@ -84,8 +84,8 @@ type Request struct {
 	// Timeout bounds each attempt, connecting and reading the response
 	// included (default 10s; at most 60s, a longer one is cut to 60s).
 	Timeout time.Duration
-	// ID is sent as webhook-id: stable across retries and across instances
-	// (the call id). It must be 1 to 256 printable ASCII characters without
+	// ID is sent as webhook-id and as Idempotency-Key: stable across
+	// retries and across instances (the call id). It must be 1 to 256 printable ASCII characters without
 	// spaces.
 	ID string
 	// Body is the JSON body, sent as is with Content-Type: application/json.
@@ -248,22 +248,7 @@ func (c *Client) attempt(ctx context.Context, pol *policy, pu *parsedURL, req Re
 	if err != nil {
 		return 0, nil, &failure{kind: KindRefused, err: err}
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	ts := now()
-	sigs := make([]string, len(req.Secrets))
-	for i, s := range req.Secrets {
-		sigs[i] = Sign(s, req.ID, ts, req.Body)
-	}
-	hreq.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		"User-Agent":    {userAgent},
-		headerID:        {req.ID},
-		headerTimestamp: {fmt.Sprint(ts.Unix())},
-		headerSignature: {strings.Join(sigs, " ")},
-	}
+	hreq.Header = c.header(req)
 	// The caller's trace goes on (traceparent), when there is one.
 	traceContext.Inject(actx, propagation.HeaderCarrier(hreq.Header))
 
@@ -298,6 +283,29 @@ func (c *Client) attempt(ctx context.Context, pol *policy, pu *parsedURL, req Re
 		return status, body, &failure{kind: KindStatus, retry: true, err: fmt.Errorf("tool URL answered status %d", status)}
 	default:
 		return status, body, &failure{kind: KindStatus, err: fmt.Errorf("tool URL answered status %d", status)}
+	}
+}
+
+// header is the header of an attempt of req: signed now, with every secret.
+func (c *Client) header(req Request) http.Header {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	ts := now()
+	sigs := make([]string, len(req.Secrets))
+	for i, s := range req.Secrets {
+		sigs[i] = Sign(s, req.ID, ts, req.Body)
+	}
+	return http.Header{
+		"Content-Type":  {"application/json"},
+		"User-Agent":    {userAgent},
+		headerID:        {req.ID},
+		headerTimestamp: {fmt.Sprint(ts.Unix())},
+		headerSignature: {strings.Join(sigs, " ")},
+		// The call id again, under the name receivers' HTTP frameworks
+		// dedupe by (it is not signed: the signed id is webhook-id).
+		headerIdempotencyKey: {req.ID},
 	}
 }
 

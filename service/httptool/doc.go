@@ -6,8 +6,17 @@
 // prescribe: the headers webhook-id (the call id, the same on every retry),
 // webhook-timestamp (unix seconds) and webhook-signature ("v1,<base64 of
 // HMAC-SHA256(secret, id.timestamp.body)>", one per secret so that secrets
-// can be rotated with an overlap). [Sign] computes one signature and
-// [Verify] is what a receiver does with them.
+// can be rotated with an overlap); Idempotency-Key repeats the call id.
+// [Sign] computes one signature and [Verify] checks them, which is what a
+// webhook receiver does.
+//
+// One tool secret signs all of a tenant's tools, so a signature alone does
+// not say which tool a call was for: the body ([ToolCall]) names the
+// tenant, the agent, the tool, the URL called and the call id, and a tool
+// receiver checks them with [VerifyToolCall] (signature, timestamp, tool,
+// URL), then executes each call id once. Otherwise a call the model made
+// to a harmless tool, replayed to an approval-gated tool's endpoint, would
+// run there without the approval.
 //
 // A tool URL is the tenant's input, so the client guards against server-side
 // request forgery. [CheckURL] validates a URL when the tool is defined; a

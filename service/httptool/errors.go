@@ -55,3 +55,10 @@ func (e *CallError) Error() string {
 
 // Unwrap returns the cause.
 func (e *CallError) Unwrap() error { return e.Err }
+
+// PolicyRefusal reports whether the address policy refused the call (its
+// URL, or an address its host resolved to), not a redirect the URL
+// answered. Such a refusal is permanent for the URL and the policy, and
+// Err names the host and the address: log it, and show callers a text
+// without them.
+func (e *CallError) PolicyRefusal() bool { return e.Kind == KindRefused && e.Status == 0 }

@@ -40,10 +40,14 @@ func mac(secret []byte, id string, unix int64, body []byte) []byte {
 
 // Verify checks the webhook-id, webhook-timestamp (within tolerance of now)
 // and webhook-signature headers of a received call against any of secrets
-// (the header may carry several space-separated "v1,..." signatures); it is
-// what a receiver does, used by tests and by the example receiver. A
+// (the header may carry several space-separated "v1,..." signatures). A
 // tolerance of zero or less means five minutes. Signatures of versions other
 // than v1 are ignored.
+//
+// Verify is enough for a webhook, whose secret is the endpoint's own. A
+// tool receiver must use VerifyToolCall instead: every tool of a tenant is
+// signed with the one tool secret, so Verify would accept at one tool's
+// endpoint a call the model made to another.
 func Verify(secrets [][]byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	if len(secrets) == 0 {
 		return errors.New("webhook: no secret to verify with")

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,6 +46,10 @@ type Manager struct {
 	// Client configures the HTTP tool calls (retries, body bound); its
 	// Policy is set per tenant.
 	Client httptool.Client
+	// Log hears what the callers of a tool must not see: the host and the
+	// address of a tool URL the address policy refused (default
+	// slog.Default()).
+	Log *slog.Logger
 
 	mu      sync.Mutex
 	built   map[string]*service.Agent // tenant/name/version -> agent (versions are immutable)
@@ -223,7 +228,7 @@ func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, 
 		// The receiver deduplicates by call id (the contract of an HTTP
 		// tool), so a turn taken over may call again.
 		a.Tools = append(a.Tools, &service.Tool{Name: h.Name, Description: h.Description, InputSchema: h.Input,
-			OutputSchema: h.Output, Run: m.httpRun(tenantID, h), Idempotent: true})
+			OutputSchema: h.Output, Run: m.httpRun(toolSource{tenantID, def.Name, version}, h), Idempotent: true})
 	}
 	return a
 }
@@ -248,15 +253,12 @@ func (m *Manager) client(p httptool.Policy) *httptool.Client {
 	return m.clients.For(p)
 }
 
-// toolCallBody is what an HTTP tool's endpoint receives.
-type toolCallBody struct {
-	Tool       string          `json:"tool"`
-	CallID     string          `json:"callId"`
-	Input      json.RawMessage `json:"input"`
-	SessionID  string          `json:"sessionId"`
-	SnapshotID string          `json:"snapshotId,omitempty"`
-	EndUser    string          `json:"endUser,omitempty"`
-	Resumed    json.RawMessage `json:"resumed,omitempty"`
+// toolSource is the agent whose HTTP tools make calls, as the calls' signed
+// bodies name it.
+type toolSource struct {
+	tenantID string
+	agent    string
+	version  int
 }
 
 // toolAnswer is what an HTTP tool's endpoint answers: its output, or an
@@ -268,8 +270,11 @@ type toolAnswer struct {
 
 // httpRun is an HTTP tool's Run: it asks for approval first when the
 // definition says so (the client approves by restarting the request), then
-// POSTs the signed call and reads the endpoint's answer.
-func (m *Manager) httpRun(tenantID string, h agentdef.HTTPTool) func(context.Context, service.ToolCall) (json.RawMessage, error) {
+// POSTs the signed call and reads the endpoint's answer. The signed body
+// names the tenant, the agent, the tool and the URL, so that the call
+// cannot be replayed to another tool's endpoint (httptool.VerifyToolCall).
+func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Context, service.ToolCall) (json.RawMessage, error) {
+	tenantID := src.tenantID
 	return func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
 		if h.Approval && call.Resumed == nil {
 			return nil, service.InterruptWith(map[string]any{
@@ -289,7 +294,8 @@ func (m *Manager) httpRun(tenantID string, h agentdef.HTTPTool) func(context.Con
 		if call.TurnID != "" && call.SessionID != "" {
 			snapshotID = call.TurnID
 		}
-		body, err := json.Marshal(toolCallBody{Tool: h.Name, CallID: call.ID, Input: call.Input, SessionID: call.SessionID,
+		body, err := json.Marshal(httptool.ToolCall{Tenant: tenantID, Agent: src.agent, AgentVersion: src.version,
+			Tool: h.Name, URL: h.URL, CallID: call.ID, Input: call.Input, SessionID: call.SessionID,
 			SnapshotID: snapshotID, EndUser: call.EndUser, Resumed: call.Resumed})
 		if err != nil {
 			return nil, err
@@ -303,6 +309,7 @@ func (m *Manager) httpRun(tenantID string, h agentdef.HTTPTool) func(context.Con
 			call.Trace.HTTPStatus, call.Trace.Attempts = res.Status, res.Attempts
 		}
 		if err != nil {
+			m.logRefusal(src, h.Name, err)
 			return nil, callError(h.Name, err)
 		}
 		var ans toolAnswer
@@ -321,8 +328,24 @@ func (m *Manager) httpRun(tenantID string, h agentdef.HTTPTool) func(context.Con
 	}
 }
 
+// logRefusal logs, for the operator, why the address policy refused a
+// tool call: the host and the address, which callError keeps from the
+// client.
+func (m *Manager) logRefusal(src toolSource, tool string, err error) {
+	var ce *httptool.CallError
+	if !errors.As(err, &ce) || !ce.PolicyRefusal() {
+		return
+	}
+	log := m.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("tenant tool call refused", "tenant", src.tenantID, "agent", src.agent, "version", src.version, "tool", tool, "err", err)
+}
+
 // callError is what the client learns of a failed call: what went wrong,
-// never the tenant's URL or the endpoint's body.
+// never the tenant's URL, the host, the address it resolved to or the
+// endpoint's body.
 func callError(tool string, err error) error {
 	var ce *httptool.CallError
 	if !errors.As(err, &ce) {
@@ -333,7 +356,10 @@ func callError(tool string, err error) error {
 	}
 	switch ce.Kind {
 	case httptool.KindRefused:
-		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its URL is not allowed (%v)", tool, ce.Err)
+		if ce.PolicyRefusal() {
+			return service.Errorf(service.CodeFailedPrecondition, "tool %s: its URL is not allowed by the address policy", tool)
+		}
+		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered a redirect, which is not followed", tool)
 	case httptool.KindStatus:
 		if ce.Status >= 500 {
 			return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint answered %d after %d attempts", tool, ce.Status, ce.Attempts)

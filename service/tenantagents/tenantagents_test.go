@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -132,8 +134,8 @@ func newReceiver(t *testing.T, secrets func(tenant string) [][]byte) *receiver {
 		}
 		var call map[string]any
 		_ = json.Unmarshal(body, &call)
-		if call["callId"] != req.Header.Get("webhook-id") {
-			http.Error(w, "callId differs from webhook-id", http.StatusBadRequest)
+		if call["callId"] != req.Header.Get("webhook-id") || call["callId"] != req.Header.Get("Idempotency-Key") {
+			http.Error(w, "callId differs from webhook-id or Idempotency-Key", http.StatusBadRequest)
 			return
 		}
 		r.mu.Lock()
@@ -206,6 +208,11 @@ func TestTenantBankingAgent(t *testing.T) {
 	calls := e.recv.recorded()
 	if len(calls) != 1 || calls[0]["tool"] != "transferMoney" || calls[0]["sessionId"] != "s1" || calls[0]["snapshotId"] != done.SnapshotID {
 		t.Fatalf("backend calls %v", calls)
+	}
+	// The signed body binds the call to the tenant, the agent and the tool
+	// at its URL.
+	if c := calls[0]; c["tenant"] != "acme" || c["agent"] != "bankingAgent" || c["agentVersion"] != 1.0 || c["url"] != e.recv.srv.URL+"/tools/transferMoney" {
+		t.Fatalf("backend call %v does not name the tenant, agent, version and URL", c)
 	}
 	var status, attempts int
 	if err := e.admin.QueryRow(ctx, `SELECT http_status, attempts FROM tool_calls WHERE tenant_id = 'acme' AND tool = 'transferMoney'`).Scan(&status, &attempts); err != nil || status != 200 || attempts != 1 {
@@ -425,5 +432,107 @@ You pay.
 	restart = service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0]}}}}
 	if done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "guard"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` || e.recv.hits.Load() != before+1 {
 		t.Fatalf("approved: %v %+v", err, done)
+	}
+}
+
+// fakeResolver resolves every name to one address, without DNS.
+type fakeResolver string
+
+func (r fakeResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: net.ParseIP(string(r))}}, nil
+}
+
+// TestRefusedToolURLHidesTheAddress calls a tool whose host resolves to a
+// private address: the turn fails saying the address policy refused it,
+// without the host or the address, which only the server's log shows.
+func TestRefusedToolURLHidesTheAddress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var logged strings.Builder
+	var logMu sync.Mutex
+	m := &tenantagents.Manager{Store: e.m.Store, Runtime: e.rt, Models: models{},
+		Client: httptool.Client{Resolver: fakeResolver("10.1.2.3")},
+		Log:    slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &logMu}, nil))}
+	e.rt.SetTenantAgents(m)
+	def := `---
+name: prober
+model: scripted
+holdpoint:
+  httpTools:
+    - name: probe
+      url: https://intranet.corp.example/admin
+      input: {schema: {x: number}}
+      output: {schema: {ok: boolean}}
+---
+You probe.
+`
+	if _, err := m.Put(ctx, e.tenants["acme"], "prober", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "prober", service.AgentInit{SessionID: "p"}, user(`probe {"x":1}`), nil)
+	if err != nil || out.FinishReason != "failed" || out.Error.Status != service.CodeFailedPrecondition {
+		t.Fatalf("turn: %v %+v", err, out)
+	}
+	var rowErr []byte
+	if err := e.admin.QueryRow(ctx, `SELECT error FROM tool_calls WHERE tenant_id = 'acme' AND session_id = 'p'`).Scan(&rowErr); err != nil {
+		t.Fatal(err)
+	}
+	for _, public := range []string{out.Error.Message, string(rowErr)} {
+		if !strings.Contains(public, "not allowed by the address policy") || strings.Contains(public, "intranet") || strings.Contains(public, "10.1.2.3") {
+			t.Errorf("public error %q: want the policy named, not the host or the address", public)
+		}
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logged.String(), "intranet.corp.example") || !strings.Contains(logged.String(), "10.1.2.3") {
+		t.Errorf("the server's log does not say what was refused: %s", logged.String())
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestTenToolSecretRotationsSignThreeTimes rotates the tenant's tool
+// secret ten times, each with a day's grace: a call carries three
+// signatures (the newest key and the two before it), not eleven.
+func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	acc := service.NewAccounts(e.m.Store.(service.AccountStore))
+	for range 10 {
+		if _, err := acc.RotateSecret(ctx, "acme", service.PurposeTool, 24*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sigs := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		sigs <- req.Header.Get("webhook-signature")
+		fmt.Fprint(w, `{"output":{"ok":true}}`)
+	}))
+	t.Cleanup(srv.Close)
+	def := fmt.Sprintf("---\nname: signer\nmodel: scripted\nholdpoint:\n  httpTools:\n    - name: sign\n      url: %s/sign\n      input: {schema: {x: number}}\n      output: {schema: {ok: boolean}}\n---\nYou sign.\n", srv.URL)
+	if _, err := e.m.Put(ctx, e.tenants["acme"], "signer", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "signer", service.AgentInit{}, user(`sign {"x":1}`), nil); err != nil || out.FinishReason != "stop" {
+		t.Fatalf("turn: %v %+v", err, out)
+	}
+	if got := strings.Fields(<-sigs); len(got) != 3 {
+		t.Errorf("%d signatures after ten rotations, want 3: %q", len(got), got)
+	}
+	var live int
+	if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM tenant_secrets WHERE tenant_id = 'acme' AND purpose = 'tool' AND (expires_at IS NULL OR expires_at > now())`).Scan(&live); err != nil || live != 3 {
+		t.Errorf("%d live tool keys (%v), want 3", live, err)
 	}
 }

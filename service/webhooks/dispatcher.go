@@ -656,6 +656,12 @@ func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, de
 	sctx, span := d.tracer.Start(ctx, "holdpoint.webhook.deliver", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("holdpoint.webhook_id", webhookID.String()), attribute.Int("holdpoint.attempt", n)))
 	res, callErr := client.Do(sctx, httptool.Request{URL: ev.URL, Timeout: d.Timeout, ID: msgID, Body: body, Secrets: secrets})
+	var ce *httptool.CallError
+	if errors.As(callErr, &ce) && ce.PolicyRefusal() {
+		// The host and the address stay here: the delivery's lastError,
+		// which the tenant reads, only names the policy.
+		log.Warn("webhook: the address policy refused the endpoint's URL; the delivery is dead", "err", callErr)
+	}
 	out = d.outcome(n, res, callErr)
 	d.Observer.WebhookAttempted(out.Status, time.Since(start))
 	span.SetAttributes(attribute.String("holdpoint.outcome", out.Status), attribute.Int("http.response.status_code", out.HTTPStatus))
@@ -683,7 +689,9 @@ func (l attemptLog) Warn(msg string, args ...any)  { l.with().Warn(msg, args...)
 func (l attemptLog) Error(msg string, args ...any) { l.with().Error(msg, args...) }
 func (l attemptLog) Info(msg string, args ...any)  { l.with().Info(msg, args...) }
 
-// outcome classifies an attempt: delivered on a 2xx; dead on 410 or when
+// outcome classifies an attempt: delivered on a 2xx; dead on 410, when
+// the address policy refused the URL (retrying would be refused again;
+// once the operator allows the host, the delivery is redelivered) or when
 // the schedule is used up; otherwise due again after the next wait.
 func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) service.WebhookOutcome {
 	out := service.WebhookOutcome{HTTPStatus: res.Status}
@@ -692,7 +700,8 @@ func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) service.Web
 		return out
 	}
 	out.Error = errorText(err)
-	if res.Status == 410 {
+	var ce *httptool.CallError
+	if res.Status == 410 || (errors.As(err, &ce) && ce.PolicyRefusal()) {
 		out.Status = service.DeliveryDead
 		return out
 	}
@@ -731,7 +740,12 @@ func errorText(err error) string {
 		case httptool.KindStatus:
 			s = fmt.Sprintf("the receiver answered HTTP %d", ce.Status)
 		case httptool.KindRefused:
-			s = "refused: " + cause
+			// Not the cause: it names the host and the address it
+			// resolved to, which the send logs for the operator.
+			s = "refused: the URL is not allowed by the address policy"
+			if !ce.PolicyRefusal() {
+				s = fmt.Sprintf("refused: the receiver answered a redirect (HTTP %d), which is not followed", ce.Status)
+			}
 		case httptool.KindTimeout:
 			s = "no answer in time: " + cause
 		case httptool.KindTooLarge:

@@ -230,7 +230,9 @@ func (m *Manager) Delete(ctx context.Context, c service.Caller, id uuid.UUID) er
 // RotateSecret gives the endpoint a new signing secret, returned this
 // once; the old ones keep signing (every request then carries both
 // signatures) for overlap, so the receiver can switch without losing a
-// delivery. Zero overlap means DefaultOverlap.
+// delivery. Zero overlap means DefaultOverlap. At most three secrets sign
+// (migration 00033): a rotation past that ends the oldest one's overlap
+// at once, so rotating often cannot pile signatures up.
 func (m *Manager) RotateSecret(ctx context.Context, c service.Caller, id uuid.UUID, overlap time.Duration) (string, error) {
 	if overlap < 0 || overlap > MaxOverlap {
 		return "", fieldError("overlap", "between 0s and %s", MaxOverlap)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -844,4 +846,98 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 		t.Errorf("%d attempts in flight to the endpoint at once, want at most PerEndpoint (2)", most)
 	}
 	t.Logf("first batch recorded %d of %d deliveries; %d calls", len(first), events, len(calls))
+}
+
+// privateResolver resolves every name to a private address, as an
+// internal name would.
+type privateResolver struct{}
+
+func (privateResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: net.ParseIP("10.9.8.7")}}, nil
+}
+
+// TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress: an endpoint whose
+// host resolves to an address the policy refuses is not retried (the
+// delivery is dead after one attempt), and its lastError names the
+// policy, not the host or the address, which only the server's log shows.
+func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u := "https://hooks.intranet.example/holdpoint"
+	hook, err := e.m.Create(context.Background(), e.acme, webhooks.Input{URL: &u, EventTypes: []string{"interrupt.created"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	var mu sync.Mutex
+	e.dispatcher("one", func(d *webhooks.Dispatcher) {
+		d.Client.Resolver = privateResolver{}
+		d.Log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logged.Write(p)
+		}), nil))
+	})
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status != service.DeliveryPending
+	})
+	d := ds[0]
+	if d.Status != service.DeliveryDead || d.Attempts != 1 || d.NextAttemptAt != nil {
+		t.Errorf("refused delivery %+v, want dead after one attempt", d)
+	}
+	if !strings.Contains(d.LastError, "not allowed by the address policy") || strings.Contains(d.LastError, "intranet") || strings.Contains(d.LastError, "10.9.8.7") {
+		t.Errorf("lastError %q: want the policy named, not the host or the address", d.LastError)
+	}
+	// No retry comes later either.
+	time.Sleep(300 * time.Millisecond) // the schedule's waits are 50 and 100 ms
+	ds = e.deliveries(e.acme, hook.ID, func([]service.WebhookDelivery) bool { return true })
+	if ds[0].Attempts != 1 || ds[0].Status != service.DeliveryDead {
+		t.Errorf("the refused delivery was retried: %+v", ds[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "hooks.intranet.example") || !strings.Contains(logged.String(), "10.9.8.7") {
+		t.Errorf("the server's log does not say what was refused: %s", logged.String())
+	}
+}
+
+// writerFunc is an io.Writer.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestTenRotationsSignThreeTimes rotates an endpoint's secret ten times,
+// each with an hour's overlap: a delivery carries three signatures (the
+// newest secret and the two before it), and the oldest no longer verifies.
+func TestTenRotationsSignThreeTimes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newReceiver(t, ok)
+	hook := e.create(e.acme, r, "interrupt.created")
+	secrets := []string{hook.Secret}
+	for range 10 {
+		s, err := e.m.RotateSecret(context.Background(), e.acme, hook.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, s)
+	}
+	r.setSecret(secrets[len(secrets)-3:]...) // the receiver keeps the three newest
+	e.dispatcher("one", nil)
+	e.pause(e.acme, "Transfer $50 to account 12345")
+	c := r.wait(1)[0]
+	sigs := strings.Fields(c.header.Get("webhook-signature"))
+	if len(sigs) != 3 {
+		t.Fatalf("%d signatures after ten rotations, want 3", len(sigs))
+	}
+	for i, s := range secrets {
+		r.setSecret(s)
+		r.mu.Lock()
+		err := httptool.Verify(r.secret, c.header, c.body, time.Now(), time.Minute)
+		r.mu.Unlock()
+		if live := i >= len(secrets)-3; (err == nil) != live {
+			t.Errorf("secret %d of %d verifies: %v, want %v", i+1, len(secrets), err == nil, live)
+		}
+	}
 }

@@ -305,7 +305,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	go cfg.prune.run(ctx, store, log)
 
 	// The agents tenants define, served next to the compiled ones.
-	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools,
+	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools, Log: log,
 		// An endpoint's answer wraps the output ({"output": ...}); one
 		// past the bound is not read whole.
 		Client: httptool.Client{MaxBody: int64(cfg.limits.turn.ToolOutputBytes) + 4096}}

@@ -27,7 +27,9 @@ rotate-secret: the new token key signs end-user tokens from now on, the new
 state key the state of client-managed agents, the new tool key the tenant's
 HTTP tool calls; what the old keys signed stays valid for the grace period
 (0: refused at once; servers pick up a state key within a minute), and tool
-calls carry both signatures meanwhile.
+calls carry both signatures meanwhile. At most three keys of a purpose are
+valid at once: rotating a fourth time within the grace period ends the
+oldest key's at once.
 
 The database comes from DATABASE_URL; run "platform migrate up" first.
 `
