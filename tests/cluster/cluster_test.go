@@ -269,6 +269,8 @@ type answer struct {
 	status int
 	body   []byte
 	err    error
+	// retryAfter is the Retry-After header of a 429.
+	retryAfter string
 }
 
 // errorBody is the protocol's error answer.
