@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
@@ -78,6 +79,9 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 		}
 		return roughDuration(time.Duration(*v * float64(time.Second)))
 	},
+	// pathEscape makes a client's string (a session id) one segment of a
+	// link's path: html/template leaves "/" and "?" as they are.
+	"pathEscape":   url.PathEscape,
 	"inputSummary": inputSummary,
 	"fields":       inputFields,
 }).ParseFS(uiFiles, "ui/*.html"))
@@ -337,12 +341,17 @@ func (a *api) uiSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A session id is any client string: it arrives escaped in the path.
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return service.Errorf(service.CodeNotFound, "session not found")
+	}
 	ctx := c.Request().Context()
-	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: c.Param("id")})
+	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: id})
 	if err != nil {
 		return err
 	}
-	snaps, err := a.rt.SessionSnapshots(ctx, caller, c.Param("id"))
+	snaps, err := a.rt.SessionSnapshots(ctx, caller, id)
 	if err != nil {
 		return err
 	}
@@ -351,7 +360,7 @@ func (a *api) uiSession(c echo.Context) error {
 		SessionID string
 		Snapshot  *service.Snapshot
 		Snapshots []service.Snapshot
-	}{pageOf(c, "Session", caller.TenantID), c.Param("id"), snap, snaps})
+	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps})
 }
 
 // uiSessions finds sessions by id or end user: GET /ui/sessions?q=...
