@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -88,6 +89,12 @@ type Options struct {
 	MetricsHandler http.Handler
 	MetricsToken   string
 	TracerProvider trace.TracerProvider
+	// TrustedProxies are the addresses of the reverse proxies in front of
+	// the server. Only a request whose connection comes from one of them
+	// has its X-Forwarded-Proto believed; that scheme makes the dashboard's
+	// cookies Secure and is the one its Origin checks expect. Empty: the
+	// scheme is the connection's own.
+	TrustedProxies []*net.IPNet
 }
 
 // DevCaller is the caller every request acts for when no authentication is
@@ -131,6 +138,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.handleError
+	e.SchemeExtractor = schemeExtractor(opts.TrustedProxies)
 
 	// Order matters: the body deadline is set before anything waits on
 	// the client and sees the answer written when it returns; the request
@@ -175,6 +183,20 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 		e.GET(MetricsPath, a.metrics)
 	}
 	return e
+}
+
+// schemeExtractor believes X-Forwarded-Proto from the trusted proxies
+// only: Echo's default believes any loopback or private peer, so anyone on
+// the server's network could make plain HTTP pass for HTTPS.
+func schemeExtractor(proxies []*net.IPNet) echo.SchemeExtractor {
+	if len(proxies) == 0 {
+		return echo.ExtractSchemeDirect()
+	}
+	trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range proxies {
+		trust = append(trust, echo.TrustIPRange(p))
+	}
+	return echo.ExtractSchemeFromHeaders(trust...)
 }
 
 // healthz answers as long as the process serves HTTP.
