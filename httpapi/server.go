@@ -161,12 +161,17 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.Use(a.authenticate)
 	e.Use(a.limitRate(newRateLimiter(opts.RateLimit, opts.RateBurst)))
 	e.Use(checkJSONBody)
+	a.routes(e)
+	return e
+}
 
+// routes adds every route, each behind the middleware New installed.
+func (a *api) routes(e *echo.Echo) {
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	e.GET(OpenAPIPath, openAPI)
 
-	base := opts.BasePath
+	base := a.opts.BasePath
 	e.GET(base, a.listAgents)
 	e.POST(base+"/:agent", a.invoke)
 	e.POST(base+"/:agent/getSnapshot", a.getSnapshot)
@@ -177,12 +182,11 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)
-	if opts.MetricsHandler != nil && opts.MetricsToken != "" {
+	if a.opts.MetricsHandler != nil && a.opts.MetricsToken != "" {
 		// The operator's scrape token only (authenticate leaves the
 		// route to it).
 		e.GET(MetricsPath, a.metrics)
 	}
-	return e
 }
 
 // schemeExtractor believes X-Forwarded-Proto from the trusted proxies
