@@ -33,8 +33,14 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 
 var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"short": func(s string) string {
-		if len(s) > 8 {
-			return s[:8]
+		// Eight characters, not bytes: a cut inside one would show as a
+		// byte that is not UTF-8.
+		n := 0
+		for i := range s {
+			if n == 8 {
+				return s[:i]
+			}
+			n++
 		}
 		return s
 	},
@@ -69,7 +75,7 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 		if err := json.Compact(&b, raw); err != nil {
 			return string(raw)
 		}
-		return b.String()
+		return unescapeHidden(b.String())
 	},
 	"deref": func(s *string) string { return *s },
 	"sub":   func(a, b int) int { return a - b },
@@ -83,6 +89,8 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 	// link's path: html/template leaves "/" and "?" as they are.
 	"pathEscape":   url.PathEscape,
 	"inputSummary": inputSummary,
+	"visible":      visible,
+	"warnHidden":   warnHidden,
 	"fields":       inputFields,
 }).ParseFS(uiFiles, "ui/*.html"))
 
