@@ -82,6 +82,7 @@ func (a *accessConfig) check(addr string, dev bool) error {
 // comma-separated; a bare address is a range of one.
 type proxyRanges []*net.IPNet
 
+// String is the list as the flag takes it.
 func (p *proxyRanges) String() string {
 	if p == nil {
 		return ""
