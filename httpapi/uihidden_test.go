@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // asks to pay account "\u202e54321", which a browser draws as 12345, and
 // a client names its session and writes its message with invisible
 // characters. The decision page, the inbox and the session's history show
-// each as a visible escape and flag it; none sends the raw character.
+// each as a visible escape and flag it; none sends the raw character. The
+// decision page's link to the session escapes its id.
 func TestDashboardShowsHiddenCharacters(t *testing.T) {
 	t.Parallel()
 	app, err := pgstore.NewAppPool(context.Background(), testdb.URL(t))
@@ -44,11 +46,17 @@ func TestDashboardShowsHiddenCharacters(t *testing.T) {
 	s := &testServer{srv: srv}
 	inbox := getUI(t, s, "/ui/")
 	id := inbox[strings.Index(inbox, `href="/ui/interrupts/`)+len(`href="/ui/interrupts/`):][:36]
+	decision := getUI(t, s, "/ui/interrupts/"+id)
+	session := decision[strings.Index(decision, `href="/ui/sessions/`)+len(`href="`):]
+	session = html.UnescapeString(session[:strings.IndexByte(session, '"')])
+	if session != "/ui/sessions/s%E2%81%A6ession?agent=asker" {
+		t.Errorf("the decision page links to the session as %q", session)
+	}
 	const warning = "this value contains invisible or direction-changing characters"
 	for path, escapes := range map[string][]string{
 		"/ui/interrupts/" + id: {"⟨U+202E⟩</span>54321", "amount<span", "⟨U+200B⟩", "⟨U+2066⟩", "⟨U+00AD⟩"},
 		"/ui/":                 {"⟨U+202E⟩</span>54321", "⟨U+200B⟩", "⟨U+2066⟩"},
-		"/ui/sessions/" + "s%E2%81%A6ession" + "?agent=asker": {"⟨U+2066⟩", "⟨U+00AD⟩", "⟨U+202E⟩</span>54321"},
+		session:                {"⟨U+2066⟩", "⟨U+00AD⟩", "⟨U+202E⟩</span>54321"},
 	} {
 		page := getUI(t, s, path)
 		for _, want := range append(escapes, `<span class="hidden-char"`, warning) {
