@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -88,6 +89,12 @@ type Options struct {
 	MetricsHandler http.Handler
 	MetricsToken   string
 	TracerProvider trace.TracerProvider
+	// TrustedProxies are the addresses of the reverse proxies in front of
+	// the server. Only a request whose connection comes from one of them
+	// has its X-Forwarded-Proto believed; that scheme makes the dashboard's
+	// cookies Secure and is the one its Origin checks expect. Empty: the
+	// scheme is the connection's own.
+	TrustedProxies []*net.IPNet
 }
 
 // DevCaller is the caller every request acts for when no authentication is
@@ -131,6 +138,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.handleError
+	e.SchemeExtractor = schemeExtractor(opts.TrustedProxies)
 
 	// Order matters: the body deadline is set before anything waits on
 	// the client and sees the answer written when it returns; the request
@@ -153,12 +161,17 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.Use(a.authenticate)
 	e.Use(a.limitRate(newRateLimiter(opts.RateLimit, opts.RateBurst)))
 	e.Use(checkJSONBody)
+	a.routes(e)
+	return e
+}
 
+// routes adds every route, each behind the middleware New installed.
+func (a *api) routes(e *echo.Echo) {
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	e.GET(OpenAPIPath, openAPI)
 
-	base := opts.BasePath
+	base := a.opts.BasePath
 	e.GET(base, a.listAgents)
 	e.POST(base+"/:agent", a.invoke)
 	e.POST(base+"/:agent/getSnapshot", a.getSnapshot)
@@ -169,12 +182,25 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)
-	if opts.MetricsHandler != nil && opts.MetricsToken != "" {
+	if a.opts.MetricsHandler != nil && a.opts.MetricsToken != "" {
 		// The operator's scrape token only (authenticate leaves the
 		// route to it).
 		e.GET(MetricsPath, a.metrics)
 	}
-	return e
+}
+
+// schemeExtractor believes X-Forwarded-Proto from the trusted proxies
+// only: Echo's default believes any loopback or private peer, so anyone on
+// the server's network could make plain HTTP pass for HTTPS.
+func schemeExtractor(proxies []*net.IPNet) echo.SchemeExtractor {
+	if len(proxies) == 0 {
+		return echo.ExtractSchemeDirect()
+	}
+	trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range proxies {
+		trust = append(trust, echo.TrustIPRange(p))
+	}
+	return echo.ExtractSchemeFromHeaders(trust...)
 }
 
 // healthz answers as long as the process serves HTTP.

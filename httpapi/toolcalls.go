@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +26,7 @@ func (a *api) sessionToolCalls(c echo.Context) error {
 		return err
 	}
 	// A session id is any client string: it arrives escaped in the path.
-	sessionID, err := url.PathUnescape(c.Param("id"))
+	sessionID, err := pathParam(c, "id")
 	if err != nil {
 		return service.Errorf(service.CodeNotFound, "session not found")
 	}

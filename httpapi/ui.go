@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
@@ -32,8 +33,14 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 
 var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"short": func(s string) string {
-		if len(s) > 8 {
-			return s[:8]
+		// Eight characters, not bytes: a cut inside one would show as a
+		// byte that is not UTF-8.
+		n := 0
+		for i := range s {
+			if n == 8 {
+				return s[:i]
+			}
+			n++
 		}
 		return s
 	},
@@ -68,7 +75,7 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 		if err := json.Compact(&b, raw); err != nil {
 			return string(raw)
 		}
-		return b.String()
+		return unescapeHidden(b.String())
 	},
 	"deref": func(s *string) string { return *s },
 	"sub":   func(a, b int) int { return a - b },
@@ -78,7 +85,12 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 		}
 		return roughDuration(time.Duration(*v * float64(time.Second)))
 	},
+	// pathEscape makes a client's string (a session id) one segment of a
+	// link's path: html/template leaves "/" and "?" as they are.
+	"pathEscape":   url.PathEscape,
 	"inputSummary": inputSummary,
+	"visible":      visible,
+	"warnHidden":   warnHidden,
 	"fields":       inputFields,
 }).ParseFS(uiFiles, "ui/*.html"))
 
@@ -337,12 +349,17 @@ func (a *api) uiSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A session id is any client string: it arrives escaped in the path.
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return service.Errorf(service.CodeNotFound, "session not found")
+	}
 	ctx := c.Request().Context()
-	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: c.Param("id")})
+	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: id})
 	if err != nil {
 		return err
 	}
-	snaps, err := a.rt.SessionSnapshots(ctx, caller, c.Param("id"))
+	snaps, err := a.rt.SessionSnapshots(ctx, caller, id)
 	if err != nil {
 		return err
 	}
@@ -351,7 +368,7 @@ func (a *api) uiSession(c echo.Context) error {
 		SessionID string
 		Snapshot  *service.Snapshot
 		Snapshots []service.Snapshot
-	}{pageOf(c, "Session", caller.TenantID), c.Param("id"), snap, snaps})
+	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps})
 }
 
 // uiSessions finds sessions by id or end user: GET /ui/sessions?q=...

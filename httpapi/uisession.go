@@ -51,13 +51,26 @@ func checkUIWrite(c echo.Context, s *service.UISession) error {
 		return nil
 	}
 	origin := req.Header.Get(echo.HeaderOrigin)
-	if origin == "" || origin != c.Scheme()+"://"+req.Host {
+	if origin == "" || origin != ownOrigin(c) {
 		return service.Errorf(service.CodePermissionDenied, "a dashboard request must come from the dashboard's own origin")
 	}
 	if subtle.ConstantTimeCompare([]byte(req.Header.Get(headerCSRF)), []byte(s.CSRF)) != 1 {
 		return service.Errorf(service.CodePermissionDenied, "missing or wrong %s", headerCSRF)
 	}
 	return nil
+}
+
+// secureCookies reports whether the dashboard's cookies get Secure: when
+// the browser reached the server over HTTPS, directly or through a trusted
+// proxy (see Options.TrustedProxies).
+func secureCookies(c echo.Context) bool {
+	return c.Scheme() == "https"
+}
+
+// ownOrigin is the dashboard's origin as the browser sees it, which a
+// request that changes something must name in its Origin header.
+func ownOrigin(c echo.Context) string {
+	return c.Scheme() + "://" + c.Request().Host
 }
 
 // signInRequest is the body of POST /ui/session.
@@ -74,7 +87,7 @@ func (a *api) uiSignIn(c echo.Context) error {
 	if _, err := decodeBody(c, &req, `{"key": "hp_..."}`, true); err != nil {
 		return err
 	}
-	if origin := c.Request().Header.Get(echo.HeaderOrigin); origin != "" && origin != c.Scheme()+"://"+c.Request().Host {
+	if origin := c.Request().Header.Get(echo.HeaderOrigin); origin != "" && origin != ownOrigin(c) {
 		return service.Errorf(service.CodePermissionDenied, "sign in from the dashboard's own origin")
 	}
 	s, token, err := a.opts.Auth.SignInUI(c.Request().Context(), req.Key)
@@ -83,7 +96,7 @@ func (a *api) uiSignIn(c echo.Context) error {
 	}
 	c.SetCookie(&http.Cookie{
 		Name: uiCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: c.Request().TLS != nil, Expires: s.ExpiresAt, MaxAge: int(time.Until(s.ExpiresAt).Seconds()),
+		Secure: secureCookies(c), Expires: s.ExpiresAt, MaxAge: int(time.Until(s.ExpiresAt).Seconds()),
 	})
 	return c.NoContent(http.StatusNoContent)
 }
@@ -98,7 +111,7 @@ func (a *api) uiSignOut(c echo.Context) error {
 		return err
 	}
 	c.SetCookie(&http.Cookie{Name: uiCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: c.Request().TLS != nil, MaxAge: -1})
+		Secure: secureCookies(c), MaxAge: -1})
 	return c.NoContent(http.StatusNoContent)
 }
 

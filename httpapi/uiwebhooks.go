@@ -267,7 +267,7 @@ func flashPath(id uuid.UUID) string { return "/ui/webhooks/" + id.String() }
 func setFlash(c echo.Context, id uuid.UUID, kind, msg string) {
 	c.SetCookie(&http.Cookie{
 		Name: uiFlashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(kind + msg)), Path: flashPath(id),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Request().TLS != nil, MaxAge: 60,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureCookies(c), MaxAge: 60,
 	})
 }
 
@@ -278,7 +278,7 @@ func takeFlash(c echo.Context, id uuid.UUID) (notice, problem string) {
 		return "", ""
 	}
 	c.SetCookie(&http.Cookie{Name: uiFlashCookie, Value: "", Path: flashPath(id), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: c.Request().TLS != nil, MaxAge: -1})
+		Secure: secureCookies(c), MaxAge: -1})
 	b, err := base64.RawURLEncoding.DecodeString(cookie.Value)
 	if err != nil || len(b) < 2 || len(b) > 1000 {
 		return "", ""

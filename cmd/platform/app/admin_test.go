@@ -128,11 +128,18 @@ func TestEdgeFlags(t *testing.T) {
 		{[]string{"--ip-rate-limit", "-1"}, "--ip-rate-limit and --ip-rate-burst must not be negative"},
 		{[]string{"--ip-rate-burst", "-5"}, "--ip-rate-limit and --ip-rate-burst must not be negative"},
 		{[]string{"--max-event-streams", "-1"}, "--max-event-streams must not be negative"},
+		{[]string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, `"proxy.internal" is neither an address nor a CIDR range`},
+		{[]string{"--trusted-proxies", "10.0.0.0/33"}, `"10.0.0.0/33" is neither an address nor a CIDR range`},
 	} {
 		var stderr bytes.Buffer
 		if code := serveCommand(Platform{Demo: true}, append([]string{"--dev"}, tc.args...), &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("serve %v = %d %q, want 2 and %q", tc.args, code, stderr.String(), tc.want)
 		}
+	}
+	// --trusted-proxies takes addresses (a range of one each) and ranges.
+	var p proxyRanges
+	if err := p.Set(" 10.0.0.5, fd00::/8,::1,192.168.0.0/16 "); err != nil || p.String() != "10.0.0.5/32,fd00::/8,::1/128,192.168.0.0/16" {
+		t.Errorf("--trusted-proxies parsed to %q (%v)", p.String(), err)
 	}
 	// The defaults the README documents.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

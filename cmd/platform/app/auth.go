@@ -33,6 +33,9 @@ type accessConfig struct {
 	devAnyAddr bool
 	// loopbackTools lets tenants' HTTP tools call this machine.
 	loopbackTools bool
+	// trustedProxies are the reverse proxies whose X-Forwarded-Proto is
+	// believed.
+	trustedProxies proxyRanges
 }
 
 // register adds the access flags to fs.
@@ -46,6 +49,8 @@ func (a *accessConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.maxEventStreams, "max-event-streams", httpapi.DefaultMaxEventStreams, "live event streams (GET /api/v1/events) one credential may hold open at once; 0 turns the limit off")
 	fs.BoolVar(&a.demo, "demo", false, "register the demo agents (bankingAgent) without --dev")
 	fs.BoolVar(&a.loopbackTools, "allow-loopback-tools", false, "let tenants' HTTP tools call loopback addresses (always on with --dev): for tests and a receiver on this machine")
+	fs.Var(&a.trustedProxies, "trusted-proxies", "addresses or CIDR ranges (comma-separated, e.g. 10.0.0.5,fd00::/8) of the reverse proxies in front of the server: "+
+		"only from them is X-Forwarded-Proto believed, which makes the dashboard's cookies Secure and its Origin checks expect https; unset: the scheme is the connection's own")
 	fs.BoolVar(&a.devAnyAddr, "dev-any-addr", false, "let --dev listen on a non-loopback address, e.g. inside a container whose port is published on the host's loopback only; whoever reaches it acts as the default tenant's admin")
 }
 
@@ -70,6 +75,49 @@ func (a *accessConfig) check(addr string, dev bool) error {
 		return fmt.Errorf("--dev turns authentication off, so it listens on a loopback address only (127.0.0.1, ::1 or localhost), not %q. "+
 			"Without --dev every request needs an API key: see platform tenants create and platform keys create", addr)
 	}
+	return nil
+}
+
+// proxyRanges is the --trusted-proxies flag: addresses or CIDR ranges,
+// comma-separated; a bare address is a range of one.
+type proxyRanges []*net.IPNet
+
+// String is the list as the flag takes it.
+func (p *proxyRanges) String() string {
+	if p == nil {
+		return ""
+	}
+	s := make([]string, len(*p))
+	for i, r := range *p {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set parses the whole list: a wrong item is a usage error, not a proxy
+// left out.
+func (p *proxyRanges) Set(v string) error {
+	var out proxyRanges
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if ip := net.ParseIP(item); ip != nil {
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, r, err := net.ParseCIDR(item)
+		if err != nil {
+			return fmt.Errorf("%q is neither an address nor a CIDR range", item)
+		}
+		out = append(out, r)
+	}
+	*p = out
 	return nil
 }
 

@@ -331,6 +331,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		IPRateBurst:     cfg.access.ipRateBurst,
 		BodyTimeout:     cfg.access.bodyTimeout,
 		MaxEventStreams: cfg.access.maxEventStreams,
+		TrustedProxies:  cfg.access.trustedProxies,
 		Events:          hub,
 		Agents:          manager,
 		Webhooks:        hooks,

@@ -18,6 +18,37 @@
     a.textContent = text;
     return a;
   }
+  // What the server's pages do too (uivisible.go): a character a reader
+  // could not see, or that reorders the text around it, is shown as its
+  // code point (⟨U+202E⟩) in a style of its own, and the value is flagged.
+  const hidden = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
+  function isHidden(ch) {
+    return ch !== '\n' && ch !== '\t' && hidden.test(ch);
+  }
+  function appendVisible(el, text) {
+    let plain = '';
+    for (const ch of text) {
+      if (!isHidden(ch)) {
+        plain += ch;
+        continue;
+      }
+      const esc = document.createElement('span');
+      esc.className = 'hidden-char';
+      esc.title = 'invisible or direction-changing character';
+      esc.textContent = '\u27e8U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '\u27e9';
+      el.append(plain, esc);
+      plain = '';
+    }
+    el.append(plain);
+  }
+  function flagHidden(el, text) {
+    if (!Array.from(text).some(isHidden)) return;
+    const warn = document.createElement('span');
+    warn.className = 'warn-hidden';
+    warn.setAttribute('role', 'note');
+    warn.textContent = '\u26a0 this value contains invisible or direction-changing characters';
+    el.append(warn);
+  }
   function age(iso) {
     const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
     if (s < 60) return s + 's';
@@ -47,7 +78,15 @@
       const tool = document.createElement('td');
       tool.append(link('/ui/interrupts/' + encodeURIComponent(it.id), it.tool));
       const sess = document.createElement('td');
-      sess.append(link('/ui/sessions/' + encodeURIComponent(it.sessionId) + '?agent=' + encodeURIComponent(it.agent), it.sessionId.slice(0, 8)));
+      const sessLink = link('/ui/sessions/' + encodeURIComponent(it.sessionId) + '?agent=' + encodeURIComponent(it.agent), '');
+      // Eight characters, as the server cuts it, not UTF-16 units.
+      appendVisible(sessLink, Array.from(it.sessionId).slice(0, 8).join(''));
+      sess.append(sessLink);
+      flagHidden(sess, it.sessionId);
+      const input = document.createElement('td');
+      input.className = 'input';
+      appendVisible(input, summary(it.input));
+      flagHidden(input, summary(it.input));
       let deadline = '';
       let cls = '';
       if (it.expiresAt) {
@@ -55,7 +94,7 @@
         deadline = left <= 0 ? 'overdue' : age(new Date(Date.now() - left).toISOString()) + ' left';
         cls = left <= 0 ? 'overdue' : '';
       }
-      tr.append(cell(it.agent), tool, cell(summary(it.input), 'input'), sess, cell(age(it.createdAt)), cell(deadline, cls));
+      tr.append(cell(it.agent), tool, input, sess, cell(age(it.createdAt)), cell(deadline, cls));
       body.append(tr);
     }
   }
