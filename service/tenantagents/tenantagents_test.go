@@ -63,6 +63,7 @@ func (scripted) Generate(_ context.Context, req *service.ModelRequest, _ func(se
 // receiver for their HTTP tools.
 type env struct {
 	rt      *service.Runtime
+	store   *pgstore.PgStore
 	m       *tenantagents.Manager
 	admin   *pgxpool.Pool
 	recv    *receiver
@@ -89,7 +90,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgentClient(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{rt: rt, m: m, admin: admin, tenants: map[string]service.Caller{}}
+	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]service.Caller{}}
 	acc := service.NewAccounts(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
