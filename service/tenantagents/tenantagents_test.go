@@ -303,6 +303,10 @@ func TestBadDefinitionsChangeNothing(t *testing.T) {
 		{"private address", strings.Replace(good, e.recv.srv.URL, "https://10.0.0.7", 1), strict, service.CodeInvalidArgument, "private"},
 		{"metadata address", strings.Replace(good, e.recv.srv.URL, "https://169.254.169.254", 1), strict, service.CodeInvalidArgument, "url"},
 		{"plain http", strings.Replace(good, e.recv.srv.URL, "http://bank.example.com", 1), strict, service.CodeInvalidArgument, "https"},
+		{"config names a model", strings.Replace(good, "model: demo", "model: demo\nconfig:\n  temperature: 0.2\n  model: openai/gpt-4o", 1), nil, service.CodeInvalidArgument, "field:config.model"},
+		{"config names a Model", strings.Replace(good, "model: demo", "model: demo\nconfig: {Model: x}", 1), nil, service.CodeInvalidArgument, "field:config.Model"},
+		{"model id climbs out", strings.Replace(good, "model: demo", "model: openai/../../x", 1), nil, service.CodeInvalidArgument, `".."`},
+		{"model id with a control character", strings.Replace(good, "model: demo", `model: "openai/gpt\u0007"`, 1), nil, service.CodeInvalidArgument, "field:model"},
 		{"name of a compiled agent", strings.Replace(good, "name: bankingAgent", "name: bankingAgentClient", 1), nil, service.CodeAlreadyExists, "own agents"},
 	}
 	for _, tc := range cases {
