@@ -274,16 +274,8 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		TracerProvider:    tracing.Provider,
 		EarlyClaims:       cfg.earlyClaims,
 	})
-	models := map[string]string{}
-	for _, a := range agents {
-		if err := rt.Register(a); err != nil {
-			return fmt.Errorf("register agent %s: %w", a.Name, err)
-		}
-		if a.Model != nil {
-			models[a.Name] = a.Model.Name()
-		}
-	}
-	if err := recordCompiledAgents(ctx, log, store, rt); err != nil {
+	models, err := registerAgents(ctx, log, store, rt, agents)
+	if err != nil {
 		return err
 	}
 
@@ -510,6 +502,21 @@ func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB
 func describe(cfg *pgxpool.Config) string {
 	c := cfg.ConnConfig
 	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// registerAgents registers the compiled agents and records their names
+// (recordCompiledAgents); it returns each one's model name.
+func registerAgents(ctx context.Context, log *slog.Logger, store *pgstore.PgStore, rt *service.Runtime, agents []*service.Agent) (map[string]string, error) {
+	models := map[string]string{}
+	for _, a := range agents {
+		if err := rt.Register(a); err != nil {
+			return nil, fmt.Errorf("register agent %s: %w", a.Name, err)
+		}
+		if a.Model != nil {
+			models[a.Name] = a.Model.Name()
+		}
+	}
+	return models, recordCompiledAgents(ctx, log, store, rt)
 }
 
 // recordCompiledAgents records the names of the agents compiled into this
