@@ -100,7 +100,9 @@
 //   - maxToolRounds: how many model/tool rounds one turn may take, a whole
 //     number from 1 to 50 (the runtime's default when absent).
 //   - resume: which version of the agent a resumed session runs: session
-//     (the default: the version the session started with) or latest.
+//     (the default: the version the session started with) or latest. A
+//     turn paused on interrupts resumes on the version that paused it
+//     either way.
 //
 // Interrupts and HTTP tools share one namespace: two of them may not have
 // the same name. A null value (a key with nothing after the colon) is the
