@@ -75,6 +75,35 @@ $$;
 REVOKE ALL ON FUNCTION holdpoint_record_compiled_agents(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION holdpoint_record_compiled_agents(text, text[]) TO holdpoint_app;
 
+-- A detached turn's pending snapshot recorded no agent version (and
+-- finishing it kept none), so a tenant agent's detached turns read as a
+-- compiled agent's: the server records the version now, and this fills it
+-- in for the snapshots detached turns wrote (those with a heartbeat) of a
+-- name the tenant has an agent of: a session's first turn gets the
+-- version current when it was written (none, a compiled agent's, when the
+-- tenant's agent did not exist yet), a later one its parent's (none when
+-- the parent has none: a compiled agent's).
+-- +goose StatementBegin
+DO $$
+BEGIN
+    UPDATE snapshots s SET agent_version = v.version
+    FROM (SELECT s2.tenant_id, s2.id, max(tv.version) AS version
+          FROM snapshots s2
+          JOIN tenant_agent_versions tv ON tv.tenant_id = s2.tenant_id AND tv.name = s2.agent AND tv.created_at <= s2.created_at
+          WHERE s2.agent_version IS NULL AND s2.heartbeat_at IS NOT NULL AND s2.parent_id IS NULL
+          GROUP BY s2.tenant_id, s2.id) v
+    WHERE s.tenant_id = v.tenant_id AND s.id = v.id;
+    LOOP
+        UPDATE snapshots s SET agent_version = p.agent_version
+        FROM snapshots p
+        WHERE s.agent_version IS NULL AND s.heartbeat_at IS NOT NULL
+          AND p.tenant_id = s.tenant_id AND p.id = s.parent_id AND p.agent = s.agent AND p.agent_version IS NOT NULL;
+        EXIT WHEN NOT FOUND;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+
 -- A detached turn is claimed only by an instance that can run its
 -- definition: a compiled agent's (its snapshot has no agent_version) by
 -- one with that agent compiled in, a tenant's agent's (agent_version set)
