@@ -10,6 +10,31 @@ import (
 	"time"
 )
 
+const agentNameTaken = `-- name: AgentNameTaken :one
+SELECT coalesce((SELECT c.name FROM compiled_agents c WHERE lower(c.name) = lower($1::text) ORDER BY c.name LIMIT 1), '')::text AS compiled,
+       coalesce((SELECT a.name FROM tenant_agents a WHERE a.tenant_id = $2 AND lower(a.name) = lower($1::text) AND a.name <> $1::text LIMIT 1), '')::text AS tenant_agent
+`
+
+type AgentNameTakenParams struct {
+	Name     string
+	TenantID string
+}
+
+type AgentNameTakenRow struct {
+	Compiled    string
+	TenantAgent string
+}
+
+// What already has the name in another case or as a compiled agent: the
+// compiled agent of the name in any case, and the tenant's agent whose
+// name differs from it only in case (empty when none).
+func (q *Queries) AgentNameTaken(ctx context.Context, arg AgentNameTakenParams) (AgentNameTakenRow, error) {
+	row := q.db.QueryRow(ctx, agentNameTaken, arg.Name, arg.TenantID)
+	var i AgentNameTakenRow
+	err := row.Scan(&i.Compiled, &i.TenantAgent)
+	return i, err
+}
+
 const disableTenantAgent = `-- name: DisableTenantAgent :execrows
 UPDATE tenant_agents SET disabled_at = now(), disabled_by = $1, updated_at = now()
 WHERE tenant_id = $2 AND name = $3 AND disabled_at IS NULL
@@ -171,19 +196,17 @@ func (q *Queries) ListTenantAgents(ctx context.Context, tenantID string) ([]List
 	return items, nil
 }
 
-const lockTenantAgentName = `-- name: LockTenantAgentName :exec
-SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 0))
+const lockAgentName = `-- name: LockAgentName :exec
+SELECT pg_advisory_xact_lock(hashtextextended('holdpoint agent name/' || lower($1::text), 0))
 `
 
-type LockTenantAgentNameParams struct {
-	TenantID string
-	Name     string
-}
-
-// Serializes the versions of one agent name (PutTenantAgentVersion picks
-// the next number), until the end of the transaction.
-func (q *Queries) LockTenantAgentName(ctx context.Context, arg LockTenantAgentNameParams) error {
-	_, err := q.db.Exec(ctx, lockTenantAgentName, arg.TenantID, arg.Name)
+// Serializes the PUTs of one agent name in any case, of every tenant
+// (PutTenantAgentVersion picks the next number; AgentNameTaken checks the
+// name is free), and the recording of compiled agents of that name
+// (holdpoint_record_compiled_agents takes the same lock), until the end
+// of the transaction.
+func (q *Queries) LockAgentName(ctx context.Context, name string) error {
+	_, err := q.db.Exec(ctx, lockAgentName, name)
 	return err
 }
 
@@ -231,6 +254,43 @@ func (q *Queries) PutTenantAgentVersion(ctx context.Context, arg PutTenantAgentV
 	var i PutTenantAgentVersionRow
 	err := row.Scan(&i.Version, &i.CreatedAt)
 	return i, err
+}
+
+const recordCompiledAgents = `-- name: RecordCompiledAgents :many
+SELECT agent_tenant::text AS tenant_id, agent_name::text AS name
+FROM holdpoint_record_compiled_agents($1::text, $2::text[])
+`
+
+type RecordCompiledAgentsParams struct {
+	Instance string
+	Names    []string
+}
+
+type RecordCompiledAgentsRow struct {
+	TenantID string
+	Name     string
+}
+
+// Records an instance's compiled agents; returns the tenants' agents of
+// their names in any case.
+func (q *Queries) RecordCompiledAgents(ctx context.Context, arg RecordCompiledAgentsParams) ([]RecordCompiledAgentsRow, error) {
+	rows, err := q.db.Query(ctx, recordCompiledAgents, arg.Instance, arg.Names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RecordCompiledAgentsRow{}
+	for rows.Next() {
+		var i RecordCompiledAgentsRow
+		if err := rows.Scan(&i.TenantID, &i.Name); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setTenantToolHosts = `-- name: SetTenantToolHosts :execrows

@@ -23,6 +23,13 @@ type APIKey struct {
 	LastUsedAt *time.Time
 }
 
+type CompiledAgent struct {
+	Name         string
+	FirstSeenAt  time.Time
+	LastSeenAt   time.Time
+	LastInstance string
+}
+
 type EndUserTokenCutoff struct {
 	TenantID  string
 	EndUser   string

@@ -84,13 +84,17 @@ func TestTenantAgentRoutes(t *testing.T) {
 		status             int
 		want               string
 	}{
-		"yaml error":        {"notes", "text/x-dotprompt", "---\nmodel: [\n---\nx", 400, `"line"`},
-		"unknown model":     {"notes", "text/x-dotprompt", strings.Replace(notesPrompt, "model: demo", "model: gpt-9", 1), 400, `"field":"model"`},
-		"name mismatch":     {"other", "text/x-dotprompt", notesPrompt, 400, `"field":"name"`},
-		"compiled name":     {demo.BankingAgentName, "application/json", `{"model":"demo"}`, 409, "ALREADY_EXISTS"},
-		"text/plain body":   {"notes", "text/plain", notesPrompt, 400, "INVALID_ARGUMENT"},
-		"bad agent name":    {"no%20spaces", "application/json", `{"model":"demo"}`, 400, "agent name"},
-		"JSON form garbage": {"notes", "application/json", `{"model":"demo","holdpoint":{"interupts":[]}}`, 400, "holdpoint"},
+		"yaml error":                {"notes", "text/x-dotprompt", "---\nmodel: [\n---\nx", 400, `"line"`},
+		"unknown model":             {"notes", "text/x-dotprompt", strings.Replace(notesPrompt, "model: demo", "model: gpt-9", 1), 400, `"field":"model"`},
+		"name mismatch":             {"other", "text/x-dotprompt", notesPrompt, 400, `"field":"name"`},
+		"compiled name":             {demo.BankingAgentName, "application/json", `{"model":"demo"}`, 409, "ALREADY_EXISTS"},
+		"compiled name, other case": {"BANKINGAGENT", "application/json", `{"model":"demo"}`, 409, `\"bankingAgent\" is one of this server's own agents`},
+		"own name, other case":      {"Notes", "application/json", `{"model":"demo"}`, 409, `already has the agent \"notes\"`},
+		"config names a model":      {"notes", "application/json", `{"model":"demo","config":{"model":"openai/gpt-4o"}}`, 400, `"field":"config.model"`},
+		"model id climbs out":       {"notes", "application/json", `{"model":"openai/../../x"}`, 400, `"field":"model"`},
+		"text/plain body":           {"notes", "text/plain", notesPrompt, 400, "INVALID_ARGUMENT"},
+		"bad agent name":            {"no%20spaces", "application/json", `{"model":"demo"}`, 400, "agent name"},
+		"JSON form garbage":         {"notes", "application/json", `{"model":"demo","holdpoint":{"interupts":[]}}`, 400, "holdpoint"},
 	} {
 		if r := put(admin, tc.agent, tc.ctype, tc.body); r.status != tc.status || !strings.Contains(string(r.body), tc.want) {
 			t.Errorf("%s: %d %s", name, r.status, r.body)

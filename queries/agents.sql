@@ -51,7 +51,23 @@ SELECT tool_hosts FROM tenants WHERE id = @tenant_id;
 -- runs as the schema owner.
 UPDATE tenants SET tool_hosts = @hosts::text[] WHERE id = @tenant_id;
 
--- name: LockTenantAgentName :exec
--- Serializes the versions of one agent name (PutTenantAgentVersion picks
--- the next number), until the end of the transaction.
-SELECT pg_advisory_xact_lock(hashtextextended(@tenant_id::text || '/' || @name::text, 0));
+-- name: LockAgentName :exec
+-- Serializes the PUTs of one agent name in any case, of every tenant
+-- (PutTenantAgentVersion picks the next number; AgentNameTaken checks the
+-- name is free), and the recording of compiled agents of that name
+-- (holdpoint_record_compiled_agents takes the same lock), until the end
+-- of the transaction.
+SELECT pg_advisory_xact_lock(hashtextextended('holdpoint agent name/' || lower(@name::text), 0));
+
+-- name: AgentNameTaken :one
+-- What already has the name in another case or as a compiled agent: the
+-- compiled agent of the name in any case, and the tenant's agent whose
+-- name differs from it only in case (empty when none).
+SELECT coalesce((SELECT c.name FROM compiled_agents c WHERE lower(c.name) = lower(@name::text) ORDER BY c.name LIMIT 1), '')::text AS compiled,
+       coalesce((SELECT a.name FROM tenant_agents a WHERE a.tenant_id = @tenant_id AND lower(a.name) = lower(@name::text) AND a.name <> @name::text LIMIT 1), '')::text AS tenant_agent;
+
+-- name: RecordCompiledAgents :many
+-- Records an instance's compiled agents; returns the tenants' agents of
+-- their names in any case.
+SELECT agent_tenant::text AS tenant_id, agent_name::text AS name
+FROM holdpoint_record_compiled_agents(@instance::text, @names::text[]);

@@ -43,7 +43,8 @@ type Agent struct {
 	Version int
 	// ResumeLatest makes a tenant's agent continue its sessions with its
 	// current version; by default a session goes on with the version it
-	// last ran with.
+	// last ran with. A snapshot paused on interrupts resumes on its own
+	// version either way.
 	ResumeLatest bool
 	// Disabled is a tenant's agent its tenant disabled: its sessions can be
 	// read, no turn runs.

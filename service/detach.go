@@ -97,6 +97,7 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		EndUser:      inv.caller.EndUser,
 		SnapshotID:   NewRowID().String(),
 		ParentID:     inv.baseID,
+		AgentVersion: inv.agent.Version,
 		Status:       StatusPending,
 		Custom:       inv.last.good.Custom,
 		Artifacts:    inv.last.good.Artifacts,

@@ -152,15 +152,29 @@ func (r *Runtime) interruptTool(ctx context.Context, c Caller, id uuid.UUID) (*I
 	default:
 		return nil, nil, Errorf(CodeAborted, "interrupt %s is already %s", id, it.Status)
 	}
-	a, err := r.LookupFor(ctx, c, it.Agent)
+	a, err := r.snapshotAgent(ctx, c, it.Agent, it.SnapshotID)
 	if err != nil {
-		return nil, nil, Errorf(CodeFailedPrecondition, "agent %s of interrupt %s is not served by this instance", it.Agent, id)
+		return nil, nil, err
 	}
 	tool := a.tool(it.Tool)
 	if tool == nil {
 		return nil, nil, Errorf(CodeFailedPrecondition, "agent %s no longer has the tool %s", it.Agent, it.Tool)
 	}
 	return it, tool, nil
+}
+
+// snapshotAgent is the agent that resumes a paused snapshot of the named
+// agent (see agentOfSnapshot), or why this instance cannot.
+func (r *Runtime) snapshotAgent(ctx context.Context, c Caller, agent, snapshotID string) (*Agent, error) {
+	a, err := r.LookupFor(ctx, c, agent)
+	if err != nil {
+		return nil, Errorf(CodeFailedPrecondition, "agent %s of snapshot %s is not served by this instance", agent, snapshotID)
+	}
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: agent, ID: snapshotID})
+	if err != nil {
+		return nil, err
+	}
+	return r.agentOfSnapshot(ctx, c, a, snapshotID, snap.AgentVersion, true)
 }
 
 // decide records a decision and, when it was the last one the snapshot
@@ -251,8 +265,8 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 		}
 		for _, d := range decided {
 			c := Caller{TenantID: d.TenantID, Actor: "system"}
-			if _, err := r.LookupFor(ctx, c, d.Agent); err != nil {
-				r.log.Warn("deadline answered an interrupt of an agent this instance does not serve", "agent", d.Agent, "snapshot", d.SnapshotID)
+			if _, err := r.snapshotAgent(ctx, c, d.Agent, d.SnapshotID); err != nil {
+				r.log.Warn("deadline answered an interrupt of an agent this instance does not serve", "agent", d.Agent, "snapshot", d.SnapshotID, "err", err)
 				continue
 			}
 			out, err := r.resumeDecided(ctx, c, d.Agent, d.SnapshotID, d.Batch)

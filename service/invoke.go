@@ -45,11 +45,12 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, inv.orHeadMoved(ctx, err)
 	}
-	if v := inv.baseVersion; a.Version > 0 && v > 0 && v != a.Version && !a.ResumeLatest {
-		// A session goes on with the version of its agent it ran with.
-		at, err := r.tenantAgent(ctx, c, agent, v)
+	if inv.baseID != "" {
+		// A session goes on with the definition it ran with: the same
+		// kind, and the version of a tenant's agent (see agentOfSnapshot).
+		at, err := r.agentOfSnapshot(ctx, c, a, inv.baseID, inv.baseVersion, inv.basePaused)
 		if err != nil {
-			return nil, err
+			return nil, inv.orHeadMoved(ctx, err)
 		}
 		inv.agent = at
 	}
@@ -322,6 +323,9 @@ type invocation struct {
 	// baseVersion is the tenant agent version the base snapshot's turn ran
 	// with (0: compiled in, or none).
 	baseVersion int
+	// basePaused is the base snapshot paused on interrupts: it goes on
+	// with the version that paused it whatever the definition says.
+	basePaused bool
 	// baseAnswered: the store saw the base snapshot's interrupts claimed,
 	// so a resume of it claims up front (see claim).
 	baseAnswered bool
@@ -696,6 +700,7 @@ func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
 	inv.baseVersion = snap.AgentVersion
+	inv.basePaused = snap.FinishReason == FinishInterrupted
 	inv.baseAnswered = snap.Answered
 }
 

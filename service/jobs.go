@@ -139,12 +139,10 @@ func (r *Runtime) runJob(job *TurnJob) {
 		log.Warn("loading a detached turn failed", "err", err)
 		return
 	}
-	if snap.AgentVersion > 0 && snap.AgentVersion != a.Version {
-		// The version of a tenant's agent the turn started with.
-		if a, err = r.tenantAgent(r.bg, c, job.Agent, snap.AgentVersion); err != nil {
-			log.Warn("loading the agent version of a detached turn failed", "err", err)
-			return
-		}
+	// The definition the turn started with (the claim matched its kind).
+	if a, err = r.agentOfSnapshot(r.bg, c, a, job.SnapshotID, snap.AgentVersion, true); err != nil {
+		log.Warn("not taking over a detached turn", "err", err)
+		return
 	}
 	log.Info("taking over a detached turn", "agent", a.Name, "inputs", len(job.Inputs))
 

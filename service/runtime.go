@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -225,6 +226,48 @@ func (r *Runtime) LookupFor(ctx context.Context, c Caller, name string) (*Agent,
 		return a, nil
 	}
 	return r.tenantAgent(ctx, c, name, 0)
+}
+
+// agentOfSnapshot is the agent that goes on from a snapshot of the agent
+// name a (what LookupFor found) wrote: always the kind of definition that
+// wrote it (compiled into the binary when its version is 0, else the
+// tenant's agent), at the version it records, unless a tenant's agent says
+// resume: latest and the snapshot is not paused. When this instance has no
+// such definition the error is FAILED_PRECONDITION, before anything ran.
+func (r *Runtime) agentOfSnapshot(ctx context.Context, c Caller, a *Agent, snapshotID string, version int, paused bool) (*Agent, error) {
+	switch {
+	case version == 0 && a.Version == 0:
+		return a, nil
+	case version == 0:
+		return nil, snapshotKindError(snapshotID, "the compiled agent "+a.Name, a, paused)
+	case a.Version == version || (a.Version > 0 && a.ResumeLatest && !paused):
+		return a, nil
+	}
+	at, err := r.tenantAgent(ctx, c, a.Name, version)
+	if e := AsError(err); err != nil && e.Status == CodeNotFound {
+		return nil, snapshotKindError(snapshotID, fmt.Sprintf("tenant agent %s version %d", a.Name, version), a, paused)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if at.Disabled {
+		return nil, Errorf(CodeNotFound, "agent %q not found", a.Name)
+	}
+	return at, nil
+}
+
+// snapshotKindError refuses to go on from a snapshot on another definition
+// than the one that wrote it.
+func snapshotKindError(snapshotID, wrote string, here *Agent, paused bool) error {
+	serves := "the compiled agent " + here.Name
+	if here.Version > 0 {
+		serves = fmt.Sprintf("tenant agent %s version %d", here.Name, here.Version)
+	}
+	verb, what := "written", "go on from"
+	if paused {
+		verb, what = "paused", "resume"
+	}
+	return Errorf(CodeFailedPrecondition, "snapshot %s was %s by %s; this instance serves %s: it cannot %s it", snapshotID, verb, wrote, serves, what)
 }
 
 // tenantAgent is the caller's tenant's agent at version (0: current).

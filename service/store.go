@@ -568,6 +568,12 @@ type TenantAgentRecord struct {
 	VersionCreatedAt time.Time `json:"versionCreatedAt"`
 }
 
+// TenantAgentName names a tenant's agent.
+type TenantAgentName struct {
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`
+}
+
 // TenantAgentVersion is one version of a tenant's agent.
 type TenantAgentVersion struct {
 	Version   int       `json:"version"`

@@ -216,23 +216,8 @@ func (b *builder) definition(root map[string]any, f form) (*Definition, error) {
 	if d.Description, err = b.str(root, top, "description"); err != nil {
 		return nil, err
 	}
-	if d.Model, err = b.str(root, top, "model"); err != nil {
+	if err := b.modelAndConfig(root, top, d); err != nil {
 		return nil, err
-	}
-	if strings.TrimSpace(d.Model) == "" {
-		if _, present := root["model"]; present {
-			return nil, b.errf(top.key("model"), "must not be empty")
-		}
-		return nil, b.missing(top, "model")
-	}
-	config, err := b.mapping(root, top, "config")
-	if err != nil {
-		return nil, err
-	}
-	if config != nil {
-		if d.Config, err = canonicalJSON(config); err != nil {
-			return nil, b.errf(top.key("config"), "%s", err)
-		}
 	}
 	if f == jsonForm {
 		if d.System, err = b.str(root, top, "system"); err != nil {
@@ -246,6 +231,63 @@ func (b *builder) definition(root map[string]any, f form) (*Definition, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// modelAndConfig reads the model and its configuration. The model is the
+// model key alone: a configuration that names one (as a provider's
+// request would take it, in any case) is refused.
+func (b *builder) modelAndConfig(root map[string]any, top path, d *Definition) error {
+	var err error
+	if d.Model, err = b.str(root, top, "model"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(d.Model) == "" {
+		if _, present := root["model"]; present {
+			return b.errf(top.key("model"), "must not be empty")
+		}
+		return b.missing(top, "model")
+	}
+	if msg := checkModelID(d.Model); msg != "" {
+		return b.errf(top.key("model"), "%q is not a model id: %s", d.Model, msg)
+	}
+	config, err := b.mapping(root, top, "config")
+	if err != nil || config == nil {
+		return err
+	}
+	for k := range config {
+		if strings.EqualFold(k, "model") {
+			return b.errf(top.key("config").key(k), "the model is the model key (%s); the configuration may not name another", d.Model)
+		}
+	}
+	if d.Config, err = canonicalJSON(config); err != nil {
+		return b.errf(top.key("config"), "%s", err)
+	}
+	return nil
+}
+
+// modelPartRE is one /-separated part of a model id.
+var modelPartRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@+-]*$`)
+
+// checkModelID says what is wrong with a model id ("" when nothing): a
+// name (demo) or provider/name, at most 4 parts separated by /, each of
+// letters, digits and . _ : @ + - beginning with a letter or digit, no
+// "..", 200 bytes at most. Which providers and names are served is the
+// caller's to check.
+func checkModelID(id string) string {
+	switch {
+	case len(id) > 200:
+		return "longer than 200 bytes"
+	case strings.Contains(id, ".."):
+		return `it contains ".."`
+	case strings.Count(id, "/") > 3:
+		return "more than 4 parts separated by /"
+	}
+	for _, part := range strings.Split(id, "/") {
+		if !modelPartRE.MatchString(part) {
+			return "want provider/name, each part letters, digits and . _ : @ + -, beginning with a letter or digit"
+		}
+	}
+	return ""
 }
 
 // holdpoint reads the holdpoint extension key.

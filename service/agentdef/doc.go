@@ -58,8 +58,12 @@
 //     64 at most. It may be left out when the caller names the agent.
 //   - description: shown to clients and operators.
 //   - model (required): the model that answers, e.g.
-//     googleai/gemini-2.5-flash, or demo. The caller checks it is served.
+//     googleai/gemini-2.5-flash, or demo: at most 4 parts separated by /,
+//     each of letters, digits and . _ : @ + - beginning with a letter or
+//     digit, and no "..". The caller checks it is served.
 //   - config: the model's configuration, a mapping passed to it as JSON.
+//     It may not have a model key (in any case): the model is the model
+//     key above, which metrics and the audit trail record.
 //   - tools: the names the model may call, each a declared interrupt or
 //     HTTP tool (below). When the key is absent, the model may call all of
 //     them; an empty list lets it call none.
@@ -96,7 +100,9 @@
 //   - maxToolRounds: how many model/tool rounds one turn may take, a whole
 //     number from 1 to 50 (the runtime's default when absent).
 //   - resume: which version of the agent a resumed session runs: session
-//     (the default: the version the session started with) or latest.
+//     (the default: the version the session started with) or latest. A
+//     turn paused on interrupts resumes on the version that paused it
+//     either way.
 //
 // Interrupts and HTTP tools share one namespace: two of them may not have
 // the same name. A null value (a key with nothing after the colon) is the

@@ -161,6 +161,14 @@ func (m *Model) config(raw json.RawMessage) (map[string]any, error) {
 	if cfg == nil {
 		return nil, nil
 	}
+	for k := range cfg {
+		// A provider's request takes its model from a config key of that
+		// name (matched in any case): the model would not be this one, which
+		// metrics and the audit trail record.
+		if strings.EqualFold(k, "model") {
+			return nil, fmt.Errorf("config may not name a model (%s): the model is %s", k, m.name)
+		}
+	}
 	var renames map[string]string
 	switch m.provider {
 	case ProviderAnthropic:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -122,13 +123,45 @@ func Resolve(ctx context.Context, logger *slog.Logger, names []string) (map[stri
 }
 
 // parseModelName splits "provider/model-id" and checks the provider is one
-// Resolve accepts and the id is not empty.
+// Resolve accepts and the id is one of its model ids (see checkModelID).
 func parseModelName(name string) (provider, id string, err error) {
 	provider, id, ok := strings.Cut(name, "/")
 	if !ok || id == "" || !slices.Contains(resolveProviders, provider) {
 		return "", "", fmt.Errorf("model %q: want \"provider/model-id\" with provider %s", name, strings.Join(resolveProviders, ", "))
 	}
+	if msg := checkModelID(provider, id); msg != "" {
+		return "", "", fmt.Errorf("model %q: %s", name, msg)
+	}
 	return provider, id, nil
+}
+
+// modelIDPartRE is one /-separated part of a model id.
+var modelIDPartRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@+-]*$`)
+
+// checkModelID says what is wrong with a provider's model id ("" when
+// nothing): parts of letters, digits and . _ : @ + -, each beginning with
+// a letter or digit, no "..", 200 bytes at most; one part for Google AI
+// and Anthropic, up to three for OpenAI-compatible servers and Ollama
+// (meta-llama/Llama-3-8B, hf.co/user/model:tag).
+func checkModelID(provider, id string) string {
+	parts := 1
+	if provider == ProviderOpenAI || provider == ProviderOllama {
+		parts = 3
+	}
+	switch {
+	case len(id) > 200:
+		return "the model id is longer than 200 bytes"
+	case strings.Contains(id, ".."):
+		return `the model id contains ".."`
+	case strings.Count(id, "/") >= parts:
+		return fmt.Sprintf("a %s model id has at most %d parts separated by /", provider, parts)
+	}
+	for _, p := range strings.Split(id, "/") {
+		if !modelIDPartRE.MatchString(p) {
+			return "a model id is letters, digits and . _ : @ + -, each part separated by / beginning with a letter or digit"
+		}
+	}
+	return ""
 }
 
 // checkProviderEnv reports the environment variables the provider of the

@@ -14,23 +14,68 @@ import (
 var _ service.TenantAgentStore = (*PgStore)(nil)
 
 // PutTenantAgent implements service.TenantAgentStore: versions of one name
-// are numbered one after the other, under a lock of that name.
+// are numbered one after the other, under a lock of that name in any case,
+// which also keeps the name from being taken meanwhile: by the tenant's
+// agent of the name in another case, or a compiled agent's recorded
+// (ALREADY_EXISTS naming it).
 func (s *PgStore) PutTenantAgent(ctx context.Context, tenantID, name, source string, definition json.RawMessage, actor string) (*service.TenantAgentVersion, error) {
 	var row db.PutTenantAgentVersionRow
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		if err := q.LockTenantAgentName(ctx, db.LockTenantAgentNameParams{TenantID: tenantID, Name: name}); err != nil {
+		if err := q.LockAgentName(ctx, name); err != nil {
 			return err
 		}
-		var err error
+		taken, err := q.AgentNameTaken(ctx, db.AgentNameTakenParams{TenantID: tenantID, Name: name})
+		if err != nil {
+			return err
+		}
+		if err := nameTaken(name, taken); err != nil {
+			return err
+		}
 		row, err = q.PutTenantAgentVersion(ctx, db.PutTenantAgentVersionParams{
 			TenantID: tenantID, Name: name, Source: source, Definition: definition, CreatedBy: orSystem(actor),
 		})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, translateConflict(err, "agent %q: the tenant has an agent of that name in another case", name)
 	}
 	return &service.TenantAgentVersion{Version: int(row.Version), CreatedBy: orSystem(actor), CreatedAt: row.CreatedAt}, nil
+}
+
+// nameTaken is the refusal of a name something else has, or nil.
+func nameTaken(name string, taken db.AgentNameTakenRow) error {
+	switch {
+	case taken.Compiled != "":
+		return service.Errorf(service.CodeAlreadyExists,
+			"agent %q: %q is one of this server's own agents (compiled into an instance that serves this database): choose another name", name, taken.Compiled)
+	case taken.TenantAgent != "":
+		return service.Errorf(service.CodeAlreadyExists,
+			"agent %q: this tenant already has the agent %q, and names are unique whatever their case: choose another name, or PUT %q", name, taken.TenantAgent, taken.TenantAgent)
+	}
+	return nil
+}
+
+// RecordCompiledAgents records the names of the agents an instance has
+// compiled in, which no tenant may then define, and returns the tenants'
+// agents (of every tenant) that already have one of them in any case.
+func (s *PgStore) RecordCompiledAgents(ctx context.Context, instance string, names []string) ([]service.TenantAgentName, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	var rows []db.RecordCompiledAgentsRow
+	err := s.tx(ctx, func(q *db.Queries) error {
+		var err error
+		rows, err = q.RecordCompiledAgents(ctx, db.RecordCompiledAgentsParams{Instance: instance, Names: names})
+		return err
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]service.TenantAgentName, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, service.TenantAgentName{TenantID: r.TenantID, Name: r.Name})
+	}
+	return out, nil
 }
 
 // GetTenantAgent implements service.TenantAgentStore.

@@ -60,14 +60,19 @@ var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
 // Put checks a definition and stores it as the next version of the
 // caller's tenant's agent name. A definition error is INVALID_ARGUMENT with
-// details {line, field}; a name the server's own agents use is
-// ALREADY_EXISTS. Nothing is stored unless every check passes.
+// details {line, field}. A name is ALREADY_EXISTS, naming what has it,
+// when it is the name in any case of one of this process's own agents or
+// of one any instance recorded as compiled in, or of another of the
+// tenant's agents in another case (names are unique case-insensitively).
+// Nothing is stored unless every check passes.
 func (m *Manager) Put(ctx context.Context, c service.Caller, name string, src []byte) (*service.TenantAgentVersion, error) {
 	if !nameRE.MatchString(name) {
 		return nil, service.Errorf(service.CodeInvalidArgument, "agent name %q: want a letter, then letters, digits, _ or -, at most 64", name)
 	}
-	if _, err := m.Runtime.Lookup(name); err == nil {
-		return nil, service.Errorf(service.CodeAlreadyExists, "agent %q is one of this server's own agents: choose another name", name)
+	for _, own := range m.Runtime.AgentNames() {
+		if strings.EqualFold(own, name) {
+			return nil, service.Errorf(service.CodeAlreadyExists, "agent %q: %q is one of this server's own agents: choose another name", name, own)
+		}
 	}
 	def, err := agentdef.Parse(src)
 	if err != nil {

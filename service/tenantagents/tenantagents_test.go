@@ -65,6 +65,7 @@ func (scripted) Generate(_ context.Context, req *service.ModelRequest, _ func(se
 // receiver for their HTTP tools.
 type env struct {
 	rt      *service.Runtime
+	store   *pgstore.PgStore
 	m       *tenantagents.Manager
 	admin   *pgxpool.Pool
 	recv    *receiver
@@ -91,7 +92,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgentClient(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{rt: rt, m: m, admin: admin, tenants: map[string]service.Caller{}}
+	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]service.Caller{}}
 	acc := service.NewAccounts(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
@@ -309,6 +310,10 @@ func TestBadDefinitionsChangeNothing(t *testing.T) {
 		{"private address", strings.Replace(good, e.recv.srv.URL, "https://10.0.0.7", 1), strict, service.CodeInvalidArgument, "private"},
 		{"metadata address", strings.Replace(good, e.recv.srv.URL, "https://169.254.169.254", 1), strict, service.CodeInvalidArgument, "url"},
 		{"plain http", strings.Replace(good, e.recv.srv.URL, "http://bank.example.com", 1), strict, service.CodeInvalidArgument, "https"},
+		{"config names a model", strings.Replace(good, "model: demo", "model: demo\nconfig:\n  temperature: 0.2\n  model: openai/gpt-4o", 1), nil, service.CodeInvalidArgument, "field:config.model"},
+		{"config names a Model", strings.Replace(good, "model: demo", "model: demo\nconfig: {Model: x}", 1), nil, service.CodeInvalidArgument, "field:config.Model"},
+		{"model id climbs out", strings.Replace(good, "model: demo", "model: openai/../../x", 1), nil, service.CodeInvalidArgument, `".."`},
+		{"model id with a control character", strings.Replace(good, "model: demo", `model: "openai/gpt\u0007"`, 1), nil, service.CodeInvalidArgument, "field:model"},
 		{"name of a compiled agent", strings.Replace(good, "name: bankingAgent", "name: bankingAgentClient", 1), nil, service.CodeAlreadyExists, "own agents"},
 	}
 	for _, tc := range cases {

@@ -74,3 +74,22 @@ test("another tenant can neither call nor see the agent", { skip: skip || (!AUTH
   const { agents } = await list.json();
   assert.ok(!agents.some((a) => a.name === 'tenantBanking'), JSON.stringify(agents));
 });
+
+test('names are one namespace: TenantBanking beside tenantBanking, or a compiled agent in capitals, is refused', { skip }, async () => {
+  const put = (name) =>
+    fetch(`${BASE_URL}/api/v1/agents/${name}`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'demo', system: 'I am not who you think.' }),
+    });
+  for (const [name, taken] of [['TenantBanking', 'tenantBanking'], ['BANKINGAGENT', 'bankingAgent']]) {
+    const res = await put(name);
+    const body = await res.json();
+    assert.equal(res.status, 409, JSON.stringify(body));
+    assert.equal(body.status, 'ALREADY_EXISTS');
+    assert.ok(body.message.includes(`"${taken}"`), body.message);
+  }
+  const list = await fetch(`${BASE_URL}/api/agents`);
+  const { agents } = await list.json();
+  assert.ok(!agents.some((a) => a.name === 'TenantBanking' || a.name === 'BANKINGAGENT'), JSON.stringify(agents));
+});

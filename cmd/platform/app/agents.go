@@ -53,8 +53,9 @@ func (a *adminCommand) withManager(p Platform, tenant string, loopback bool, std
 			return err
 		}
 		// The program's own agents, whose names a tenant may not take (the
-		// demo agents are served only with --dev or --demo: a server that
-		// serves them refuses their names at PUT, and serves its own first).
+		// demo agents are served only with --dev or --demo: once a server
+		// that serves them has started, the store refuses their names, as
+		// it does every compiled agent's an instance recorded).
 		agents, err := p.agents(ctx, log, demo.NewModel(), false)
 		if err != nil {
 			return err

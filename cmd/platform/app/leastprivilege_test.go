@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,11 +227,26 @@ func TestServeAsLoginRole(t *testing.T) {
 		keys[tenant] = strings.TrimSpace(key)
 	}
 
+	// A tenant's bankingAgent, defined before any instance with the demo
+	// agents started (the order issue 25 races on).
+	prompt := filepath.Join("..", "..", "..", "examples", "tenant", "banking.prompt")
+	if code, _, errOut := runPlatform(t, serverURL, "agents", "apply", "-f", prompt, "--tenant", "other", "--allow-loopback-tools"); code != 0 {
+		t.Fatalf("agents apply as %s = %d:\n%s", role, code, errOut)
+	}
+
 	srv := startServe(t, serverURL, "--demo", "--migrate=false", "--rate-limit", "0")
 	first, second := approve(t, srv, keys["acme"])
 	approve(t, srv, keys["other"])
 	if lines := srv.logLines("level=WARN", "login role"); len(lines) > 0 {
 		t.Errorf("serve as %s warned about its role:\n%s", role, strings.Join(lines, "\n"))
+	}
+	// The login role recorded the compiled agents, and serve named the
+	// tenant's agent that has one's name; from now on it is refused.
+	if lines := srv.logLines("level=WARN", "compiled into this server", "tenant=other", "agent=bankingAgent"); len(lines) != 1 {
+		t.Errorf("serve did not warn of other's bankingAgent:\n%s", srv.log())
+	}
+	if code, _, errOut := runPlatform(t, serverURL, "agents", "apply", "-f", prompt, "--tenant", "acme", "--allow-loopback-tools"); code == 0 || !strings.Contains(errOut, "own agents") {
+		t.Errorf("agents apply of bankingAgent once --demo served = %d:\n%s", code, errOut)
 	}
 
 	// The rows are there (seen by the admin: the owner is under the
@@ -242,6 +258,7 @@ func TestServeAsLoginRole(t *testing.T) {
 		"SELECT count(*) FROM interrupt_events WHERE tenant_id = 'acme' AND type = 'created'": 1,
 		"SELECT count(*) FROM interrupt_events WHERE tenant_id = 'acme' AND type = 'claimed'": 1,
 		"SELECT count(*) FROM api_keys WHERE tenant_id = 'acme' AND last_used_at IS NOT NULL": 1,
+		"SELECT count(*) FROM compiled_agents WHERE name = 'bankingAgent'":                    1,
 	} {
 		if got := queryInt(t, all, query); got != want {
 			t.Errorf("%s = %d, want %d", query, got, want)

@@ -283,14 +283,9 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		Limits:            cfg.limits.turn,
 		Detach:            cfg.limits.detach,
 	})
-	models := map[string]string{}
-	for _, a := range agents {
-		if err := rt.Register(a); err != nil {
-			return fmt.Errorf("register agent %s: %w", a.Name, err)
-		}
-		if a.Model != nil {
-			models[a.Name] = a.Model.Name()
-		}
+	models, err := registerAgents(ctx, log, store, rt, agents)
+	if err != nil {
+		return err
 	}
 
 	// Both background workers stop with ctx, at the first signal: the hub
@@ -520,4 +515,39 @@ func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB
 func describe(cfg *pgxpool.Config) string {
 	c := cfg.ConnConfig
 	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// registerAgents registers the compiled agents and records their names
+// (recordCompiledAgents); it returns each one's model name.
+func registerAgents(ctx context.Context, log *slog.Logger, store *pgstore.PgStore, rt *service.Runtime, agents []*service.Agent) (map[string]string, error) {
+	models := map[string]string{}
+	for _, a := range agents {
+		if err := rt.Register(a); err != nil {
+			return nil, fmt.Errorf("register agent %s: %w", a.Name, err)
+		}
+		if a.Model != nil {
+			models[a.Name] = a.Model.Name()
+		}
+	}
+	return models, recordCompiledAgents(ctx, log, store, rt)
+}
+
+// recordCompiledAgents records the names of the agents compiled into this
+// instance before it serves, so that no tenant defines one through any
+// instance, and warns of the tenants' agents that already have one (in
+// any case): defined before an instance with that agent first started.
+// They are left as they are; their turns run only as the tenant's agent
+// (a snapshot resumes only on the definition that wrote it), but the
+// compiled agent takes their name for new sessions here.
+func recordCompiledAgents(ctx context.Context, log *slog.Logger, store *pgstore.PgStore, rt *service.Runtime) error {
+	host, _ := os.Hostname()
+	clash, err := store.RecordCompiledAgents(ctx, host+" "+rt.InstanceID(), rt.AgentNames())
+	if err != nil {
+		return fmt.Errorf("recording the compiled agents' names: %w", err)
+	}
+	for _, a := range clash {
+		log.Warn("a tenant's agent has the name of an agent compiled into this server: the compiled agent serves new sessions of that name here; rename the tenant's agent",
+			"tenant", a.TenantID, "agent", a.Name)
+	}
+	return nil
 }
