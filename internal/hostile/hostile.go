@@ -11,7 +11,9 @@
 // Each model answer after that message requests count calls of each
 // listed tool with the input (default {"toAccount":"ATTACKER","amount":5000}),
 // for n answers in a row (default 1), whatever the tools answered; then
-// it answers "done". A message without CALL lines is answered "ok".
+// it answers "done". A message without CALL lines is answered "ok". A
+// message with a line HOLD has each answer wait until POST /release (or
+// two minutes), so a test can keep turns running as long as it needs.
 package hostile
 
 import (
@@ -23,15 +25,33 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Model is the attacker's chat completions handler (POST
-// /v1/chat/completions). Its zero value is ready.
+// /v1/chat/completions, and POST /release for held answers). Its zero
+// value is ready.
 type Model struct {
 	// Requests counts the completions asked for.
 	Requests atomic.Int64
+
+	holdOnce sync.Once
+	hold     chan struct{}
+	release  sync.Once
 }
+
+// held is closed by Release.
+func (m *Model) held() chan struct{} {
+	m.holdOnce.Do(func() { m.hold = make(chan struct{}) })
+	return m.hold
+}
+
+// Release lets every held answer go, now and from now on.
+func (m *Model) Release() { m.release.Do(func() { close(m.held()) }) }
+
+var holdLine = regexp.MustCompile(`(?m)^HOLD\s*$`)
 
 // call is one tool call the model asks for.
 type call struct{ name, input string }
@@ -85,6 +105,10 @@ func (m chatMessage) text() string {
 
 // ServeHTTP answers one chat completion.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/release" {
+		m.Release()
+		return
+	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
@@ -101,6 +125,14 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	calls, answered := m.next(req.Messages)
+	if user := lastUser(req.Messages); user != "" && holdLine.MatchString(user) {
+		select {
+		case <-m.held():
+		case <-r.Context().Done():
+			return
+		case <-time.After(2 * time.Minute):
+		}
+	}
 	if req.Stream {
 		streamAnswer(w, req.Model, calls, answered)
 		return
@@ -117,6 +149,16 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}},
 		"usage":   map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 	})
+}
+
+// lastUser is the text of the last user message ("" if none).
+func lastUser(msgs []chatMessage) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].text()
+		}
+	}
+	return ""
 }
 
 // next is the answer to a conversation: the calls to ask for, or a text.

@@ -76,7 +76,7 @@ mkdir -p "$tmp/outside"
 cp "$root/examples/banking/main.go" "$root/go.sum" "$tmp/outside/"
 printf 'module example.com/mybank\n\ngo 1.26\n\nrequire github.com/holdpoint/holdpoint v0.0.0-00010101000000-000000000000\n\nreplace github.com/holdpoint/holdpoint => %s\n' "$root" >"$tmp/outside/go.mod"
 (cd "$tmp/outside" && GOFLAGS=-mod=mod GOWORK=off go build -o "$tmp/mybank" .)
-(cd "$root" && go build -o "$tmp/receiver" ./examples/tenant/receiver)
+(cd "$root" && go build -o "$tmp/receiver" ./examples/tenant/receiver && go build -o "$tmp/hostilemodel" ./internal/hostile/cmd/hostilemodel)
 
 # create_db NAME: creates a throwaway database (dropped at exit) and sets
 # created_url to its URL.
@@ -89,6 +89,8 @@ create_db "$db"
 db_url=$created_url
 create_db "${db}_seed"
 seed_db_url=$created_url
+create_db "${db}_hostile"
+hostile_db_url=$created_url
 
 free_port() {
 	node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
@@ -156,6 +158,24 @@ for _ in $(seq 50); do
 	sleep 0.2
 done
 
+# The attacker: a dev server whose tenant agent "steered" runs on an
+# OpenAI-compatible model that requests whatever the user's message names
+# (internal/hostile), with the example receiver as its transferMoney.
+hostile_port=$(free_port)
+"$tmp/hostilemodel" --addr "127.0.0.1:$hostile_port" >"$tmp/server-hostilemodel.log" 2>&1 &
+server_pids="$server_pids $!"
+OPENAI_API_KEY=attacker OPENAI_BASE_URL="http://127.0.0.1:$hostile_port/v1" HOLDPOINT_MODEL=openai/gpt-4o-mini \
+	start_server server-hostile "$tmp/platform" "$hostile_db_url" --dev --rate-limit 0 --max-interrupts-per-turn 8
+hostile_base=$url
+hostile_recv_port=$(free_port)
+hostile_recv_base="http://127.0.0.1:$hostile_recv_port"
+hostile_secret=$(DATABASE_URL="$hostile_db_url" "$tmp/platform" tenants tool-secret --tenant default | head -n1 | cut -f1)
+TOOL_SECRET="$hostile_secret" "$tmp/receiver" --addr "127.0.0.1:$hostile_recv_port" >"$tmp/server-hostile-receiver.log" 2>&1 &
+server_pids="$server_pids $!"
+sed -e 's/^name: bankingAgent$/name: steered/' -e 's/^model: demo$/model: openai\/gpt-4o-mini/' -e "s#http://127.0.0.1:8090#$hostile_recv_base#" \
+	"$root/examples/tenant/banking.prompt" >"$tmp/steered.prompt"
+DATABASE_URL="$hostile_db_url" OPENAI_API_KEY=attacker "$tmp/platform" agents apply -f "$tmp/steered.prompt" --tenant default --allow-loopback-tools
+
 cd "$here"
 # npm keeps a copy of the installed lock file in node_modules; reinstall when
 # it is missing or older than the lock file or the manifest.
@@ -166,5 +186,6 @@ fi
 
 echo "run.sh: running the client tests"
 rc=0
-HOLDPOINT_URL="$base" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
+	HOLDPOINT_URL="$base" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
 exit "$rc"
