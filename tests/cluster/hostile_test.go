@@ -195,6 +195,44 @@ func TestHostileModelFromOutside(t *testing.T) {
 	t.Parallel()
 	s, pool, backend := hostileServer(t)
 
+	t.Run("thirty megabyte tool outputs", func(t *testing.T) {
+		pid := s.cmd.Process.Pid
+		base, _ := procStatus(pid, "VmRSS")
+		var wg sync.WaitGroup
+		outs := make([]answer, 3)
+		for i := range outs {
+			wg.Add(1)
+			go func() { defer wg.Done(); outs[i] = s.steer("CALL fetchBig x15 rounds 2", false) }()
+		}
+		wg.Wait()
+		for _, a := range outs {
+			out := mustFailExhausted(t, a, "more than 4194304 bytes")
+			// Every call that ran has its row; none past the bound ran.
+			ran := count(t, pool, "SELECT count(*) FROM tool_calls WHERE session_id = $1", out.SessionID)
+			if ran != 5 {
+				t.Errorf("session %s: %d tool_calls rows; want 5 (the fifth call passed 4 MiB)", out.SessionID, ran)
+			}
+		}
+		if n := backend.count("/big").Load(); n != 15 {
+			t.Errorf("the backend answered %d calls; want 15", n)
+		}
+		peak, _ := procStatus(pid, "VmHWM")
+		t.Logf("RSS %d MiB before the turns, peak %d MiB", base>>20, peak>>20)
+		if raceEnabled {
+			return // the race detector's shadow memory makes RSS no measure of the server's
+		}
+		if peak > 512<<20 {
+			t.Errorf("peak RSS %d MiB; want under 512", peak>>20)
+		}
+		// The memory is given back: under 200 MiB, and near where it was.
+		d := waitUntil(t, "RSS back under 200 MiB and within 64 MiB of where it was", time.Minute, func() bool {
+			rss, err := procStatus(pid, "VmRSS")
+			return err == nil && rss < 200<<20 && rss < base+64<<20
+		})
+		rss, _ := procStatus(pid, "VmRSS")
+		t.Logf("RSS %d MiB %s after the turns", rss>>20, d.Round(time.Millisecond))
+	})
+
 	t.Run("thirty transfers in one answer", func(t *testing.T) {
 		out := mustFailExhausted(t, s.steer("CALL transfer x30", false), "30 tool calls in one answer; at most 16")
 		if n := backend.count("/transfer").Load(); n != 0 {
@@ -228,43 +266,6 @@ func TestHostileModelFromOutside(t *testing.T) {
 		if n := backend.count("/transfer").Load(); n != 0 {
 			t.Fatalf("%d transfers ran before approval", n)
 		}
-	})
-
-	t.Run("thirty megabyte tool outputs", func(t *testing.T) {
-		pid := s.cmd.Process.Pid
-		base, _ := procStatus(pid, "VmRSS")
-		var wg sync.WaitGroup
-		outs := make([]answer, 3)
-		for i := range outs {
-			wg.Add(1)
-			go func() { defer wg.Done(); outs[i] = s.steer("CALL fetchBig x15 rounds 2", false) }()
-		}
-		wg.Wait()
-		for _, a := range outs {
-			out := mustFailExhausted(t, a, "more than 4194304 bytes")
-			// Every call that ran has its row; none past the bound ran.
-			ran := count(t, pool, "SELECT count(*) FROM tool_calls WHERE session_id = $1", out.SessionID)
-			if ran != 5 {
-				t.Errorf("session %s: %d tool_calls rows; want 5 (the fifth call passed 4 MiB)", out.SessionID, ran)
-			}
-		}
-		if n := backend.count("/big").Load(); n != 15 {
-			t.Errorf("the backend answered %d calls; want 15", n)
-		}
-		peak, _ := procStatus(pid, "VmHWM")
-		t.Logf("RSS %d MiB before the turns, peak %d MiB", base>>20, peak>>20)
-		if raceEnabled {
-			return // the race detector's shadow memory makes RSS no measure of the server's
-		}
-		if peak > 512<<20 {
-			t.Errorf("peak RSS %d MiB; want under 512", peak>>20)
-		}
-		d := waitUntil(t, "RSS back under 200 MiB", time.Minute, func() bool {
-			rss, err := procStatus(pid, "VmRSS")
-			return err == nil && rss < 200<<20
-		})
-		rss, _ := procStatus(pid, "VmRSS")
-		t.Logf("RSS %d MiB %s after the turns", rss>>20, d.Round(time.Millisecond))
 	})
 
 	t.Run("forty detached turns from one key", func(t *testing.T) {
