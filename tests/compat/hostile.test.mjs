@@ -100,3 +100,64 @@ test('forty detached turns from one client: its bound runs, the rest are told to
     assert.equal(done.status, 'completed');
   }
 });
+
+test('a signed call the model made to a harmless tool, replayed to the transfer endpoint, moves no money', { skip }, async () => {
+  // The tenant's own quoteFee endpoint, which an attacker reads (a log, a
+  // compromised proxy): it records what the platform sent.
+  const http = await import('node:http');
+  let captured;
+  const quote = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      captured = { headers: req.headers, body: Buffer.concat(chunks) };
+      res.setHeader('Content-Type', 'application/json');
+      res.end('{"output":{"fee":1}}');
+    });
+  });
+  await new Promise((resolve) => quote.listen(0, '127.0.0.1', resolve));
+  try {
+    const prompt = `---
+name: replayed
+model: openai/gpt-4o-mini
+holdpoint:
+  httpTools:
+    - name: quoteFee
+      url: http://127.0.0.1:${quote.address().port}/quote
+      input: {schema: {amount: number, toAccount: string}}
+      output: {schema: {fee: number}}
+    - name: transferMoney
+      url: ${receiver}/tools/transferMoney
+      approval: true
+      input: {schema: {amount: number, toAccount: string}}
+      output: {schema: {success: boolean, transactionId: string}}
+---
+You quote fees.
+`;
+    const put = await fetch(`${base}/api/v1/agents/replayed`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'text/x-dotprompt' },
+      body: prompt,
+    });
+    assert.equal(put.status, 201, await put.text());
+
+    const before = await executed();
+    const chat = remoteAgent({ url: `${base}/api/agents/replayed` }).chat();
+    const res = await chat.send('CALL quoteFee x1 {"amount":5000,"toAccount":"ATTACKER"}');
+    assert.equal(res.finishReason, 'stop');
+    assert.ok(captured, 'the platform called quoteFee');
+    assert.equal(JSON.parse(captured.body).tool, 'quoteFee');
+
+    // The replay: the same signed bytes and headers, to the transfer tool.
+    const headers = { 'Content-Type': 'application/json' };
+    for (const h of ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'idempotency-key']) {
+      if (captured.headers[h]) headers[h] = captured.headers[h];
+    }
+    const replay = await fetch(`${receiver}/tools/transferMoney`, { method: 'POST', headers, body: captured.body });
+    assert.equal(replay.status, 403, 'the receiver refuses a call signed for another tool');
+    await replay.arrayBuffer();
+    assert.equal(await executed(), before, 'no money moved');
+  } finally {
+    quote.close();
+  }
+});
