@@ -89,31 +89,7 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		in.Detach = false
 		inv.unpersisted = append(inv.unpersisted, in)
 	}
-	now := time.Now()
-	w := &SnapshotWrite{
-		TenantID:     inv.caller.TenantID,
-		Agent:        inv.agent.Name,
-		SessionID:    inv.sess.id,
-		EndUser:      inv.caller.EndUser,
-		SnapshotID:   NewRowID().String(),
-		ParentID:     inv.baseID,
-		AgentVersion: inv.agent.Version,
-		Status:       StatusPending,
-		Custom:       inv.last.good.Custom,
-		Artifacts:    inv.last.good.Artifacts,
-		MessageCount: len(inv.baseBodies),
-		HeartbeatAt:  &now,
-	}
-	// The job records the work still to do (the turn in progress, if any,
-	// and this input) before the client learns the snapshot id, so another
-	// instance can finish it if this one dies.
-	lim := inv.rt.detach
-	job := &TurnJob{
-		TenantID: w.TenantID, SnapshotID: w.SnapshotID, Agent: w.Agent, SessionID: w.SessionID,
-		ParentID: w.ParentID, EndUser: w.EndUser, Actor: inv.caller.Actor,
-		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
-		TenantCap: lim.PerTenant, ActorCap: lim.PerCredential,
-	}
+	w, job := inv.pendingWrite()
 	// A detach that starts its work (no turn of this invocation is under
 	// way) runs here only in a free slot; without one its job is queued,
 	// owned by nobody, for the first instance with a slot to take. A turn
@@ -140,6 +116,36 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	inv.mu.Unlock()
 	close(inv.det.ch)
 	return nil
+}
+
+// pendingWrite is a detach's pending snapshot and its job. The job
+// records the work still to do (the turn in progress, if any, and the
+// detach's input) before the client learns the snapshot id, so another
+// instance can finish it if this one dies.
+func (inv *invocation) pendingWrite() (*SnapshotWrite, *TurnJob) {
+	now := time.Now()
+	w := &SnapshotWrite{
+		TenantID:     inv.caller.TenantID,
+		Agent:        inv.agent.Name,
+		SessionID:    inv.sess.id,
+		EndUser:      inv.caller.EndUser,
+		SnapshotID:   NewRowID().String(),
+		ParentID:     inv.baseID,
+		AgentVersion: inv.agent.Version,
+		Status:       StatusPending,
+		Custom:       inv.last.good.Custom,
+		Artifacts:    inv.last.good.Artifacts,
+		MessageCount: len(inv.baseBodies),
+		HeartbeatAt:  &now,
+	}
+	lim := inv.rt.detach
+	job := &TurnJob{
+		TenantID: w.TenantID, SnapshotID: w.SnapshotID, Agent: w.Agent, SessionID: w.SessionID,
+		ParentID: w.ParentID, EndUser: w.EndUser, Actor: inv.caller.Actor,
+		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
+		TenantCap: lim.PerTenant, ActorCap: lim.PerCredential,
+	}
+	return w, job
 }
 
 // detachError is what a detach whose pending snapshot the store refused
