@@ -250,7 +250,10 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
+	// The job is made stale by hand, so the takeover does not wait for the
+	// timeout; a long one keeps B's own snapshot from reading expired while
+	// a loaded machine delays B's heartbeats (it failed so under load).
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
 	admin, snap, _, _ := crashedAfterTool(t, url, opts)
 	// Turn the finished call back into one that started and never ended:
 	// what a crash inside the tool leaves behind.
@@ -261,8 +264,12 @@ func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	release := make(chan struct{})
 	close(release)
 	b := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
-	waitFor(t, "B to end the snapshot", 10*time.Second, func() bool {
-		return snapshotStatus(t, b.rt, snap) != service.StatusPending
+	waitFor(t, "B to end the snapshot", time.Minute, func() bool {
+		switch snapshotStatus(t, b.rt, snap) {
+		case service.StatusFailed, service.StatusCompleted, service.StatusAborted:
+			return true
+		}
+		return false
 	})
 	got, err := b.rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: snap})
 	if err != nil {
