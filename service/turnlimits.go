@@ -172,8 +172,10 @@ func messageSize(m Message) int {
 
 // checkToolRequests refuses a model answer before any of its tools runs:
 // more requests than the bound, more interrupts than the turn may raise,
-// or two requests of one tool with one ref (an interrupt is answered by
-// tool and ref, so two could never both be answered).
+// or two requests of one tool with one ref (a ref names one call, and an
+// interrupt is answered by tool and ref, so two could never both be
+// answered). Calls without a ref may repeat a tool (some models give no
+// refs; the journal keys them by position), unless it is an interrupt.
 func (inv *invocation) checkToolRequests(msg Message, requests []int, raised int) error {
 	lim := inv.rt.limits
 	if len(requests) > lim.ToolRequests {
@@ -183,12 +185,14 @@ func (inv *invocation) checkToolRequests(msg Message, requests []int, raised int
 	interrupts := raised
 	for _, i := range requests {
 		req := msg.Content[i].ToolRequest
+		tool := inv.agent.tool(req.Name)
+		isInterrupt := tool != nil && tool.Interrupt
 		k := [2]string{req.Name, req.Ref}
-		if seen[k] {
+		if seen[k] && (req.Ref != "" || isInterrupt) {
 			return Errorf(CodeInvalidArgument, "The model asked for two calls of '%s%s' with one ref; none of them ran", req.Name, refSuffix(req.Ref))
 		}
 		seen[k] = true
-		if tool := inv.agent.tool(req.Name); tool != nil && tool.Interrupt {
+		if isInterrupt {
 			interrupts++
 		}
 	}

@@ -263,3 +263,21 @@ func TestRestartInputIsComparedExactly(t *testing.T) {
 		t.Fatalf("restart with the same values written otherwise: %v", err)
 	}
 }
+
+// TestCallsWithoutRefsMayRepeatATool: a model that gives no refs may call
+// one tool twice in an answer; both run.
+func TestCallsWithoutRefsMayRepeatATool(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	runs := hostileAgent(t, rt, func() service.Message {
+		m := hostileAnswer("transfer", "transfer")
+		m.Content[0].ToolRequest.Ref, m.Content[1].ToolRequest.Ref = "", ""
+		return m
+	}, 0)
+	if out := sendHostile(t, rt, ""); out.FinishReason != "stop" {
+		t.Fatalf("turn: %+v %+v", out.FinishReason, out.Error)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d transfers ran; want 2", n)
+	}
+}
