@@ -238,12 +238,14 @@ const bigTurnBytes = 4 << 20
 // that held a lot (large tool outputs): with the collector's target set
 // high for throughput (cmd/platform's GOGC), the heap such a turn grew
 // would otherwise stay with the process until the next collections, and a
-// few hostile turns could keep a server at its peak. At most one return
-// runs per second, a second after the turn that asked, when the turn's
-// memory is garbage.
+// few hostile turns could keep a server at its peak. A return runs a
+// second after the turn that asked, when the turn's memory is garbage; at
+// most one runs per second, and a big turn that ends while one waits gets
+// another after it.
 type memoryReturner struct {
 	mu      sync.Mutex
 	pending bool
+	again   bool
 	// returned counts the returns made (for tests).
 	returned atomic.Int64
 }
@@ -256,14 +258,24 @@ func (m *memoryReturner) after(held int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pending {
+		m.again = true
 		return
 	}
+	m.schedule()
+}
+
+// schedule runs a return in a second; m.mu is held.
+func (m *memoryReturner) schedule() {
 	m.pending = true
 	time.AfterFunc(time.Second, func() {
 		debug.FreeOSMemory()
 		m.returned.Add(1)
 		m.mu.Lock()
+		defer m.mu.Unlock()
 		m.pending = false
-		m.mu.Unlock()
+		if m.again {
+			m.again = false
+			m.schedule()
+		}
 	})
 }

@@ -22,13 +22,21 @@ import (
 	"github.com/holdpoint/holdpoint/internal/hostile"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/httptool"
 )
 
 // tenantBackend is the tenant's tool endpoints the hostile agent calls:
 // fetchBig answers about 1 MB, transfer counts what it executed, slowTool
 // holds each call until release is closed.
 type tenantBackend struct {
-	srv       *httptest.Server
+	srv *httptest.Server
+	// secrets verify calls to /verified-transfer, as the example
+	// receiver does; captured is the last call to /quote (header, body).
+	secrets   func() [][]byte
+	mu        sync.Mutex
+	captured  *http.Request
+	body      []byte
+	verified  atomic.Int64
 	calls     sync.Map // path -> *atomic.Int64
 	inSlow    atomic.Int64
 	mostSlow  atomic.Int64
@@ -40,10 +48,23 @@ func newTenantBackend(t *testing.T) *tenantBackend {
 	b := &tenantBackend{release: make(chan struct{})}
 	big, _ := json.Marshal(map[string]any{"output": map[string]any{"page": strings.Repeat("x", 1_000_000)}})
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		body, _ := io.ReadAll(r.Body)
 		b.count(r.URL.Path).Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
+		case "/quote":
+			b.mu.Lock()
+			b.captured, b.body = r.Clone(context.Background()), body
+			b.mu.Unlock()
+			_, _ = w.Write([]byte(`{"output":{"fee":1}}`))
+		case "/verified-transfer":
+			want := httptool.Expect{Tool: "transfer", URL: b.srv.URL + "/verified-transfer"}
+			if _, err := httptool.VerifyToolCall(b.secrets(), r, body, want); err != nil {
+				http.Error(w, "refused", http.StatusForbidden)
+				return
+			}
+			b.verified.Add(1)
+			_, _ = w.Write([]byte(`{"output":{"executed":true}}`))
 		case "/big":
 			_, _ = w.Write(big)
 		case "/slow":
@@ -94,6 +115,10 @@ holdpoint:
       url: ` + backend + `/big
       input: {schema: {toAccount: string, amount: number}}
       output: {schema: {}}
+    - name: quoteFee
+      url: ` + backend + `/quote
+      input: {schema: {toAccount: string, amount: number}}
+      output: {schema: {fee: number}}
     - name: slowTool
       url: ` + backend + `/slow
       timeout: 60s
@@ -139,6 +164,21 @@ func hostileServer(t *testing.T) (*server, *pgxpool.Pool, *tenantBackend) {
 	model := httptest.NewServer(&hostile.Model{})
 	t.Cleanup(model.Close)
 	backend := newTenantBackend(t)
+	backend.secrets = func() [][]byte {
+		var out [][]byte
+		rows, err := pool.Query(context.Background(), "SELECT secret FROM tenant_secrets WHERE tenant_id = 'default' AND purpose = 'tool'")
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var sec []byte
+			if rows.Scan(&sec) == nil {
+				out = append(out, sec)
+			}
+		}
+		return out
+	}
 	s := startServer(t, "hostile", appURL, serverOpts{
 		env:  []string{"OPENAI_API_KEY=attacker", "OPENAI_BASE_URL=" + model.URL + "/v1"},
 		args: []string{"--migrate=false"},
@@ -225,9 +265,9 @@ func TestHostileModelFromOutside(t *testing.T) {
 			t.Errorf("peak RSS %d MiB; want under 512", peak>>20)
 		}
 		// The memory is given back: under 200 MiB, and near where it was.
-		d := waitUntil(t, "RSS back under 200 MiB and within 64 MiB of where it was", time.Minute, func() bool {
+		d := waitUntil(t, "RSS back under 200 MiB and within 32 MiB of where it was", time.Minute, func() bool {
 			rss, err := procStatus(pid, "VmRSS")
-			return err == nil && rss < 200<<20 && rss < base+64<<20
+			return err == nil && rss < 200<<20 && rss < base+32<<20
 		})
 		rss, _ := procStatus(pid, "VmRSS")
 		t.Logf("RSS %d MiB %s after the turns", rss>>20, d.Round(time.Millisecond))
@@ -268,6 +308,47 @@ func TestHostileModelFromOutside(t *testing.T) {
 		}
 	})
 
+	t.Run("a signed quoteFee call replayed to the transfer endpoint", func(t *testing.T) {
+		out, err := s.steer(`CALL quoteFee x1 {"toAccount":"ATTACKER","amount":5000}`, false).output()
+		if err != nil || out.FinishReason != service.FinishStop {
+			t.Fatalf("quoteFee turn: %v %+v", err, out)
+		}
+		backend.mu.Lock()
+		captured, body := backend.captured, backend.body
+		backend.mu.Unlock()
+		if captured == nil {
+			t.Fatal("the platform never called quoteFee")
+		}
+		req, _ := http.NewRequest(http.MethodPost, backend.srv.URL+"/verified-transfer", bytes.NewReader(body))
+		for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "Idempotency-Key", "Content-Type"} {
+			req.Header.Set(h, captured.Header.Get(h))
+		}
+		res, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden || backend.verified.Load() != 0 {
+			t.Fatalf("the replay answered %d and %d transfers were executed; want 403 and none", res.StatusCode, backend.verified.Load())
+		}
+	})
+
+	t.Run("agent names another agent has", func(t *testing.T) {
+		for _, name := range []string{"Steered", "BankingAgent", "bankingagent"} {
+			req, _ := http.NewRequest(http.MethodPut, s.base+"/api/v1/agents/"+name, strings.NewReader(strings.Replace(hostilePrompt(backend.srv.URL), "name: steered", "name: "+name, 1)))
+			req.Header.Set("Content-Type", "text/x-dotprompt")
+			res, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusConflict {
+				t.Errorf("PUT %s answered %d %s; want 409 (steered and the compiled bankingAgent have it)", name, res.StatusCode, b)
+			}
+		}
+	})
+
 	t.Run("forty detached turns from one key", func(t *testing.T) {
 		var wg sync.WaitGroup
 		answers := make([]answer, 40)
@@ -305,7 +386,8 @@ func TestHostileModelFromOutside(t *testing.T) {
 			}
 		})
 		waitUntil(t, "every accepted turn done", 2*time.Minute, func() bool {
-			return count(t, pool, "SELECT count(*) FROM snapshots WHERE agent = 'steered' AND status = 'completed' AND finish_reason = 'stop' AND parent_id IS NULL") == 16
+			return count(t, pool, "SELECT count(*) FROM tool_calls WHERE tool = 'slowTool' AND status = 'succeeded'") == 16 &&
+				count(t, pool, "SELECT count(*) FROM snapshots WHERE agent = 'steered' AND status = 'pending'") == 0
 		})
 		if m := backend.mostSlow.Load(); m > 8 {
 			t.Fatalf("%d detached turns ran at once; the instance runs at most 8", m)
