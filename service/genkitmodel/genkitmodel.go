@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -322,6 +323,25 @@ func selectProvider() (string, error) {
 // accepts (googleai, anthropic, openai) from the environment, with the
 // provider's config key for Genkit's common maxOutputTokens. For Ollama see
 // newOllamaPlugin.
+// raceFreeBaseURL is OPENAI_BASE_URL with its path ending in "/", set
+// back in the environment too. openai-go (v1.8.2, Genkit's) applies
+// option.WithBaseURL on every request by appending the slash to a URL it
+// parsed once, so concurrent model calls wrote one url.URL at once (the
+// race detector caught it under concurrent turns); the client reads the
+// variable itself as well, hence the environment. With the slash there,
+// nothing is written.
+func raceFreeBaseURL() string {
+	base := os.Getenv("OPENAI_BASE_URL")
+	u, err := url.Parse(base)
+	if base == "" || err != nil || u.Path == "" || strings.HasSuffix(u.Path, "/") {
+		return base
+	}
+	u.Path += "/"
+	base = u.String()
+	_ = os.Setenv("OPENAI_BASE_URL", base)
+	return base
+}
+
 func newPlugin(provider string) (api.Plugin, string) {
 	switch provider {
 	case ProviderGoogleAI:
@@ -331,7 +351,7 @@ func newPlugin(provider string) (api.Plugin, string) {
 		return &anthropic.Anthropic{APIKey: os.Getenv("ANTHROPIC_API_KEY")}, "max_tokens"
 	case ProviderOpenAI:
 		key := os.Getenv("OPENAI_API_KEY")
-		baseURL := os.Getenv("OPENAI_BASE_URL")
+		baseURL := raceFreeBaseURL()
 		p := &openai.OpenAI{APIKey: key}
 		maxTokensKey := "max_completion_tokens"
 		if baseURL != "" {

@@ -816,3 +816,35 @@ func TestFromEnvProviders(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAIConcurrentCallsDoNotRace: an OPENAI_BASE_URL without a trailing
+// slash made openai-go write its parsed base URL on every request; calls
+// at once raced (under -race, this test fails without raceFreeBaseURL).
+func TestOpenAIConcurrentCallsDoNotRace(t *testing.T) {
+	srv := httptest.NewServer(&fakeOpenAI{})
+	defer srv.Close()
+	clearEnv(t)
+	t.Setenv("OPENAI_BASE_URL", srv.URL+"/v1")
+	t.Setenv("OPENAI_API_KEY", "test-key")
+	t.Setenv("HOLDPOINT_MODEL", "llama3.2")
+	model, err := fromEnv(t)
+	if err != nil || model == nil {
+		t.Fatalf("model: %v", err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := model.Generate(context.Background(), &service.ModelRequest{Messages: []service.Message{
+				{Role: "user", Content: []service.Part{service.TextPart("hello")}}}}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := os.Getenv("OPENAI_BASE_URL"); got != srv.URL+"/v1/" {
+		t.Errorf("OPENAI_BASE_URL = %q; want its path to end in /", got)
+	}
+}
