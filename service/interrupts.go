@@ -43,7 +43,17 @@ type InterruptDetail struct {
 	Interrupt
 	// Messages are the last messages of the paused snapshot, for context.
 	Messages []Message `json:"messages"`
+	// Execution is "unknown" when a tool call of the turn that resumed the
+	// interrupt may have run without its outcome being recorded: the
+	// decision's effect is not known, and a human must confirm, cancel or
+	// retry those calls (UnknownToolCalls).
+	Execution        string           `json:"execution,omitempty"`
+	UnknownToolCalls []ToolCallRecord `json:"unknownToolCalls,omitempty"`
 }
+
+// ExecutionUnknown is InterruptDetail.Execution when a call of the
+// resuming turn may have run.
+const ExecutionUnknown = "unknown"
 
 // GetInterrupt returns an interrupt with the last few messages of the
 // snapshot that paused on it.
@@ -65,6 +75,18 @@ func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, last
 		msgs = msgs[len(msgs)-lastMessages:]
 	}
 	out.Messages = msgs
+	if it.ResumedSnapshotID != "" {
+		calls, err := r.store.ListTurnToolCalls(ctx, c.TenantID, []string{it.ResumedSnapshotID})
+		if err != nil {
+			return nil, err
+		}
+		for _, call := range calls {
+			if call.Status == ToolCallUnknown {
+				out.Execution = ExecutionUnknown
+				out.UnknownToolCalls = append(out.UnknownToolCalls, call)
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -23,6 +23,16 @@ import (
 // request ends, so that its outcome is recorded.
 const retryTimeout = 5 * time.Minute
 
+// GetToolCall returns one recorded tool call of the caller's tenant by its
+// id.
+func (r *Runtime) GetToolCall(ctx context.Context, c Caller, id uuid.UUID) (*ToolCallRecord, error) {
+	rec, err := r.store.GetToolCallByID(ctx, c.TenantID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "tool call %s not found", id)
+	}
+	return rec, err
+}
+
 // ConfirmToolCall records that an unknown call ran, with the output the
 // human confirms it had (checked against the tool's output schema when the
 // tool is still defined): the call becomes succeeded.
