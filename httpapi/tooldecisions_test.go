@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -57,6 +58,12 @@ func TestUnknownToolCallOverHTTP(t *testing.T) {
 	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+itID.String(), nil), &detail)
 	if detail.Execution != service.ExecutionUnknown || len(detail.UnknownToolCalls) != 1 || detail.UnknownToolCalls[0].ID != call.ID {
 		t.Fatalf("interrupt detail: execution %q, unknown calls %+v", detail.Execution, detail.UnknownToolCalls)
+	}
+	for _, page := range []string{"/ui/interrupts/" + itID.String(), "/ui/sessions/unknown-http?agent=bankingAgent"} {
+		r := s.call(t, http.MethodGet, page, nil)
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "may have run — needs a human") || !strings.Contains(string(r.body), `data-id="`+call.ID.String()+`"`) {
+			t.Fatalf("%s: %d, want the call shown as needing a human with its decisions:\n%s", page, r.status, r.body)
+		}
 	}
 	path := "/api/v1/tool-calls/" + call.ID.String()
 	refused := []struct {

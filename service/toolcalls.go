@@ -58,30 +58,12 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		}
 	}
 	if !started {
-		if !inv.det.journal {
-			return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
-		}
-		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
-			return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
-		}
-		// Not recorded and not ours to start: another instance owns the
-		// job now. Stop without running the tool.
-		inv.det.lostJob.Store(true)
-		inv.cancelWork()
-		return nil, nil, context.Canceled
+		return inv.notStarted(ctx, t, turnID, key, part)
 	}
 	t.ranTool = true
 	trace := &ToolTrace{}
 	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed, turnID+"/"+key, trace)
-	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
-	switch {
-	case runErr != nil:
-		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
-	case irq != nil:
-		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
-	default:
-		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
-	}
+	outcome := outcomeOf(key, trace, resp, irq, runErr)
 	if !inv.det.journal {
 		t.outcomes = append(t.outcomes, outcome)
 		return resp, irq, runErr
@@ -92,6 +74,36 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, err
 	}
 	return resp, irq, runErr
+}
+
+// notStarted answers a call StartToolCall did not record: one recorded
+// before (a detached turn reuses its outcome), or, for a detached turn
+// whose job another instance owns now, nothing: the turn stops without
+// running the tool.
+func (inv *invocation) notStarted(ctx context.Context, t *Turn, turnID, key string, part Part) (*Part, *Part, error) {
+	if !inv.det.journal {
+		return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
+	}
+	if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
+		return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
+	}
+	inv.det.lostJob.Store(true)
+	inv.cancelWork()
+	return nil, nil, context.Canceled
+}
+
+// outcomeOf is how a call that ran ended, as its row records it.
+func outcomeOf(key string, trace *ToolTrace, resp, irq *Part, runErr error) ToolCallOutcome {
+	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
+	switch {
+	case runErr != nil:
+		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
+	case irq != nil:
+		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
+	default:
+		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
+	}
+	return outcome
 }
 
 // reuseCall returns the recorded outcome of a detached turn's call, if the

@@ -105,17 +105,10 @@ func (r *Runtime) runRetry(ctx context.Context, tenantID string, a *Agent, tool 
 	part := Part{ToolRequest: &ToolRequest{Name: rec.Tool, Ref: rec.Ref, Input: rec.Input}}
 	trace := &ToolTrace{}
 	resp, irq, err := inv.execTool(ctx, t, tool, part, resumed, rec.TurnID+"/"+rec.CallKey, trace)
-	outcome := ToolCallOutcome{Key: rec.CallKey, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
-	switch {
-	case err != nil:
+	if err != nil {
 		r.log.Warn("a retried tool call failed", "turn", rec.TurnID, "call", rec.CallKey, "err", err)
-		outcome.Status, outcome.Error = ToolCallFailed, details(err)
-	case irq != nil:
-		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
-	default:
-		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
 	}
-	return outcome
+	return outcomeOf(rec.CallKey, trace, resp, irq, err)
 }
 
 // unknownCall loads a call a decision is about: NOT_FOUND for an id the
