@@ -243,6 +243,15 @@ func TestUnknownCallDecisions(t *testing.T) {
 		if n := lc.paid.runs.Load(); n != 1 {
 			t.Fatalf("pay ran %d times", n)
 		}
+		// The conversation goes on with a new message from the last good
+		// snapshot; nothing runs pay again.
+		out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: lc.session}, service.AgentInput{Message: ptr(text(service.RoleUser, "the transfer went through"))}, nil)
+		if err != nil || out.Error != nil || out.SnapshotID == "" {
+			t.Fatalf("going on after the decision: %v %+v", err, out)
+		}
+		if n := lc.paid.runs.Load(); n != 1 {
+			t.Fatalf("pay ran %d times after the conversation went on", n)
+		}
 	})
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
