@@ -224,6 +224,11 @@ type ToolCall struct {
 	FinishedAt *time.Time
 	HttpStatus *int32
 	Attempts   *int32
+	ID         uuid.UUID
+	DecidedBy  *string
+	DecidedAt  *time.Time
+	Decision   *string
+	Note       *string
 }
 
 type TurnJob struct {

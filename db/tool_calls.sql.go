@@ -8,7 +8,105 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
+
+const decideToolCall = `-- name: DecideToolCall :one
+WITH decided AS (
+    UPDATE tool_calls t
+    SET status = $1::text, output = coalesce($2::jsonb, t.output),
+        finished_at = CASE WHEN $1::text = 'running' THEN NULL ELSE now() END,
+        decided_by = $3::text, decided_at = now(), decision = $4::text, note = $5::text
+    WHERE t.tenant_id = $6::text AND t.id = $7::uuid AND t.status = 'unknown'
+    RETURNING t.tenant_id, t.turn_id, t.call_key, t.session_id, t.agent, t.tool, t.ref, t.input, t.status, t.output, t.error, t.restart, t.actor, t.end_user, t.started_at, t.finished_at, t.http_status, t.attempts, t.id, t.decided_by, t.decided_at, t.decision, t.note
+), events AS (
+    INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+    SELECT $6::text, 'tool.called', $3::text, jsonb_build_object('snapshotId', decided.turn_id, 'callKey', decided.call_key)
+    FROM decided WHERE $1::text <> 'running'
+)
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM decided
+`
+
+type DecideToolCallParams struct {
+	Status   string
+	Output   []byte
+	Actor    string
+	Decision string
+	Note     *string
+	TenantID string
+	ID       uuid.UUID
+}
+
+type DecideToolCallRow struct {
+	TenantID   string
+	TurnID     string
+	CallKey    string
+	SessionID  string
+	Agent      string
+	Tool       string
+	Ref        string
+	Input      []byte
+	Status     string
+	Output     []byte
+	Error      []byte
+	Restart    bool
+	Actor      string
+	EndUser    *string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	HttpStatus *int32
+	Attempts   *int32
+	ID         uuid.UUID
+	DecidedBy  *string
+	DecidedAt  *time.Time
+	Decision   *string
+	Note       *string
+}
+
+// A human's decision on an unknown call: confirmed (succeeded, with the
+// output they record), cancelled, or retried (running again, for the one
+// run the retry makes). The guard on 'unknown' is the claim: of two
+// decisions exactly one changes the row. A tool.called event names the
+// human; the retry's outcome gets its own when it is written.
+func (q *Queries) DecideToolCall(ctx context.Context, arg DecideToolCallParams) (DecideToolCallRow, error) {
+	row := q.db.QueryRow(ctx, decideToolCall,
+		arg.Status,
+		arg.Output,
+		arg.Actor,
+		arg.Decision,
+		arg.Note,
+		arg.TenantID,
+		arg.ID,
+	)
+	var i DecideToolCallRow
+	err := row.Scan(
+		&i.TenantID,
+		&i.TurnID,
+		&i.CallKey,
+		&i.SessionID,
+		&i.Agent,
+		&i.Tool,
+		&i.Ref,
+		&i.Input,
+		&i.Status,
+		&i.Output,
+		&i.Error,
+		&i.Restart,
+		&i.Actor,
+		&i.EndUser,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.HttpStatus,
+		&i.Attempts,
+		&i.ID,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.Decision,
+		&i.Note,
+	)
+	return i, err
+}
 
 const finishToolCalls = `-- name: FinishToolCalls :exec
 WITH done AS (
@@ -21,7 +119,7 @@ WITH done AS (
                unnest($7::timestamptz[]) AS finished_at,
                unnest($8::integer[]) AS http_status, unnest($9::integer[]) AS attempts
     ) AS f
-    WHERE t.tenant_id = $1 AND t.turn_id = $2 AND t.call_key = f.call_key AND t.status = 'running'
+    WHERE t.tenant_id = $1 AND t.turn_id = $2 AND t.call_key = f.call_key AND t.status IN ('running', 'unknown')
     RETURNING t.call_key, t.actor
 )
 INSERT INTO interrupt_events (tenant_id, type, actor, payload)
@@ -41,8 +139,10 @@ type FinishToolCallsParams struct {
 	Attempts     []int32
 }
 
-// Records the outcomes of a turn's calls (only of calls still running: an
-// outcome is written once), and a tool.called event for each.
+// Records the outcomes of a turn's calls (only of calls still running, or
+// marked unknown meanwhile: an outcome is written once, and a late one
+// that does land tells what the unknown call did), and a tool.called event
+// for each.
 func (q *Queries) FinishToolCalls(ctx context.Context, arg FinishToolCallsParams) error {
 	_, err := q.db.Exec(ctx, finishToolCalls,
 		arg.TenantID,
@@ -59,7 +159,7 @@ func (q *Queries) FinishToolCalls(ctx context.Context, arg FinishToolCallsParams
 }
 
 const getToolCall = `-- name: GetToolCall :one
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = $2 AND call_key = $3
 `
 
@@ -91,12 +191,57 @@ func (q *Queries) GetToolCall(ctx context.Context, arg GetToolCallParams) (ToolC
 		&i.FinishedAt,
 		&i.HttpStatus,
 		&i.Attempts,
+		&i.ID,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.Decision,
+		&i.Note,
+	)
+	return i, err
+}
+
+const getToolCallByID = `-- name: GetToolCallByID :one
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls WHERE tenant_id = $1 AND id = $2
+`
+
+type GetToolCallByIDParams struct {
+	TenantID string
+	ID       uuid.UUID
+}
+
+func (q *Queries) GetToolCallByID(ctx context.Context, arg GetToolCallByIDParams) (ToolCall, error) {
+	row := q.db.QueryRow(ctx, getToolCallByID, arg.TenantID, arg.ID)
+	var i ToolCall
+	err := row.Scan(
+		&i.TenantID,
+		&i.TurnID,
+		&i.CallKey,
+		&i.SessionID,
+		&i.Agent,
+		&i.Tool,
+		&i.Ref,
+		&i.Input,
+		&i.Status,
+		&i.Output,
+		&i.Error,
+		&i.Restart,
+		&i.Actor,
+		&i.EndUser,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.HttpStatus,
+		&i.Attempts,
+		&i.ID,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.Decision,
+		&i.Note,
 	)
 	return i, err
 }
 
 const listSessionToolCalls = `-- name: ListSessionToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls
 WHERE tenant_id = $1 AND session_id = $2
   AND ($3::timestamptz IS NULL
        OR (started_at, turn_id, call_key) > ($3, $4::text, $5::text))
@@ -151,6 +296,11 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 			&i.FinishedAt,
 			&i.HttpStatus,
 			&i.Attempts,
+			&i.ID,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.Decision,
+			&i.Note,
 		); err != nil {
 			return nil, err
 		}
@@ -163,7 +313,7 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 }
 
 const listTurnToolCalls = `-- name: ListTurnToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = ANY($2::text[])
 ORDER BY started_at, turn_id, call_key
 `
@@ -203,6 +353,11 @@ func (q *Queries) ListTurnToolCalls(ctx context.Context, arg ListTurnToolCallsPa
 			&i.FinishedAt,
 			&i.HttpStatus,
 			&i.Attempts,
+			&i.ID,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.Decision,
+			&i.Note,
 		); err != nil {
 			return nil, err
 		}
@@ -212,6 +367,72 @@ func (q *Queries) ListTurnToolCalls(ctx context.Context, arg ListTurnToolCallsPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const markLostToolCalls = `-- name: MarkLostToolCalls :many
+SELECT tenant_id::text AS tenant_id, id::uuid AS id
+FROM holdpoint_mark_lost_tool_calls($1::timestamptz, $2::integer)
+`
+
+type MarkLostToolCallsParams struct {
+	StartedBefore time.Time
+	BatchSize     int32
+}
+
+type MarkLostToolCallsRow struct {
+	TenantID string
+	ID       uuid.UUID
+}
+
+// The sweep of calls left running by turns nobody runs any more, across
+// tenants: a system function (holdpoint_system).
+func (q *Queries) MarkLostToolCalls(ctx context.Context, arg MarkLostToolCallsParams) ([]MarkLostToolCallsRow, error) {
+	rows, err := q.db.Query(ctx, markLostToolCalls, arg.StartedBefore, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MarkLostToolCallsRow{}
+	for rows.Next() {
+		var i MarkLostToolCallsRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const markToolCallUnknown = `-- name: MarkToolCallUnknown :one
+WITH marked AS (
+    UPDATE tool_calls t SET status = 'unknown'
+    WHERE t.tenant_id = $1::text AND t.turn_id = $2::text AND t.call_key = $3::text AND t.status = 'running'
+    RETURNING t.id, t.actor
+), events AS (
+    INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+    SELECT $1::text, 'tool.called', marked.actor, jsonb_build_object('snapshotId', $2::text, 'callKey', $3::text)
+    FROM marked
+)
+SELECT id FROM marked
+`
+
+type MarkToolCallUnknownParams struct {
+	TenantID string
+	TurnID   string
+	CallKey  string
+}
+
+// A call the instance taking its turn over finds still running: its
+// instance died between the tool's effect and the outcome's write, so it
+// may have run. It waits for a human; a tool.called event says so.
+func (q *Queries) MarkToolCallUnknown(ctx context.Context, arg MarkToolCallUnknownParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, markToolCallUnknown, arg.TenantID, arg.TurnID, arg.CallKey)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const startToolCall = `-- name: StartToolCall :one

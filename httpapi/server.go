@@ -179,6 +179,7 @@ func (a *api) routes(e *echo.Echo) {
 	a.registerV1(e.Group("/api/v1"))
 	a.registerAgentDefs(e.Group("/api/v1"))
 	a.registerWebhooks(e.Group("/api/v1"))
+	a.registerToolCalls(e.Group("/api/v1"))
 	a.registerUI(e)
 	e.POST("/api/v1/tokens", a.mintToken)
 	e.POST("/api/v1/tokens/revoke", a.revokeTokens)

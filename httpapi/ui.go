@@ -341,7 +341,8 @@ func (a *api) uiInterrupt(c echo.Context) error {
 		Events    []service.InterruptEvent
 		Form      uiForm
 		ToolCalls []service.ToolCallRecord
-	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, events, form, calls})
+		Execution string
+	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, events, form, calls, it.Execution})
 }
 
 func (a *api) uiSession(c echo.Context) error {
@@ -363,12 +364,17 @@ func (a *api) uiSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	calls, err := a.rt.SessionToolCalls(ctx, caller, id, nil, 50)
+	if err != nil {
+		return err
+	}
 	return a.render(c, "session.html", struct {
 		page
 		SessionID string
 		Snapshot  *service.Snapshot
 		Snapshots []service.Snapshot
-	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps})
+		ToolCalls []service.ToolCallRecord
+	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps, calls})
 }
 
 // uiSessions finds sessions by id or end user: GET /ui/sessions?q=...

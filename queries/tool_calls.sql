@@ -13,8 +13,10 @@ ON CONFLICT DO NOTHING
 RETURNING call_key;
 
 -- name: FinishToolCalls :exec
--- Records the outcomes of a turn's calls (only of calls still running: an
--- outcome is written once), and a tool.called event for each.
+-- Records the outcomes of a turn's calls (only of calls still running, or
+-- marked unknown meanwhile: an outcome is written once, and a late one
+-- that does land tells what the unknown call did), and a tool.called event
+-- for each.
 WITH done AS (
     UPDATE tool_calls t
     SET status = f.status, output = f.output, error = f.error, finished_at = f.finished_at,
@@ -25,7 +27,7 @@ WITH done AS (
                unnest(@finished_ats::timestamptz[]) AS finished_at,
                unnest(@http_statuses::integer[]) AS http_status, unnest(@attempts::integer[]) AS attempts
     ) AS f
-    WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id AND t.call_key = f.call_key AND t.status = 'running'
+    WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id AND t.call_key = f.call_key AND t.status IN ('running', 'unknown')
     RETURNING t.call_key, t.actor
 )
 INSERT INTO interrupt_events (tenant_id, type, actor, payload)
@@ -53,3 +55,47 @@ LIMIT @page_size;
 SELECT * FROM tool_calls
 WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::text[])
 ORDER BY started_at, turn_id, call_key;
+
+-- name: MarkToolCallUnknown :one
+-- A call the instance taking its turn over finds still running: its
+-- instance died between the tool's effect and the outcome's write, so it
+-- may have run. It waits for a human; a tool.called event says so.
+WITH marked AS (
+    UPDATE tool_calls t SET status = 'unknown'
+    WHERE t.tenant_id = @tenant_id::text AND t.turn_id = @turn_id::text AND t.call_key = @call_key::text AND t.status = 'running'
+    RETURNING t.id, t.actor
+), events AS (
+    INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+    SELECT @tenant_id::text, 'tool.called', marked.actor, jsonb_build_object('snapshotId', @turn_id::text, 'callKey', @call_key::text)
+    FROM marked
+)
+SELECT id FROM marked;
+
+-- name: MarkLostToolCalls :many
+-- The sweep of calls left running by turns nobody runs any more, across
+-- tenants: a system function (holdpoint_system).
+SELECT tenant_id::text AS tenant_id, id::uuid AS id
+FROM holdpoint_mark_lost_tool_calls(@started_before::timestamptz, @batch_size::integer);
+
+-- name: GetToolCallByID :one
+SELECT * FROM tool_calls WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: DecideToolCall :one
+-- A human's decision on an unknown call: confirmed (succeeded, with the
+-- output they record), cancelled, or retried (running again, for the one
+-- run the retry makes). The guard on 'unknown' is the claim: of two
+-- decisions exactly one changes the row. A tool.called event names the
+-- human; the retry's outcome gets its own when it is written.
+WITH decided AS (
+    UPDATE tool_calls t
+    SET status = @status::text, output = coalesce(sqlc.narg(output)::jsonb, t.output),
+        finished_at = CASE WHEN @status::text = 'running' THEN NULL ELSE now() END,
+        decided_by = @actor::text, decided_at = now(), decision = @decision::text, note = sqlc.narg(note)::text
+    WHERE t.tenant_id = @tenant_id::text AND t.id = @id::uuid AND t.status = 'unknown'
+    RETURNING t.*
+), events AS (
+    INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+    SELECT @tenant_id::text, 'tool.called', @actor::text, jsonb_build_object('snapshotId', decided.turn_id, 'callKey', decided.call_key)
+    FROM decided WHERE @status::text <> 'running'
+)
+SELECT * FROM decided;

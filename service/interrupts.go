@@ -43,7 +43,17 @@ type InterruptDetail struct {
 	Interrupt
 	// Messages are the last messages of the paused snapshot, for context.
 	Messages []Message `json:"messages"`
+	// Execution is "unknown" when a tool call of the turn that resumed the
+	// interrupt may have run without its outcome being recorded: the
+	// decision's effect is not known, and a human must confirm, cancel or
+	// retry those calls (UnknownToolCalls).
+	Execution        string           `json:"execution,omitempty"`
+	UnknownToolCalls []ToolCallRecord `json:"unknownToolCalls,omitempty"`
 }
+
+// ExecutionUnknown is InterruptDetail.Execution when a call of the
+// resuming turn may have run.
+const ExecutionUnknown = "unknown"
 
 // GetInterrupt returns an interrupt with the last few messages of the
 // snapshot that paused on it.
@@ -65,6 +75,18 @@ func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, last
 		msgs = msgs[len(msgs)-lastMessages:]
 	}
 	out.Messages = msgs
+	if it.ResumedSnapshotID != "" {
+		calls, err := r.store.ListTurnToolCalls(ctx, c.TenantID, []string{it.ResumedSnapshotID})
+		if err != nil {
+			return nil, err
+		}
+		for _, call := range calls {
+			if call.Status == ToolCallUnknown {
+				out.Execution = ExecutionUnknown
+				out.UnknownToolCalls = append(out.UnknownToolCalls, call)
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -282,14 +304,37 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 	}
 }
 
-// RunDeadlineSweeper sweeps every interval until ctx ends.
+// RunDeadlineSweeper sweeps every interval until ctx ends: the due
+// deadlines, and the tool calls lost with their turn (SweepLostToolCalls).
 func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() bool {
 		if _, err := r.SweepDeadlines(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("deadline sweep failed", "err", err)
 		}
+		if _, err := r.SweepLostToolCalls(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("lost tool call sweep failed", "err", err)
+		}
 		return false
 	})
+}
+
+// SweepLostToolCalls marks unknown (all tenants) the tool calls running
+// for longer than Options.LostToolCallAfter whose turn has no detached
+// job: their instance died, so nobody will record their outcome. A
+// detached turn's calls are left to the takeover of its job.
+func (r *Runtime) SweepLostToolCalls(ctx context.Context) (int, error) {
+	const batch = 500
+	total := 0
+	for {
+		n, err := r.store.MarkLostToolCalls(ctx, time.Now().Add(-r.opts.LostToolCallAfter), batch)
+		total += n
+		if err != nil || n < batch {
+			if total > 0 {
+				r.log.Warn("tool calls lost with their turn may have run; they wait for a human", "calls", total)
+			}
+			return total, err
+		}
+	}
 }
 
 // ReportGroups are the groupings the interrupt report accepts.

@@ -49,7 +49,18 @@ type Options struct {
 	Limits TurnLimits
 	// Detach bounds the detached turns (zero fields: DefaultDetachLimits).
 	Detach DetachLimits
+	// LostToolCallAfter is how long a tool call may stay running, with no
+	// detached job running its turn, before the sweep marks it unknown
+	// (default DefaultLostToolCallAfter). A synchronous turn writes its
+	// calls' outcomes only with its end, so a call its dead instance left
+	// running is found by nothing else. Keep it well above any tool's run
+	// time: an outcome that lands after the mark is still recorded.
+	LostToolCallAfter time.Duration
 }
+
+// DefaultLostToolCallAfter is the sweep's bound when Options sets none:
+// far beyond any turn a client waits for.
+const DefaultLostToolCallAfter = time.Hour
 
 // Runtime runs the registered agents' turns and persists their sessions.
 type Runtime struct {
@@ -105,6 +116,9 @@ func NewRuntime(store Store, opts Options) *Runtime {
 	}
 	if opts.Observer == nil {
 		opts.Observer = NopObserver{}
+	}
+	if opts.LostToolCallAfter <= 0 {
+		opts.LostToolCallAfter = DefaultLostToolCallAfter
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	limits, detach := opts.Limits.withDefaults(), opts.Detach.withDefaults()

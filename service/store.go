@@ -77,6 +77,20 @@ type Store interface {
 	ListSessionToolCalls(ctx context.Context, p ListSessionToolCallsParams) ([]ToolCallRecord, error)
 	// ListTurnToolCalls returns the tool calls of the given turns.
 	ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]ToolCallRecord, error)
+	// MarkToolCallUnknown turns a call still running into unknown (it may
+	// have run) and returns it; a call no longer running is returned as
+	// it is.
+	MarkToolCallUnknown(ctx context.Context, tenantID, turnID, key string) (*ToolCallRecord, error)
+	// MarkLostToolCalls marks unknown, across tenants, up to limit calls
+	// running since before startedBefore whose turn has no job, and
+	// returns how many it marked.
+	MarkLostToolCalls(ctx context.Context, startedBefore time.Time, limit int) (int, error)
+	// GetToolCallByID returns one recorded call by its id (ErrNotFound
+	// when the tenant has none).
+	GetToolCallByID(ctx context.Context, tenantID string, id uuid.UUID) (*ToolCallRecord, error)
+	// DecideToolCall records a human's decision on an unknown call;
+	// ErrNotFound when the call is not (or no longer) unknown.
+	DecideToolCall(ctx context.Context, p DecideToolCallParams) (*ToolCallRecord, error)
 	// SigningKeys returns a tenant's keys of a purpose that still verify,
 	// newest (the signing key) first.
 	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
@@ -349,11 +363,40 @@ const (
 	ToolCallSucceeded   = "succeeded"
 	ToolCallInterrupted = "interrupted"
 	ToolCallFailed      = "failed"
+	// ToolCallUnknown: the call may have run; its instance died before
+	// recording the outcome. It waits for a human to confirm, cancel or
+	// retry it, and is never run again by a plain re-approval.
+	ToolCallUnknown = "unknown"
+	// ToolCallCancelled: a human decided an unknown call is not to run
+	// (again); nothing more runs.
+	ToolCallCancelled = "cancelled"
 )
+
+// Decisions a human makes on an unknown tool call.
+const (
+	DecisionConfirmed = "confirmed"
+	DecisionCancelled = "cancelled"
+	DecisionRetried   = "retried"
+)
+
+// DecideToolCallParams is a human's decision on an unknown call: the status
+// it moves to (succeeded, cancelled, or running for a retry), with the
+// confirmed output.
+type DecideToolCallParams struct {
+	TenantID string
+	ID       uuid.UUID
+	Status   string
+	Decision string
+	Output   json.RawMessage
+	Actor    string
+	Note     string
+}
 
 // ToolCallRecord is one execution of a tool (never an interrupt, which
 // does not run), as operators and analysts see it.
 type ToolCallRecord struct {
+	// ID names the call in the API (/api/v1/tool-calls/{id}).
+	ID uuid.UUID `json:"id"`
 	// TurnID is the turn that ran the tool: for a server-managed agent the
 	// snapshot the turn wrote.
 	TurnID    string          `json:"turnId"`
@@ -363,9 +406,10 @@ type ToolCallRecord struct {
 	Tool      string          `json:"tool"`
 	Ref       string          `json:"ref,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
-	// Status is running, succeeded, interrupted or failed. A call still
-	// running after its turn ended did not record its outcome (its
-	// process died): its effect is unknown.
+	// Status is running, succeeded, interrupted, failed, unknown or
+	// cancelled. Unknown means the call may have run: its instance died
+	// before recording the outcome, and a human must confirm, cancel or
+	// retry it. Cancelled means a human decided it runs no more.
 	Status string `json:"status"`
 	// Output is the tool's output, or the interrupt's metadata when the
 	// tool paused the turn.
@@ -382,6 +426,12 @@ type ToolCallRecord struct {
 	EndUser    string     `json:"endUser,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// Decision, DecidedBy, DecidedAt and Note record the human who decided
+	// an unknown call (confirmed, cancelled or retried).
+	Decision  string     `json:"decision,omitempty"`
+	DecidedBy string     `json:"decidedBy,omitempty"`
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	Note      string     `json:"note,omitempty"`
 }
 
 // ToolCallOutcome is how a recorded call ended.

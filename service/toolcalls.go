@@ -42,7 +42,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 			inv.rt.log.Warn("running again an idempotent tool call its instance did not finish", "turn", turnID, "call", key)
 		}
 		if found || err != nil {
-			return resp, irq, err
+			return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
 		}
 	}
 	started := rerun
@@ -58,30 +58,12 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		}
 	}
 	if !started {
-		if !inv.det.journal {
-			return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
-		}
-		if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
-			return resp, irq, err
-		}
-		// Not recorded and not ours to start: another instance owns the
-		// job now. Stop without running the tool.
-		inv.det.lostJob.Store(true)
-		inv.cancelWork()
-		return nil, nil, context.Canceled
+		return inv.notStarted(ctx, t, turnID, key, part)
 	}
 	t.ranTool = true
 	trace := &ToolTrace{}
 	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed, turnID+"/"+key, trace)
-	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
-	switch {
-	case runErr != nil:
-		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
-	case irq != nil:
-		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
-	default:
-		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
-	}
+	outcome := outcomeOf(key, trace, resp, irq, runErr)
 	if !inv.det.journal {
 		t.outcomes = append(t.outcomes, outcome)
 		return resp, irq, runErr
@@ -92,6 +74,36 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, err
 	}
 	return resp, irq, runErr
+}
+
+// notStarted answers a call StartToolCall did not record: one recorded
+// before (a detached turn reuses its outcome), or, for a detached turn
+// whose job another instance owns now, nothing: the turn stops without
+// running the tool.
+func (inv *invocation) notStarted(ctx context.Context, t *Turn, turnID, key string, part Part) (*Part, *Part, error) {
+	if !inv.det.journal {
+		return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
+	}
+	if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
+		return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
+	}
+	inv.det.lostJob.Store(true)
+	inv.cancelWork()
+	return nil, nil, context.Canceled
+}
+
+// outcomeOf is how a call that ran ended, as its row records it.
+func outcomeOf(key string, trace *ToolTrace, resp, irq *Part, runErr error) ToolCallOutcome {
+	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
+	switch {
+	case runErr != nil:
+		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
+	case irq != nil:
+		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
+	default:
+		outcome.Status, outcome.Output = ToolCallSucceeded, resp.ToolResponse.Output
+	}
+	return outcome
 }
 
 // reuseCall returns the recorded outcome of a detached turn's call, if the
@@ -118,13 +130,49 @@ func (inv *invocation) reuseCall(ctx context.Context, turnID, key string, part P
 			e = &Error{Status: rec.Error.Status, Message: rec.Error.Message}
 		}
 		return nil, nil, true, e
+	case ToolCallCancelled:
+		return nil, nil, true, fmt.Errorf("%w: %w", errUndecided, Errorf(CodeAborted, "tool call %s (id %s) was cancelled by %s; it is not run again", key, rec.ID, rec.DecidedBy))
 	default:
-		return nil, nil, true, fmt.Errorf("%w: %w", errUnfinished, Errorf(CodeAborted, "tool call %s started before this turn was taken over and did not finish; it is not run again", key))
+		return nil, nil, true, fmt.Errorf("%w: %w", errUnfinished, mayHaveRun(key, rec.ID))
 	}
+}
+
+// mayHaveRun is the public error of a turn that found a call whose outcome
+// nobody recorded.
+func mayHaveRun(key string, id uuid.UUID) error {
+	return Errorf(CodeAborted, "tool call %s (id %s) may have run: the instance running it stopped before its outcome was recorded. "+
+		"It is not run again; a human must decide: confirm its outcome, cancel it, or retry it with the same idempotency key", key, id)
 }
 
 // errUnfinished marks a recorded call whose instance died before it ended.
 var errUnfinished = errors.New("unfinished tool call")
+
+// errUndecided marks a recorded call a human cancelled.
+var errUndecided = errors.New("cancelled tool call")
+
+// undecidedCall settles a turn that found a call that may have run (its
+// outcome never recorded) or that a human cancelled: the call is marked
+// unknown for a human to decide, and the turn counts as one that ran a
+// tool, so the interrupts its resume claimed stay resolved. Released, they
+// could be approved again, and the approval would run the call a second
+// time. Other errors pass through.
+func (inv *invocation) undecidedCall(ctx context.Context, t *Turn, turnID, key string, err error) error {
+	if errors.Is(err, errUndecided) {
+		t.ranTool = true
+		return err
+	}
+	if !errors.Is(err, errUnfinished) {
+		return err
+	}
+	t.ranTool = true
+	rec, merr := inv.rt.store.MarkToolCallUnknown(context.WithoutCancel(ctx), inv.caller.TenantID, turnID, key)
+	if merr != nil {
+		inv.rt.log.Error("marking a tool call that may have run as unknown failed; the sweep marks it later", "turn", turnID, "call", key, "err", merr)
+		return err
+	}
+	inv.rt.log.Warn("a tool call may have run: its outcome was never recorded; it waits for a human", "turn", turnID, "call", key, "id", rec.ID, "status", rec.Status)
+	return fmt.Errorf("%w: %w", errUnfinished, mayHaveRun(key, rec.ID))
+}
 
 // turnID names the turn in tool_calls: the snapshot it writes (a detached
 // turn's pending snapshot), or, for a client-managed agent, an id of its

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
 )
@@ -139,6 +142,7 @@ func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
 		TurnID: r.TurnID, CallKey: r.CallKey, SessionID: r.SessionID, Agent: r.Agent,
 		Tool: r.Tool, Ref: r.Ref, Input: rawOrNilBytes(r.Input), Status: r.Status, Output: rawOrNilBytes(r.Output),
 		Restart: r.Restart, Actor: r.Actor, EndUser: deref(r.EndUser), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		ID: r.ID, Decision: deref(r.Decision), DecidedBy: deref(r.DecidedBy), DecidedAt: r.DecidedAt, Note: deref(r.Note),
 	}
 	if len(r.Error) > 0 {
 		var e service.ErrorDetails
@@ -161,4 +165,77 @@ func encodeErrorDetails(e *service.ErrorDetails) ([]byte, error) {
 		return nil, nil
 	}
 	return json.Marshal(e)
+}
+
+// MarkToolCallUnknown implements Store: the mark and the read of the row
+// share one round trip.
+func (s *PgStore) MarkToolCallUnknown(ctx context.Context, tenantID, turnID, key string) (*service.ToolCallRecord, error) {
+	var row db.ToolCall
+	marked := false
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		_, err := q.MarkToolCallUnknown(ctx, db.MarkToolCallUnknownParams{TenantID: tenantID, TurnID: turnID, CallKey: key})
+		if err == nil {
+			marked = true
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		row, err = q.GetToolCall(ctx, db.GetToolCallParams{TenantID: tenantID, TurnID: turnID, CallKey: key})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if marked {
+		s.eventsWritten() // tool.called
+	}
+	out := toolCallFromRow(row)
+	return &out, nil
+}
+
+// MarkLostToolCalls implements Store, through the system function.
+func (s *PgStore) MarkLostToolCalls(ctx context.Context, startedBefore time.Time, limit int) (int, error) {
+	rows, err := s.q.MarkLostToolCalls(ctx, db.MarkLostToolCallsParams{StartedBefore: startedBefore, BatchSize: int32(limit)})
+	if err != nil {
+		return 0, translate(err)
+	}
+	if len(rows) > 0 {
+		s.eventsWritten() // tool.called
+	}
+	return len(rows), nil
+}
+
+// GetToolCallByID implements Store.
+func (s *PgStore) GetToolCallByID(ctx context.Context, tenantID string, id uuid.UUID) (*service.ToolCallRecord, error) {
+	var row db.ToolCall
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetToolCallByID(ctx, db.GetToolCallByIDParams{TenantID: tenantID, ID: id})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := toolCallFromRow(row)
+	return &out, nil
+}
+
+// DecideToolCall implements Store.
+func (s *PgStore) DecideToolCall(ctx context.Context, p service.DecideToolCallParams) (*service.ToolCallRecord, error) {
+	var row db.DecideToolCallRow
+	err := s.piped(ctx, p.TenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.DecideToolCall(ctx, db.DecideToolCallParams{
+			TenantID: p.TenantID, ID: p.ID, Status: p.Status, Decision: p.Decision,
+			Output: nullableJSON(p.Output), Actor: orSystem(p.Actor), Note: strPtr(p.Note),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.Status != service.ToolCallRunning {
+		s.eventsWritten() // tool.called
+	}
+	out := toolCallFromRow(db.ToolCall(row))
+	return &out, nil
 }

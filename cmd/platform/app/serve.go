@@ -47,6 +47,9 @@ type serveConfig struct {
 	// takes them over (and their snapshot reads as expired).
 	heartbeat        time.Duration
 	heartbeatTimeout time.Duration
+	// lostToolCallAfter is how long a tool call may stay running with no
+	// job running its turn before the sweep marks it unknown.
+	lostToolCallAfter time.Duration
 	// access is authentication and input bounds.
 	access accessConfig
 	// models resolves the models of tenants' agents.
@@ -123,6 +126,8 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	fs.BoolVar(&cfg.earlyClaims, "early-claims", false, "make every protocol resume claim its interrupts before the model runs, in a transaction of its own "+
 		"(by default an unstreamed resume that runs no tool claims them with its turn's write, one commit fewer): for slow or costly models")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 15*time.Second, "age of a heartbeat after which a detached turn is taken over or reads as expired")
+	fs.DurationVar(&cfg.lostToolCallAfter, "lost-tool-call-after", service.DefaultLostToolCallAfter, "age after which a tool call still running, whose turn no detached job runs, "+
+		"is marked unknown (it may have run; a human decides): keep it well above any tool's run time")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the Prometheus metrics at /metrics on this address (e.g. 127.0.0.1:9090), open to whoever reaches it: "+
 		"keep it on a private network; empty: /metrics on --addr if --metrics-token is set, else nowhere")
 	fs.StringVar(&cfg.metricsToken, "metrics-token", "", "with no --metrics-addr, serve /metrics on --addr to requests bearing this token (Authorization: Bearer <token>; at least 32 characters; "+
@@ -282,6 +287,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		EarlyClaims:       cfg.earlyClaims,
 		Limits:            cfg.limits.turn,
 		Detach:            cfg.limits.detach,
+		LostToolCallAfter: cfg.lostToolCallAfter,
 	})
 	models, err := registerAgents(ctx, log, store, rt, agents)
 	if err != nil {
