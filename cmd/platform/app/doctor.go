@@ -135,6 +135,7 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	}
 
 	pcfg.MaxConns = 2
+	cfg.database.adjustOwner(pcfg)
 	connectCtx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	owner, err := pgxpool.NewWithConfig(connectCtx, pcfg)
@@ -191,10 +192,10 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 		d.report(statusOK, "role", fmt.Sprintf("login role %s is confined by row-level security", row.RoleName))
 	}
 
-	app, err := pgstore.NewAppPool(connectCtx, databaseURL())
+	app, err := pgstore.NewAppPoolWith(connectCtx, databaseURL(), cfg.database.appPoolOptions())
 	if err == nil {
 		defer app.Close()
-		err = app.Ping(connectCtx)
+		err = pgstore.CheckAppRole(connectCtx, app)
 	}
 	if err != nil {
 		if hint := appRoleHint(err, pcfg.ConnConfig.User); hint != nil {
