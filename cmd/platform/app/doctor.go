@@ -109,6 +109,23 @@ func doctorCommand(p Platform, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// loginRole reports whether row-level security confines the login role.
+func (d *doctor) loginRole(ctx context.Context, owner *pgxpool.Pool, dev bool) {
+	row, err := db.New(owner).GetLoginRolePrivileges(ctx)
+	if err != nil {
+		d.report(statusWarn, "role", fmt.Sprintf("could not read the login role's privileges: %v", err))
+		return
+	}
+	switch problems := privilegeProblems(row); {
+	case len(problems) > 0 && !dev:
+		d.report(statusWarn, "role", fmt.Sprintf("login role %s %s: %s", row.RoleName, strings.Join(problems, "; it "), leastPrivilegeAdvice))
+	case len(problems) > 0:
+		d.report(statusOK, "role", fmt.Sprintf("login role %s is not confined by row-level security, acceptable with --dev only", row.RoleName))
+	default:
+		d.report(statusOK, "role", fmt.Sprintf("login role %s is confined by row-level security", row.RoleName))
+	}
+}
+
 // tenantModel is a model a tenant's enabled agent names.
 type tenantModel struct {
 	tenant, agent, model string
@@ -182,15 +199,7 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	}
 	d.report(statusOK, "migrations", "all applied")
 
-	if row, err := db.New(owner).GetLoginRolePrivileges(checkCtx); err != nil {
-		d.report(statusWarn, "role", fmt.Sprintf("could not read the login role's privileges: %v", err))
-	} else if problems := privilegeProblems(row); len(problems) > 0 && !cfg.dev {
-		d.report(statusWarn, "role", fmt.Sprintf("login role %s %s: %s", row.RoleName, strings.Join(problems, "; it "), leastPrivilegeAdvice))
-	} else if len(problems) > 0 {
-		d.report(statusOK, "role", fmt.Sprintf("login role %s is not confined by row-level security, acceptable with --dev only", row.RoleName))
-	} else {
-		d.report(statusOK, "role", fmt.Sprintf("login role %s is confined by row-level security", row.RoleName))
-	}
+	d.loginRole(checkCtx, owner, cfg.dev)
 
 	app, err := pgstore.NewAppPoolWith(connectCtx, databaseURL(), cfg.database.appPoolOptions())
 	if err == nil {
