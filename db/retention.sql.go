@@ -118,25 +118,18 @@ func (q *Queries) PruneSessions(ctx context.Context, arg PruneSessionsParams) ([
 	return result, err
 }
 
-const tryAdvisoryLock = `-- name: TryAdvisoryLock :one
-SELECT pg_try_advisory_lock($1::bigint) AS locked
+const tryAdvisoryXactLock = `-- name: TryAdvisoryXactLock :one
+SELECT pg_try_advisory_xact_lock($1::bigint) AS locked
 `
 
-// Session-level: held by the connection until UnlockAdvisory.
-func (q *Queries) TryAdvisoryLock(ctx context.Context, key int64) (bool, error) {
-	row := q.db.QueryRow(ctx, tryAdvisoryLock, key)
+// Transaction-level: held until the transaction ends, so it works behind a
+// transaction pooler (a session-level lock would stay with whichever server
+// connection took it).
+func (q *Queries) TryAdvisoryXactLock(ctx context.Context, key int64) (bool, error) {
+	row := q.db.QueryRow(ctx, tryAdvisoryXactLock, key)
 	var locked bool
 	err := row.Scan(&locked)
 	return locked, err
-}
-
-const unlockAdvisory = `-- name: UnlockAdvisory :exec
-SELECT pg_advisory_unlock($1::bigint)
-`
-
-func (q *Queries) UnlockAdvisory(ctx context.Context, key int64) error {
-	_, err := q.db.Exec(ctx, unlockAdvisory, key)
-	return err
 }
 
 const upsertRetentionPolicy = `-- name: UpsertRetentionPolicy :exec

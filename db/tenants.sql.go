@@ -337,17 +337,23 @@ SET ROLE holdpoint_app
 `
 
 // Every server connection drops to the application role, which owns no
-// table and cannot bypass row-level security.
+// table and cannot bypass row-level security. Session-level: not sent
+// behind a transaction pooler, where SetTenant sets the role per
+// transaction instead.
 func (q *Queries) SetAppRole(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, setAppRole)
 	return err
 }
 
 const setTenant = `-- name: SetTenant :exec
-SELECT set_config('holdpoint.tenant_id', $1::text, true)
+SELECT set_config('role', 'holdpoint_app', true), set_config('holdpoint.tenant_id', $1::text, true)
 `
 
-// Scopes the transaction to one tenant for the row-level security policies.
+// Scopes the transaction to one tenant for the row-level security policies,
+// as the application role. Both settings end with the transaction, so they
+// hold behind a transaction pooler (PgBouncer's pool_mode=transaction), whose
+// next transaction may run on another server connection, and never leak to
+// the pooler's next client of this one.
 func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
 	_, err := q.db.Exec(ctx, setTenant, tenantID)
 	return err

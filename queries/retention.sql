@@ -28,9 +28,8 @@ SELECT holdpoint_prune_events(@tenant_id, sqlc.narg('cutoff_seconds'), @after_xi
 SELECT holdpoint_prune_preview(@tenant_id, sqlc.narg('completed_seconds'), sqlc.narg('failed_seconds'),
                                sqlc.narg('events_seconds'))::jsonb AS result;
 
--- name: TryAdvisoryLock :one
--- Session-level: held by the connection until UnlockAdvisory.
-SELECT pg_try_advisory_lock(@key::bigint) AS locked;
-
--- name: UnlockAdvisory :exec
-SELECT pg_advisory_unlock(@key::bigint);
+-- name: TryAdvisoryXactLock :one
+-- Transaction-level: held until the transaction ends, so it works behind a
+-- transaction pooler (a session-level lock would stay with whichever server
+-- connection took it).
+SELECT pg_try_advisory_xact_lock(@key::bigint) AS locked;

@@ -76,10 +76,16 @@ UPDATE api_keys SET revoked_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND revoked_at IS NULL;
 
 -- name: SetTenant :exec
--- Scopes the transaction to one tenant for the row-level security policies.
-SELECT set_config('holdpoint.tenant_id', @tenant_id::text, true);
+-- Scopes the transaction to one tenant for the row-level security policies,
+-- as the application role. Both settings end with the transaction, so they
+-- hold behind a transaction pooler (PgBouncer's pool_mode=transaction), whose
+-- next transaction may run on another server connection, and never leak to
+-- the pooler's next client of this one.
+SELECT set_config('role', 'holdpoint_app', true), set_config('holdpoint.tenant_id', @tenant_id::text, true);
 
 -- name: SetAppRole :exec
 -- Every server connection drops to the application role, which owns no
--- table and cannot bypass row-level security.
+-- table and cannot bypass row-level security. Session-level: not sent
+-- behind a transaction pooler, where SetTenant sets the role per
+-- transaction instead.
 SET ROLE holdpoint_app;

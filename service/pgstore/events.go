@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
@@ -71,15 +72,32 @@ func (s *PgStore) ListenEvents(ctx context.Context, ready, wake func()) error {
 	return s.listen(ctx, func(q *db.Queries) error { return q.ListenInterruptEvents(ctx) }, ready, func(string) { wake() })
 }
 
-// listen holds a connection out of the pool (it carries the LISTEN) until
-// ctx ends or the connection fails, calling fn with each notification's
-// payload.
+// ListenThrough makes the store's LISTEN connections (abort and event
+// wake-ups) connections of their own with cc, rather than connections
+// taken out of the pool: for a pool behind a transaction pooler, where a
+// LISTEN would stay on a server connection that the pooler hands to other
+// clients, and the notifications would not come back. Call it before the
+// store is used.
+func (s *PgStore) ListenThrough(cc *pgx.ConnConfig) {
+	s.listenConfig = cc
+}
+
+// DisableListen keeps the store from listening at all (behind a
+// transaction pooler with no direct connection to listen on): ListenAborts
+// and ListenEvents then wait for their context without reporting ready,
+// and their callers poll. Call it before the store is used.
+func (s *PgStore) DisableListen() {
+	s.listenOff = true
+}
+
+// listen holds a connection (out of the pool, or of its own with
+// ListenThrough) that carries the LISTEN until ctx ends or the connection
+// fails, calling fn with each notification's payload.
 func (s *PgStore) listen(ctx context.Context, subscribe func(q *db.Queries) error, ready func(), fn func(payload string)) error {
-	pooled, err := s.pool.Acquire(ctx)
+	conn, err := s.listenConn(ctx)
 	if err != nil {
 		return translate(err)
 	}
-	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := subscribe(db.New(conn)); err != nil {
 		return translate(err)
@@ -92,6 +110,23 @@ func (s *PgStore) listen(ctx context.Context, subscribe func(q *db.Queries) erro
 		}
 		fn(n.Payload)
 	}
+}
+
+// listenConn is a connection for a LISTEN: its own (ListenThrough), or
+// one taken for good out of the pool. With DisableListen it waits for ctx.
+func (s *PgStore) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	switch {
+	case s.listenOff:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case s.listenConfig != nil:
+		return pgx.ConnectConfig(ctx, s.listenConfig.Copy())
+	}
+	pooled, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pooled.Hijack(), nil
 }
 
 // eventsWritten wakes the live-event readers of every instance. Calls are

@@ -19,7 +19,9 @@ func NewAppPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) 
 }
 
 // NewAppPoolWith is NewAppPool with a hook to adjust the pool configuration
-// (a tracer, a pool size) before connecting.
+// (a tracer, a pool size, TransactionPooling) before connecting. It refuses
+// a URL whose default_query_exec_mode cannot carry the store's parameters
+// (see CheckQueryExecMode).
 func NewAppPoolWith(ctx context.Context, databaseURL string, configure func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -34,5 +36,54 @@ func NewAppPoolWith(ctx context.Context, databaseURL string, configure func(*pgx
 	if configure != nil {
 		configure(cfg)
 	}
+	if err := CheckQueryExecMode(cfg.ConnConfig); err != nil {
+		return nil, err
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// CheckQueryExecMode refuses the query modes that send parameters without
+// asking PostgreSQL for their types (default_query_exec_mode=exec or
+// simple_protocol): the store's json and uuid[] parameters then fail ("invalid
+// input syntax for type json", "unable to encode []uuid.UUID").
+func CheckQueryExecMode(cc *pgx.ConnConfig) error {
+	switch m := cc.DefaultQueryExecMode; m {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return fmt.Errorf("database url: default_query_exec_mode=%s is not supported: the server's queries need their parameter types described; "+
+			"use cache_describe or describe_exec (or leave it out: cache_statement, or cache_describe behind a transaction pooler)", m)
+	}
+	return nil
+}
+
+// TransactionPooling adapts a pool configuration to a transaction pooler
+// between the server and PostgreSQL (PgBouncer with pool_mode=transaction,
+// which hands each transaction to any of its server connections): it keeps
+// no state on a connection beyond one transaction.
+//
+//   - No prepared statements: the default cache_statement mode becomes
+//     cache_describe, which sends each query unnamed (with the parameter
+//     types it described once); describe_exec is kept. Named statements
+//     would be missing, or "already exist", on the next server connection.
+//   - No SET ROLE per connection: it would stay on the pooler's server
+//     connection, for its next client, and be missing from this one's next
+//     transaction. Every transaction of the store sets the role for itself
+//     (SetTenant); the few statements outside one (NOTIFY, the readiness
+//     probe) run as the login role.
+//
+// LISTEN needs a connection of its own, not pooled: see PgStore.ListenOn.
+func TransactionPooling(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
+	cfg.AfterConnect = nil
+}
+
+// CheckAppRole runs one empty transaction of the kind the store runs,
+// which sets the application role: it fails as the store's transactions
+// would when the login role may not act as holdpoint_app (or it does not
+// exist yet), and also when PostgreSQL cannot be reached.
+func CheckAppRole(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return db.New(tx).SetTenant(ctx, "")
+	})
 }

@@ -155,27 +155,25 @@ func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p service.R
 	return r.PruneCounts, err
 }
 
-// TryPruneLock implements service.RetentionStore with a session-level
-// advisory lock, held by a connection taken out of the pool until release
-// (the lock goes with the connection if the process dies).
+// TryPruneLock implements service.RetentionStore with a transaction-level
+// advisory lock: a transaction is held open (idle, it holds back no vacuum)
+// until release, which rolls it back. Unlike a session-level lock, it
+// works behind a transaction pooler, and it goes with the connection if
+// the process dies.
 func (s *PgStore) TryPruneLock(ctx context.Context) (func(), bool, error) {
-	conn, err := s.pool.Acquire(ctx)
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, false, translate(err)
 	}
-	q := db.New(conn)
-	ok, err := q.TryAdvisoryLock(ctx, pruneLockKey)
+	ok, err := db.New(tx).TryAdvisoryXactLock(ctx, pruneLockKey)
 	if err != nil || !ok {
-		conn.Release()
+		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, false, translate(err)
 	}
 	release := func() {
-		if err := q.UnlockAdvisory(context.WithoutCancel(ctx), pruneLockKey); err != nil {
-			// A connection that may still hold the lock must not go back
-			// to the pool.
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
-		conn.Release()
+		// A failed rollback closes the connection, which ends the
+		// transaction and its lock on the server.
+		_ = tx.Rollback(context.WithoutCancel(ctx))
 	}
 	return release, true, nil
 }

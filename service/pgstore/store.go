@@ -35,6 +35,11 @@ type PgStore struct {
 
 	notifyOnce sync.Once
 	notifyCh   chan struct{}
+
+	// listenConfig, when set, is where the LISTEN connections go instead
+	// of the pool (ListenThrough); listenOff turns them off (DisableListen).
+	listenConfig *pgx.ConnConfig
+	listenOff    bool
 }
 
 // DefaultSnapshotCacheSize bounds the completed snapshots a store keeps in

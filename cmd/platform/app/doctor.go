@@ -109,6 +109,23 @@ func doctorCommand(p Platform, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// loginRole reports whether row-level security confines the login role.
+func (d *doctor) loginRole(ctx context.Context, owner *pgxpool.Pool, dev bool) {
+	row, err := db.New(owner).GetLoginRolePrivileges(ctx)
+	if err != nil {
+		d.report(statusWarn, "role", fmt.Sprintf("could not read the login role's privileges: %v", err))
+		return
+	}
+	switch problems := privilegeProblems(row); {
+	case len(problems) > 0 && !dev:
+		d.report(statusWarn, "role", fmt.Sprintf("login role %s %s: %s", row.RoleName, strings.Join(problems, "; it "), leastPrivilegeAdvice))
+	case len(problems) > 0:
+		d.report(statusOK, "role", fmt.Sprintf("login role %s is not confined by row-level security, acceptable with --dev only", row.RoleName))
+	default:
+		d.report(statusOK, "role", fmt.Sprintf("login role %s is confined by row-level security", row.RoleName))
+	}
+}
+
 // tenantModel is a model a tenant's enabled agent names.
 type tenantModel struct {
 	tenant, agent, model string
@@ -135,6 +152,7 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	}
 
 	pcfg.MaxConns = 2
+	cfg.database.adjustOwner(pcfg)
 	connectCtx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	owner, err := pgxpool.NewWithConfig(connectCtx, pcfg)
@@ -181,20 +199,12 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	}
 	d.report(statusOK, "migrations", "all applied")
 
-	if row, err := db.New(owner).GetLoginRolePrivileges(checkCtx); err != nil {
-		d.report(statusWarn, "role", fmt.Sprintf("could not read the login role's privileges: %v", err))
-	} else if problems := privilegeProblems(row); len(problems) > 0 && !cfg.dev {
-		d.report(statusWarn, "role", fmt.Sprintf("login role %s %s: %s", row.RoleName, strings.Join(problems, "; it "), leastPrivilegeAdvice))
-	} else if len(problems) > 0 {
-		d.report(statusOK, "role", fmt.Sprintf("login role %s is not confined by row-level security, acceptable with --dev only", row.RoleName))
-	} else {
-		d.report(statusOK, "role", fmt.Sprintf("login role %s is confined by row-level security", row.RoleName))
-	}
+	d.loginRole(checkCtx, owner, cfg.dev)
 
-	app, err := pgstore.NewAppPool(connectCtx, databaseURL())
+	app, err := pgstore.NewAppPoolWith(connectCtx, databaseURL(), cfg.database.appPoolOptions())
 	if err == nil {
 		defer app.Close()
-		err = app.Ping(connectCtx)
+		err = pgstore.CheckAppRole(connectCtx, app)
 	}
 	if err != nil {
 		if hint := appRoleHint(err, pcfg.ConnConfig.User); hint != nil {

@@ -68,6 +68,8 @@ type serveConfig struct {
 	prune pruneConfig
 	// limits bound turns and detached turns.
 	limits limitsConfig
+	// database is what stands between serve and PostgreSQL.
+	database databaseConfig
 	// banner is where the start-up URLs are printed for a person (stderr
 	// with --dev); nil: in the log only.
 	banner io.Writer
@@ -137,6 +139,7 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	cfg.webhooks.register(fs)
 	cfg.prune.register(fs)
 	cfg.limits.register(fs)
+	cfg.database.register(fs)
 	lf.register(fs)
 	addConfigFlag(fs)
 	return fs, cfg, lf
@@ -154,6 +157,9 @@ func (cfg *serveConfig) check() error {
 		return err
 	}
 	if err := cfg.limits.check(); err != nil {
+		return err
+	}
+	if err := cfg.database.check(); err != nil {
 		return err
 	}
 	if _, err := cfg.webhooks.schedule(); err != nil {
@@ -241,28 +247,12 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully.
 func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveConfig, agents []*service.Agent) error {
-	if cfg.migrate {
-		if err := migrateAtStartup(ctx, log); err != nil {
-			return err
-		}
-	}
-	pool, db, err := openDatabase(ctx, log)
+	pool, db, store, err := openStore(ctx, log, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	defer db.Close()
-	if !cfg.migrate {
-		if err := requireMigrated(ctx, db); err != nil {
-			return err
-		}
-	}
-	if !cfg.dev {
-		warnUnlessLeastPrivilege(ctx, log, pool)
-	}
-
-	// One store serves the runtime, the live events and the accounts.
-	store := pgstore.New(pool)
 	defer store.Close()
 	// Traces (when the OTEL_* environment asks for them) and metrics.
 	tracing, err := telemetry.TracingFromEnv(ctx)
@@ -440,33 +430,108 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	return nil
 }
 
+// openStore migrates (with --migrate) or checks the schema, connects, and
+// returns the pool, a database/sql handle over it, and the one store that
+// serves the runtime, the live events and the accounts.
+func openStore(ctx context.Context, log *slog.Logger, cfg serveConfig) (*pgxpool.Pool, *sql.DB, *pgstore.PgStore, error) {
+	if cfg.migrate {
+		if err := migrateAtStartup(ctx, log, cfg.database); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	pool, db, err := openDatabase(ctx, log, cfg.database)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fail := func(err error) (*pgxpool.Pool, *sql.DB, *pgstore.PgStore, error) {
+		db.Close()
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	if !cfg.migrate {
+		if err := requireMigrated(ctx, db); err != nil {
+			return fail(err)
+		}
+	}
+	if !cfg.dev {
+		warnUnlessLeastPrivilege(ctx, log, pool)
+	}
+	store := pgstore.New(pool)
+	if err := cfg.database.configureListen(ctx, log, store, pool.Config()); err != nil {
+		store.Close()
+		return fail(err)
+	}
+	return pool, db, store, nil
+}
+
 // migrateAtStartup applies pending migrations as the user DATABASE_URL
 // names (the schema owner), on a connection of its own. Several instances
-// may start at once: Up serialises them on an advisory lock, so each
-// migration is applied exactly once.
-func migrateAtStartup(ctx context.Context, log *slog.Logger) error {
-	cfg, err := pgxpool.ParseConfig(databaseURL())
+// may start at once: Up serialises them on goose's session-level advisory
+// lock, so each migration is applied exactly once. That lock cannot be
+// taken through a transaction pooler (it would stay with whichever server
+// connection took it): behind one, nothing pending is checked through the
+// pooler, and what is pending is applied through --listen-database-url,
+// the direct connection, or serve refuses to start.
+func migrateAtStartup(ctx context.Context, log *slog.Logger, dbc databaseConfig) error {
+	owner, cfg, err := openOwner(ctx, databaseURL(), "DATABASE_URL", dbc.adjustOwner)
 	if err != nil {
-		return errors.New("DATABASE_URL is not a valid PostgreSQL URL")
-	}
-	cfg.MaxConns = 2
-	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	owner, err := pgxpool.NewWithConfig(connectCtx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL at %s: %w", describe(cfg), err)
+		return err
 	}
 	defer owner.Close()
-	if err := owner.Ping(connectCtx); err != nil {
-		return fmt.Errorf("cannot reach PostgreSQL at %s (set DATABASE_URL): %w", describe(cfg), err)
-	}
 	db := stdlib.OpenDBFromPool(owner)
 	defer db.Close()
+	if dbc.transaction() {
+		pending, err := migrations.Pending(ctx, db)
+		if err != nil {
+			return fmt.Errorf("check the schema version: %w", err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		if dbc.listenURL == "" {
+			return fmt.Errorf("%d migration(s) pending (%s), and the migration lock cannot be taken through a transaction pooler (--database-pooler=transaction): "+
+				"apply them with `platform migrate up` on a direct connection as the schema owner, or set --listen-database-url to PostgreSQL itself as the owner",
+				len(pending), strings.Join(pending, ", "))
+		}
+		direct, directCfg, err := openOwner(ctx, dbc.listenURL, "--listen-database-url", nil)
+		if err != nil {
+			return err
+		}
+		defer direct.Close()
+		cfg = directCfg
+		db = stdlib.OpenDBFromPool(direct)
+		defer db.Close()
+	}
 	if err := migrations.Up(ctx, db); err != nil {
 		return fmt.Errorf("apply migrations: %w", migrationHint(err, cfg.ConnConfig.User))
 	}
 	log.Info("migrations applied", "database", describe(cfg))
 	return nil
+}
+
+// openOwner connects a small pool to url (named what in errors) as its
+// role, after adjust (if set) changes its configuration.
+func openOwner(ctx context.Context, url, what string, adjust func(*pgxpool.Config)) (*pgxpool.Pool, *pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, nil, fmt.Errorf("%s is not a valid PostgreSQL URL", what)
+	}
+	cfg.MaxConns = 2
+	if adjust != nil {
+		adjust(cfg)
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(connectCtx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to PostgreSQL at %s: %w", describe(cfg), err)
+	}
+	if err := pool.Ping(connectCtx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at %s (set %s): %w", describe(cfg), what, err)
+	}
+	return pool, cfg, nil
 }
 
 // requireMigrated fails unless every migration of this build is applied:
@@ -486,9 +551,9 @@ func requireMigrated(ctx context.Context, db *sql.DB) error {
 }
 
 // openDatabase connects to DATABASE_URL for the server's queries: a pgx
-// pool whose connections run as the application role (row-level security
+// pool whose transactions run as the application role (row-level security
 // applies), and a database/sql handle over it for the readiness probe.
-func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB, error) {
+func openDatabase(ctx context.Context, log *slog.Logger, dbc databaseConfig) (*pgxpool.Pool, *sql.DB, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL())
 	if err != nil {
 		// The parse error may quote the URL, password included.
@@ -500,18 +565,19 @@ func openDatabase(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *sql.DB
 	defer cancel()
 	// Turns are I/O bound (model calls, short transactions); NewAppPool
 	// keeps a few connections per core.
-	pool, err := pgstore.NewAppPool(connectCtx, databaseURL())
+	pool, err := pgstore.NewAppPoolWith(connectCtx, databaseURL(), dbc.appPoolOptions())
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err)
 	}
-	if err := pool.Ping(connectCtx); err != nil {
+	if err := pgstore.CheckAppRole(connectCtx, pool); err != nil {
 		pool.Close()
 		if hint := appRoleHint(err, cfg.ConnConfig.User); hint != nil {
 			return nil, nil, fmt.Errorf("connect to PostgreSQL at %s: %w", where, hint)
 		}
 		return nil, nil, fmt.Errorf("cannot reach PostgreSQL at %s (set DATABASE_URL): %w", where, err)
 	}
-	log.Info("database connected", "database", where, "max_conns", pool.Config().MaxConns, "role", "holdpoint_app")
+	log.Info("database connected", "database", where, "max_conns", pool.Config().MaxConns, "role", "holdpoint_app",
+		"pooler", dbc.pooler, "query_exec_mode", pool.Config().ConnConfig.DefaultQueryExecMode.String())
 	// OpenDBFromPool keeps no idle connections of its own, so migrations
 	// and readiness probes never starve the store.
 	return pool, stdlib.OpenDBFromPool(pool), nil
