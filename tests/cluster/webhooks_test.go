@@ -466,8 +466,9 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 	url := testdb.URL(t)
 	pool := testdb.OwnerPool(t, url)
 	// The timeout leaves time to gather the three held calls and kill A
-	// before any of them times out; the lease must exceed it.
-	const lease, timeout = 4 * time.Second, 3 * time.Second
+	// before any of them times out, also on a loaded machine (3 s was
+	// once too short under load); the lease must exceed it.
+	const lease, timeout = 10 * time.Second, 8 * time.Second
 	o := serverOpts{args: []string{
 		"--webhook-retries", retrySchedule(200*time.Millisecond, 10) + "," + retrySchedule(time.Second, 20),
 		"--webhook-lease", lease.String(), "--webhook-timeout", timeout.String(),
