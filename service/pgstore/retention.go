@@ -159,9 +159,9 @@ func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p service.R
 // advisory lock, held by a connection taken out of the pool until release
 // (the lock goes with the connection if the process dies).
 func (s *PgStore) TryPruneLock(ctx context.Context) (func(), bool, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return nil, false, translate(err)
+		return nil, false, err
 	}
 	q := db.New(conn)
 	ok, err := q.TryAdvisoryLock(ctx, pruneLockKey)
