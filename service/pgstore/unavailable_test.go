@@ -49,6 +49,9 @@ func TestTranslateOutages(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: unavailable %v, want %v", tc.name, got, tc.want)
 		}
+		if got && service.AsError(translate(tc.err)).RetryAfter <= 0 {
+			t.Errorf("%s: no RetryAfter", tc.name)
+		}
 	}
 }
 
