@@ -4,16 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/faultproxy"
 	"github.com/holdpoint/holdpoint/service"
 )
@@ -341,4 +344,78 @@ func TestOutageBackendsTerminated(t *testing.T) {
 			map[string]any{"data": userMessage("during"), "init": map[string]any{"sessionId": sessionID}}))
 	}
 	waitServing(t, s, admin)
+}
+
+// switchProbe is a readiness probe the test turns on and off, counting
+// its calls.
+type switchProbe struct {
+	down  atomic.Bool
+	calls atomic.Int32
+}
+
+func (p *switchProbe) probe(context.Context) error {
+	p.calls.Add(1)
+	if p.down.Load() {
+		return errors.New("ping: dial tcp 10.9.8.7:5432: connect: connection refused")
+	}
+	return nil
+}
+
+// TestNotReadyRefusesWork: an instance whose probe fails refuses turns,
+// decisions and event streams at once with 503 and a Retry-After, writing
+// nothing, while reads and the health check still answer; /readyz reports
+// the probed state without probing. Once the probe passes it serves again.
+func TestNotReadyRefusesWork(t *testing.T) {
+	t.Parallel()
+	p := &switchProbe{}
+	ready := service.NewReadiness(p.probe, service.ReadinessOptions{})
+	s := newServer(t, func(o *httpapi.Options) { o.Readiness = ready })
+	get := func(path string) response {
+		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
+		return s.do(t, req)
+	}
+	turn := map[string]any{"data": userMessage("hi")}
+	var out service.AgentOutput
+	resultOf(t, s.postJSON(t, s.base+"/echoAgent", turn, false), &out)
+
+	p.down.Store(true)
+	ctx := context.Background()
+	ready.Check(ctx)
+	ready.Check(ctx)
+	sessions := s.countRows(t, "sessions")
+	calls := p.calls.Load()
+	start := time.Now()
+	checkUnavailable(t, "turn", s.postJSON(t, s.base+"/echoAgent", turn, false))
+	streamed := s.postJSON(t, s.base+"/echoAgent", turn, true)
+	errorOf(t, streamed, http.StatusServiceUnavailable, service.CodeUnavailable)
+	if streamed.header.Get("Retry-After") == "" {
+		t.Error("a refused streamed turn carries no Retry-After")
+	}
+	checkUnavailable(t, "decision", s.postJSON(t, s.srv.URL+"/api/v1/interrupts/0197a000-0000-7000-8000-000000000000/respond",
+		map[string]any{"output": map[string]any{}}, false))
+	checkUnavailable(t, "event stream", get("/api/v1/events"))
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("refusing took %s, want at once", d)
+	}
+	if n := s.countRows(t, "sessions"); n != sessions {
+		t.Errorf("refused turns wrote %d sessions", n-sessions)
+	}
+	if r := get("/api/v1/interrupts"); r.status != http.StatusOK {
+		t.Errorf("inbox list while not ready: %d %s, want 200", r.status, r.body)
+	}
+	errorOf(t, get("/readyz"), http.StatusServiceUnavailable, service.CodeUnavailable)
+	if r := get("/healthz"); r.status != http.StatusOK {
+		t.Errorf("healthz %d while not ready, want 200", r.status)
+	}
+	if n := p.calls.Load(); n != calls {
+		t.Errorf("requests ran the probe %d times; only the periodic check may", n-calls)
+	}
+
+	p.down.Store(false)
+	ready.Check(ctx)
+	ready.Check(ctx)
+	resultOf(t, s.postJSON(t, s.base+"/echoAgent", turn, false), &out)
+	if r := get("/readyz"); r.status != http.StatusOK {
+		t.Errorf("readyz %d once ready again, want 200", r.status)
+	}
 }

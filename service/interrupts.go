@@ -285,6 +285,9 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 // RunDeadlineSweeper sweeps every interval until ctx ends.
 func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() bool {
+		if !r.opts.Readiness.Ready() {
+			return false // nothing to gain from sweeps that would fail
+		}
 		if _, err := r.SweepDeadlines(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("deadline sweep failed", "err", err)
 		}

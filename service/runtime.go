@@ -49,6 +49,10 @@ type Options struct {
 	Limits TurnLimits
 	// Detach bounds the detached turns (zero fields: DefaultDetachLimits).
 	Detach DetachLimits
+	// Readiness, when set, keeps the background workers (the detached
+	// turn runner, the deadline sweeper) from taking new work while the
+	// instance is not ready; nil: always ready.
+	Readiness *Readiness
 }
 
 // Runtime runs the registered agents' turns and persists their sessions.
