@@ -33,8 +33,12 @@ type Readiness struct {
 
 // ReadinessOptions tune a Readiness; zero fields take the defaults.
 type ReadinessOptions struct {
-	// Interval is the time between probes (default 2s).
+	// Interval is the time between probes while ready (default 2s).
 	Interval time.Duration
+	// RecheckInterval is the time between probes while not ready
+	// (default 500ms): a database that is back is noticed soon, and a
+	// probe of a dead one fails fast, so probing more often costs little.
+	RecheckInterval time.Duration
 	// Timeout bounds one probe (default 3s): a database that does not
 	// answer within it, or a pool with no connection free for that
 	// long, counts as a failure.
@@ -50,7 +54,8 @@ type ReadinessOptions struct {
 }
 
 // DefaultReadinessOptions are the defaults of ReadinessOptions.
-var DefaultReadinessOptions = ReadinessOptions{Interval: 2 * time.Second, Timeout: 3 * time.Second, FailAfter: 2, RecoverAfter: 2}
+var DefaultReadinessOptions = ReadinessOptions{Interval: 2 * time.Second, RecheckInterval: 500 * time.Millisecond,
+	Timeout: 3 * time.Second, FailAfter: 2, RecoverAfter: 2}
 
 // NewReadiness returns a readiness decided by probe, ready until probes
 // say otherwise: the server checked its database before it started.
@@ -58,6 +63,9 @@ func NewReadiness(probe func(ctx context.Context) error, opts ReadinessOptions) 
 	d := DefaultReadinessOptions
 	if opts.Interval <= 0 {
 		opts.Interval = d.Interval
+	}
+	if opts.RecheckInterval <= 0 {
+		opts.RecheckInterval = min(d.RecheckInterval, opts.Interval)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = d.Timeout
@@ -122,12 +130,21 @@ func (r *Readiness) record(err error) {
 	}
 }
 
-// Run probes every Interval until ctx ends.
+// Run probes every Interval, or RecheckInterval while not ready, until
+// ctx ends.
 func (r *Readiness) Run(ctx context.Context) {
-	every(ctx, r.opts.Interval, func() bool {
+	for {
+		wait := r.opts.Interval
+		if !r.Ready() {
+			wait = r.opts.RecheckInterval
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 		r.Check(ctx)
-		return false
-	})
+	}
 }
 
 // errNoProbe is the cause reported for a Readiness whose cause was lost.
