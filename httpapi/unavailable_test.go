@@ -302,8 +302,14 @@ func TestOutageDatabaseCut(t *testing.T) {
 	// A session with a history, so that the cut also meets a turn that
 	// continues one.
 	sessionID := s.send(t, admin, "echoAgent", "before", nil).SessionID
+	_, uiToken, err := s.acc.SignInUI(context.Background(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	proxy.Cut()
 	checkOutage(t, s, admin, fresh)
+	// The dashboard's session lookup, from its cookie.
+	checkUnavailable(t, "dashboard", s.call(t, http.MethodGet, "/ui/", "", nil, "Cookie", "holdpoint_ui="+uiToken))
 	r := s.call(t, http.MethodPost, "/api/agents/echoAgent", admin,
 		map[string]any{"data": userMessage("during"), "init": map[string]any{"sessionId": sessionID}})
 	if r.status == http.StatusOK {
