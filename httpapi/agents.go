@@ -75,6 +75,12 @@ func (a *api) invoke(c echo.Context) error {
 		if err != nil {
 			return err
 		}
+		if out.Error != nil && out.Error.Status == service.CodeUnavailable {
+			// A turn that failed on the database outage: the protocol
+			// answers 200 with the failure, and the header still says
+			// when trying again makes sense.
+			setRetryAfter(c, service.AsError(service.ErrUnavailable))
+		}
 		return writeJSON(c, resultBody{Result: out})
 	}
 

@@ -33,16 +33,24 @@ type authServer struct {
 	logs  *lockedBuffer
 	rt    *service.Runtime
 	store *pgstore.PgStore
+	app   *pgxpool.Pool // the server's pool
 }
 
 // newAuthServer starts the API with authentication, the base agents, the
 // demo banking agent and extra ones; configure may change the options.
 func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*service.Agent) *authServer {
 	t.Helper()
+	return newAuthServerWith(t, nil, configure, extra...)
+}
+
+// newAuthServerWith is newAuthServer with a hook on the application pool's
+// configuration (another role, a proxy between it and the database).
+func newAuthServerWith(t *testing.T, pool func(*pgxpool.Config), configure func(*httpapi.Options), extra ...*service.Agent) *authServer {
+	t.Helper()
 	ctx := context.Background()
 	url := testdb.URL(t)
 	owner := testdb.OwnerPool(t, url)
-	app, err := pgstore.NewAppPool(ctx, url)
+	app, err := pgstore.NewAppPoolWith(ctx, url, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +85,7 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 			t.Errorf("runtime shutdown: %v", err)
 		}
 	})
-	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs, rt: rt, store: newStore(t, app)}
+	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs, rt: rt, store: newStore(t, app), app: app}
 }
 
 // tenant creates a tenant.

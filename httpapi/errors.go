@@ -163,10 +163,7 @@ func (a *api) handleError(err error, c echo.Context) {
 		}
 		return
 	}
-	var se *service.Error
-	if errors.As(err, &se) && se.RetryAfter > 0 {
-		res.Header().Set("Retry-After", strconv.FormatInt(int64(max(se.RetryAfter.Round(time.Second)/time.Second, 1)), 10))
-	}
+	setRetryAfter(c, err)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return
@@ -180,6 +177,20 @@ func (a *api) handleError(err error, c echo.Context) {
 	}
 	if werr := c.JSON(status, body); werr != nil {
 		a.log.Debug("error answer not delivered", "err", werr, "request_id", rid)
+	}
+}
+
+// setRetryAfter sends Retry-After when err asks the client to wait: a
+// domain error with a RetryAfter, which a database outage (a wrapped
+// service.ErrUnavailable, not itself a service.Error) becomes too.
+func setRetryAfter(c echo.Context, err error) {
+	var edge *edgeError
+	var he *echo.HTTPError
+	if errors.As(err, &edge) || errors.As(err, &he) {
+		return
+	}
+	if d := service.AsError(err).RetryAfter; d > 0 {
+		c.Response().Header().Set("Retry-After", strconv.FormatInt(int64(max(d.Round(time.Second)/time.Second, 1)), 10))
 	}
 }
 

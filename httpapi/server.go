@@ -36,8 +36,15 @@ type Options struct {
 	// for a message over its size limit.
 	BodyLimit int64
 	// Ready reports whether the server can take traffic (database reachable,
-	// migrations applied); nil means always ready.
+	// migrations applied); nil means always ready. /readyz calls it on
+	// each request unless Readiness is set.
 	Ready func(ctx context.Context) error
+	// Readiness, when set, is the instance's probed readiness: /readyz
+	// answers from it without touching the database, and while it says
+	// not ready the work routes (turns, interrupt decisions, redeliveries,
+	// new event streams) are refused 503 with a Retry-After before any
+	// credential lookup, instead of queueing against a dead pool.
+	Readiness *service.Readiness
 	// Caller resolves who a request acts for; nil means the caller the
 	// authentication middleware resolved (see Auth).
 	Caller func(c echo.Context) (service.Caller, error)
@@ -158,6 +165,9 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	e.Use(a.guardDevMode)
 	// Who is calling is settled before the rate limit (per credential)
 	// and before any byte of the body is read.
+	// Not ready: work is refused before a credential lookup could wait
+	// on the database.
+	e.Use(a.gateWork)
 	e.Use(a.authenticate)
 	e.Use(a.limitRate(newRateLimiter(opts.RateLimit, opts.RateBurst)))
 	e.Use(checkJSONBody)
@@ -213,6 +223,17 @@ func (a *api) healthz(c echo.Context) error {
 // pending, so a load balancer keeps traffic away; the reason is logged, not
 // sent.
 func (a *api) readyz(c echo.Context) error {
+	if r := a.opts.Readiness; r != nil {
+		if cause := r.Cause(); cause != nil {
+			a.log.Warn("not ready", "err", cause, "request_id", requestID(c))
+			return c.JSON(http.StatusServiceUnavailable, errorBody{
+				Status:    service.CodeUnavailable,
+				Message:   "not ready",
+				RequestID: requestID(c),
+			})
+		}
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	}
 	if a.opts.Ready != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 		defer cancel()
@@ -226,6 +247,41 @@ func (a *api) readyz(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// gateWork refuses new work while the instance is not ready (see
+// Options.Readiness): the request is answered 503 UNAVAILABLE with a
+// Retry-After at once, nothing of it having run. Reads are let through;
+// they answer or fail on their own, and a dashboard stays usable against a
+// slow but working database.
+func (a *api) gateWork(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := a.opts.Readiness.Err(); err != nil && a.isWorkRoute(c) {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// isWorkRoute reports whether the request starts work: a turn, an
+// interrupt decision, a webhook redelivery, or a live event stream (which
+// holds a connection's worth of attention for as long as it is open).
+func (a *api) isWorkRoute(c echo.Context) bool {
+	route, method := c.Path(), c.Request().Method
+	switch {
+	case method == http.MethodPost && route == a.opts.BasePath+"/:agent":
+		return true
+	case method == http.MethodGet && route == "/api/v1/events":
+		return true
+	case method != http.MethodPost:
+		return false
+	}
+	switch route {
+	case "/api/v1/interrupts/:id/respond", "/api/v1/interrupts/:id/restart",
+		"/api/v1/webhooks/:id/deliveries/:delivery/redeliver", "/ui/webhooks/:id/deliveries/:delivery/redeliver":
+		return true
+	}
+	return false
 }
 
 // safeRequestID is what a client-supplied X-Request-Id must look like to be

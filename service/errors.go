@@ -68,13 +68,30 @@ func AsError(err error) *Error {
 		return e
 	}
 	if errors.Is(err, ErrUnavailable) {
-		return &Error{Status: CodeUnavailable, Message: "the database is unavailable, try again", Cause: err}
+		return unavailableError(err)
 	}
 	return internalError(err)
 }
 
-// ErrUnavailable marks failures to reach the database.
+// ErrUnavailable marks failures to reach the database: it is down, cut
+// off, shutting down, out of connection slots, or this instance is not
+// ready (see Readiness). Clients get UNAVAILABLE with a Retry-After.
 var ErrUnavailable = errors.New("database unavailable")
+
+// UnavailableRetryAfter is what an UNAVAILABLE answer asks the client to
+// wait: long enough for a restarted database or a freed connection slot,
+// short enough that a client does not give up on a brief blip.
+const UnavailableRetryAfter = 5 * time.Second
+
+// unavailableMessage is the public text of every database outage. It
+// promises only what holds for every request (see the README's "Database
+// outages"): the request may be sent again.
+const unavailableMessage = "the database is unavailable; the request can be retried after the Retry-After delay"
+
+// unavailableError is the UNAVAILABLE answer for cause.
+func unavailableError(cause error) *Error {
+	return &Error{Status: CodeUnavailable, Message: unavailableMessage, Cause: cause, RetryAfter: UnavailableRetryAfter}
+}
 
 // ErrSessionMoved is what the store returns for a write whose
 // SnapshotWrite.ExpectedHead is no longer the session's latest snapshot:

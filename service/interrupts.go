@@ -214,6 +214,14 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 		return &DecisionResult{Status: "recorded", WaitingFor: d.Waiting}, nil
 	}
 	out, err := r.resumeDecided(ctx, c, it.Agent, it.SnapshotID, d.Batch)
+	if errors.Is(err, ErrUnavailable) {
+		// The decision is recorded, so this 503 must not read as
+		// "nothing happened": sent again it is refused as decided.
+		e := unavailableError(err)
+		e.Message = "the decision was recorded, but the database became unavailable before the turn it resumes was saved; " +
+			"sending it again is refused as already decided: read the interrupt once the server is back"
+		return nil, e
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +316,9 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 // deadlines, and the tool calls lost with their turn (SweepLostToolCalls).
 func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() bool {
+		if !r.opts.Readiness.Ready() {
+			return false // nothing to gain from sweeps that would fail
+		}
 		if _, err := r.SweepDeadlines(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("deadline sweep failed", "err", err)
 		}

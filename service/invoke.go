@@ -106,6 +106,12 @@ func (inv *invocation) checkHead(ctx context.Context) error {
 		return nil
 	}
 	moved, err := inv.headMoved(ctx)
+	if errors.Is(err, ErrUnavailable) {
+		// Before anything with an effect: refused as a whole, like a
+		// new session that could not be claimed.
+		err = AsError(err)
+		inv.reject(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -795,6 +801,11 @@ func (inv *invocation) claimSession(ctx context.Context) error {
 	} else if err == nil && sess.Agent != inv.agent.Name {
 		err = Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", inv.sess.id)
 	}
+	if errors.Is(err, ErrUnavailable) {
+		// Nothing ran and nothing was written: the request as a whole is
+		// refused (503), and sending it again is safe.
+		err = AsError(err)
+	}
 	if err != nil {
 		if _, ok := err.(*Error); ok {
 			inv.reject(err)
@@ -1036,6 +1047,11 @@ func (inv *invocation) hideError(err error, status, what string) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if errors.Is(err, ErrUnavailable) {
+		// The agent's code failed because the database did: the client
+		// may retry, which an INTERNAL would not tell it.
+		return unavailableError(err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err

@@ -94,6 +94,12 @@ func (r *Runtime) kickJobs() {
 // startNextJob claims a job and runs it in a free slot; false when every
 // slot is busy or no job is waiting.
 func (r *Runtime) startNextJob(ctx context.Context) bool {
+	if !r.opts.Readiness.Ready() {
+		// A job claimed now would run against a database that is not
+		// answering and fail; left queued, an instance that is ready (or
+		// this one, once it is) takes it.
+		return false
+	}
 	if !r.takeJobSlot() {
 		return false // every slot busy
 	}

@@ -56,6 +56,10 @@ type Options struct {
 	// running is found by nothing else. Keep it well above any tool's run
 	// time: an outcome that lands after the mark is still recorded.
 	LostToolCallAfter time.Duration
+	// Readiness, when set, keeps the background workers (the detached
+	// turn runner, the deadline sweeper) from taking new work while the
+	// instance is not ready; nil: always ready.
+	Readiness *Readiness
 }
 
 // DefaultLostToolCallAfter is the sweep's bound when Options sets none:

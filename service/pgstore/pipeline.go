@@ -166,9 +166,9 @@ func (r *firstRow) Scan(dest ...any) error {
 // round trip, and the statements fn only executes go out together at the
 // end, as one transaction.
 func (s *PgStore) piped(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return translate(err)
+		return err
 	}
 	defer conn.Release()
 	p := &pipeline{conn: conn, tenant: tenantID}

@@ -161,19 +161,26 @@ func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p service.R
 // works behind a transaction pooler, and it goes with the connection if
 // the process dies.
 func (s *PgStore) TryPruneLock(ctx context.Context) (func(), bool, error) {
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
+		return nil, false, translate(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		conn.Release()
 		return nil, false, translate(err)
 	}
 	ok, err := db.New(tx).TryAdvisoryXactLock(ctx, pruneLockKey)
 	if err != nil || !ok {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
+		conn.Release()
 		return nil, false, translate(err)
 	}
 	release := func() {
 		// A failed rollback closes the connection, which ends the
 		// transaction and its lock on the server.
 		_ = tx.Rollback(context.WithoutCancel(ctx))
+		conn.Release()
 	}
 	return release, true, nil
 }

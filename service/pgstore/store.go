@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +36,10 @@ type PgStore struct {
 	// CachedSessionHead).
 	heads *headCache
 
+	// acquireTimeout bounds the wait for a pooled connection (see
+	// DefaultAcquireTimeout).
+	acquireTimeout time.Duration
+
 	notifyOnce sync.Once
 	notifyCh   chan struct{}
 
@@ -50,7 +57,7 @@ const DefaultSnapshotCacheSize = 4096
 // NewAppPool). Close stops its background work.
 func New(pool *pgxpool.Pool) *PgStore {
 	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize),
-		heads: newHeadCache(DefaultSnapshotCacheSize), closed: make(chan struct{})}
+		heads: newHeadCache(DefaultSnapshotCacheSize), closed: make(chan struct{}), acquireTimeout: DefaultAcquireTimeout}
 }
 
 // Close stops the store's background work; the pool is the caller's.
@@ -104,21 +111,80 @@ func translate(err error) error {
 		case sqlstateTooManyJobs:
 			return service.ErrTooManyDetached
 		}
-		switch pgErr.Code[:2] {
-		case "08", "57": // connection exception, operator intervention (shutdown)
+		if unavailableClass(pgErr.Code) {
 			return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
 		}
 		return err
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
+	if lostConnection(err) {
 		return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
 	}
 	return err
+}
+
+// unavailableClass reports whether a SQLSTATE says the server cannot serve
+// now rather than that the statement is wrong: class 08 (connection
+// exception), 53 (insufficient resources: 53300 too_many_connections, for
+// the cluster or for the role, out of memory or disk) and 57 (operator
+// intervention: 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
+// connect now). Class 57's 57014 is a cancelled statement, which is the
+// client's doing and stays what it is.
+func unavailableClass(code string) bool {
+	if code == "57014" || len(code) < 2 {
+		return false
+	}
+	switch code[:2] {
+	case "08", "53", "57":
+		return true
+	}
+	return false
+}
+
+// lostConnection reports whether err is the database going away without
+// a SQLSTATE: a refused or failed dial, a connection reset or cut short
+// (EOF) mid-query, one pgx had already closed, or a connection attempt
+// that failed.
+func lostConnection(err error) bool {
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &connErr)
+}
+
+// DefaultAcquireTimeout bounds how long a store call waits for a pooled
+// connection. Past it the database is taken as unavailable (the pool is
+// exhausted or every new connection hangs) and the caller is told to come
+// back, instead of queueing behind a pool that may never free up.
+const DefaultAcquireTimeout = 10 * time.Second
+
+// SetAcquireTimeout changes the acquire bound (see DefaultAcquireTimeout);
+// call it before the store is used.
+func (s *PgStore) SetAcquireTimeout(d time.Duration) {
+	if d > 0 {
+		s.acquireTimeout = d
+	}
+}
+
+// acquire takes a pooled connection within the acquire bound. A wait that
+// ends in a deadline, the bound's or the caller's, is the database being
+// unavailable: nothing was sent. A cancelled caller gets its own error.
+func (s *PgStore) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(actx)
+	if err == nil {
+		return conn, nil
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: no database connection within %s (pool %d/%d in use)", service.ErrUnavailable,
+			s.acquireTimeout, s.pool.Stat().AcquiredConns(), s.pool.Stat().MaxConns())
+	}
+	return nil, translate(err)
 }
 
 // inTx runs fn in a transaction scoped to one tenant: the row-level
@@ -135,7 +201,12 @@ func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queri
 }
 
 func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return translate(err)
 	}

@@ -40,6 +40,9 @@ type Store interface {
 // Pruner prunes tenants' data under their retention policies.
 type Pruner struct {
 	Store Store
+	// Ready, when set, says whether the instance may take work: a round
+	// while it is false is skipped (see service.Readiness).
+	Ready func() bool
 	// Defaults fill in the ages a tenant's own policy leaves unset (zero:
 	// keep forever).
 	Defaults service.RetentionPolicy
@@ -233,6 +236,10 @@ func (p *Pruner) Run(ctx context.Context, interval time.Duration) {
 // round is one round of the sweeper.
 func (p *Pruner) round(ctx context.Context) {
 	log := p.log()
+	if p.Ready != nil && !p.Ready() {
+		log.Debug("prune: not ready, skipping this round")
+		return
+	}
 	release, ok, err := p.Store.TryPruneLock(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

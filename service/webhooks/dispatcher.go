@@ -66,6 +66,9 @@ const (
 //     match).
 type Dispatcher struct {
 	Store service.WebhookStore
+	// Ready, when set, says whether the instance may take work: while it
+	// is false the dispatcher leases no deliveries (see service.Readiness).
+	Ready func() bool
 	IDs   *service.EventIDs
 	// Owner names this instance on its leases.
 	Owner string
@@ -230,10 +233,14 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			}
 		}
 		leased = time.Now()
-		d.read(ctx, &wg)
-		if retry {
-			d.claim(ctx, &wg)
-			retry = false
+		if d.Ready == nil || d.Ready() {
+			// Not ready, nothing is leased: the deliveries wait for this
+			// instance or another to come back.
+			d.read(ctx, &wg)
+			if retry {
+				d.claim(ctx, &wg)
+				retry = false
+			}
 		}
 		select {
 		case <-ctx.Done():

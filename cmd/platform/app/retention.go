@@ -247,11 +247,12 @@ func (c *pruneConfig) check() error {
 	return nil
 }
 
-// run runs the sweeper until ctx ends (nothing when it is off).
-func (c *pruneConfig) run(ctx context.Context, store retention.Store, log *slog.Logger) {
+// run runs the sweeper until ctx ends (nothing when it is off), skipping
+// its rounds while ready says the instance is not ready.
+func (c *pruneConfig) run(ctx context.Context, store retention.Store, log *slog.Logger, ready func() bool) {
 	if c.interval == 0 {
 		return
 	}
-	p := &retention.Pruner{Store: store, Defaults: c.defaults.policy(), Log: log}
+	p := &retention.Pruner{Store: store, Defaults: c.defaults.policy(), Log: log, Ready: ready}
 	p.Run(ctx, c.interval)
 }

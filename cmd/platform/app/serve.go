@@ -268,7 +268,12 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	}()
 	metrics := telemetry.New(telemetry.Options{Pending: store.PendingInterruptStats, TenantLabels: cfg.metricsTenantLabels, Logger: log})
 	metrics.Registry().MustRegister(newPoolCollector(pool))
+	// One probe decides readiness for /readyz, the work routes and the
+	// background workers.
+	readiness := service.NewReadiness(readyProbe(pool, db), service.ReadinessOptions{Logger: log})
+	go readiness.Run(ctx)
 	rt := service.NewRuntime(store, service.Options{
+		Readiness:         readiness,
 		Logger:            log,
 		HeartbeatInterval: cfg.heartbeat,
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
@@ -293,7 +298,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	hub := service.NewEventHub(store, log)
 	go hub.Run(ctx)
 	// Retention: one instance at a time prunes what policies let go.
-	go cfg.prune.run(ctx, store, log)
+	go cfg.prune.run(ctx, store, log, readiness.Ready)
 
 	// The agents tenants define, served next to the compiled ones.
 	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools, Log: log,
@@ -331,19 +336,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		MetricsHandler:  metricsOnAPI,
 		MetricsToken:    cfg.metricsToken,
 		TracerProvider:  tracing.Provider,
-		Ready: func(ctx context.Context) error {
-			if err := pool.Ping(ctx); err != nil {
-				return fmt.Errorf("database: %w", err)
-			}
-			pending, err := migrations.HasPending(ctx, db)
-			if err != nil {
-				return err
-			}
-			if pending {
-				return errors.New("migrations pending")
-			}
-			return nil
-		},
+		Readiness:       readiness,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -366,7 +359,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	dispatcher := &webhooks.Dispatcher{
 		Store: store, IDs: eventIDs, Owner: rt.InstanceID(), AllowLoopback: loopbackHooks,
 		Schedule: schedule, Lease: cfg.webhooks.lease, Timeout: cfg.webhooks.timeout, PublicURL: publicURL, Log: log,
-		Observer: metrics, TracerProvider: tracing.Provider,
+		Observer: metrics, TracerProvider: tracing.Provider, Ready: readiness.Ready,
 	}
 	dispatched := make(chan struct{})
 	go func() {
@@ -462,6 +455,25 @@ func openStore(ctx context.Context, log *slog.Logger, cfg serveConfig) (*pgxpool
 		return fail(err)
 	}
 	return pool, db, store, nil
+}
+
+// readyProbe is the readiness probe: the pool hands out a connection that
+// answers (a pool saturated for the probe's whole timeout fails it too),
+// and no migration of this build is pending.
+func readyProbe(pool *pgxpool.Pool, db *sql.DB) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := pool.Ping(ctx); err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+		pending, err := migrations.HasPending(ctx, db)
+		if err != nil {
+			return err
+		}
+		if pending {
+			return errors.New("migrations pending")
+		}
+		return nil
+	}
 }
 
 // migrateAtStartup applies pending migrations as the user DATABASE_URL
