@@ -149,19 +149,19 @@ WITH snap AS (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
         custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, messages
     ) VALUES (
-        $5, $7, $6, $8, $9, $10, $11, $12,
-        $13, $14, $15, $16, nullif($17::integer, 0),
-        $18::integer, $19::jsonb
+        $6, $8, $7, $9, $10, $11, $12, $13,
+        $14, $15, $16, $17, nullif($18::integer, 0),
+        $19::integer, $20::jsonb
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
         messages_from = EXCLUDED.messages_from, messages = EXCLUDED.messages, updated_at = now()
-    WHERE $20::boolean AND snapshots.status = 'pending'
+    WHERE $21::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
     DELETE FROM turn_jobs
-    WHERE $20::boolean AND tenant_id = $5 AND snapshot_id = $7
+    WHERE $21::boolean AND tenant_id = $6 AND snapshot_id = $8
 ), sess AS (
     -- Only a session of the same owner and agent moves; otherwise the
     -- final SELECT raises and nothing of this statement is written. A
@@ -169,8 +169,8 @@ WITH snap AS (
     -- moves it (sess_next), so a turn whose session retention removed
     -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
-    SELECT $5, $6, $8, $21, $7
-    WHERE $9::text IS NULL
+    SELECT $6, $7, $9, $22, $8
+    WHERE $10::text IS NULL AND NOT $2::boolean
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
@@ -180,9 +180,9 @@ WITH snap AS (
     -- head it cached rather than read), the session moves only from that
     -- head; under READ COMMITTED the condition is checked again on the
     -- newest version of a row a concurrent writer changed.
-    UPDATE sessions SET latest_snapshot_id = $7, updated_at = now()
-    WHERE $9::text IS NOT NULL AND tenant_id = $5 AND id = $6
-      AND end_user IS NOT DISTINCT FROM $21 AND agent = $8
+    UPDATE sessions SET latest_snapshot_id = $8, updated_at = now()
+    WHERE $10::text IS NOT NULL AND NOT $2::boolean AND tenant_id = $6 AND id = $7
+      AND end_user IS NOT DISTINCT FROM $22 AND agent = $9
       AND ($1::text = '' OR latest_snapshot_id = $1::text)
     RETURNING 1
 ), claim AS (
@@ -200,66 +200,66 @@ WITH snap AS (
     -- interrupts_inbox_idx, every pending version's entry until vacuum
     -- removes it, more with every claim.
     UPDATE interrupts i
-    SET status = 'resolved', resolution = k.resolution, resolved_by = $22::text, resolved_at = now(),
-        resumed_snapshot_id = $7
+    SET status = 'resolved', resolution = k.resolution, resolved_by = $23::text, resolved_at = now(),
+        resumed_snapshot_id = $8
     FROM (
         SELECT x.id, k.resolution
         FROM (
-            SELECT unnest($2::text[]) AS tool, unnest($23::text[]) AS ref,
-                   unnest($24::jsonb[]) AS resolution
+            SELECT unnest($3::text[]) AS tool, unnest($24::text[]) AS ref,
+                   unnest($25::jsonb[]) AS resolution
         ) AS k
         CROSS JOIN LATERAL (
             SELECT x.id FROM interrupts x
-            WHERE x.tenant_id = $5 AND x.snapshot_id = $9::text AND x.tool = k.tool AND x.ref = k.ref
+            WHERE x.tenant_id = $6 AND x.snapshot_id = $10::text AND x.tool = k.tool AND x.ref = k.ref
             LIMIT 1
         ) AS x
     ) AS k
-    WHERE i.tenant_id = $5 AND i.id = k.id AND (i.status = 'pending') IS TRUE
+    WHERE i.tenant_id = $6 AND i.id = k.id AND (i.status = 'pending') IS TRUE
     RETURNING i.id
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
                             previous_id)
-    SELECT $5, i.id, $6, $7, $8, i.tool, i.ref, i.input, i.metadata,
+    SELECT $6, i.id, $7, $8, $9, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire,
            CASE WHEN i.repause THEN (
                SELECT p.id FROM interrupts p
-               WHERE p.tenant_id = $5 AND p.snapshot_id = $9 AND p.tool = i.tool AND p.ref = i.ref
+               WHERE p.tenant_id = $6 AND p.snapshot_id = $10 AND p.tool = i.tool AND p.ref = i.ref
            ) END
     FROM (
-        SELECT unnest($3::uuid[]) AS id, unnest($25::text[]) AS tool, unnest($26::text[]) AS ref,
-               unnest($27::jsonb[]) AS input, unnest($28::jsonb[]) AS metadata,
-               unnest($29::bigint[]) AS expires_in_ms, unnest($30::jsonb[]) AS on_expire,
-               unnest($31::boolean[]) AS repause
+        SELECT unnest($4::uuid[]) AS id, unnest($26::text[]) AS tool, unnest($27::text[]) AS ref,
+               unnest($28::jsonb[]) AS input, unnest($29::jsonb[]) AS metadata,
+               unnest($30::bigint[]) AS expires_in_ms, unnest($31::jsonb[]) AS on_expire,
+               unnest($32::boolean[]) AS repause
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
-    SELECT $5, e.interrupt_id, e.type, $22::text, e.payload
+    SELECT $6, e.interrupt_id, e.type, $23::text, e.payload
     FROM (
-        SELECT unnest($32::uuid[]) AS interrupt_id, unnest($33::text[]) AS type,
-               unnest($34::jsonb[]) AS payload
+        SELECT unnest($33::uuid[]) AS interrupt_id, unnest($34::text[]) AS type,
+               unnest($35::jsonb[]) AS payload
         UNION ALL
-        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $7::text) FROM claim c
+        SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $8::text) FROM claim c
         UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
-        SELECT NULL::uuid, $35::text, jsonb_build_object('snapshotId', $7::text)
-        WHERE $35::text <> ''
+        SELECT NULL::uuid, $36::text, jsonb_build_object('snapshotId', $8::text)
+        WHERE $36::text <> ''
     ) AS e
 )
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
     WHEN $1::text <> '' AND NOT EXISTS (SELECT 1 FROM sess_next) THEN holdpoint_session_moved()
-    WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
-    WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality($2::text[]), 0) THEN holdpoint_claim_refused()
+    WHEN NOT $2::boolean AND NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
+    WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality($3::text[]), 0) THEN holdpoint_claim_refused()
     -- The session's pending interrupts, counted before this statement
     -- (less those it claims, plus those it adds), stay within the bound
     -- (interrupts_pending_session_idx holds only pending ones).
-    WHEN coalesce(cardinality($3::uuid[]), 0) > 0 AND $4::integer > 0
+    WHEN coalesce(cardinality($4::uuid[]), 0) > 0 AND $5::integer > 0
          AND (SELECT count(*) FROM interrupts p
-              WHERE p.tenant_id = $5 AND p.session_id = $6 AND p.status = 'pending')
-             - (SELECT count(*) FROM claim) + cardinality($3::uuid[]) > $4::integer
+              WHERE p.tenant_id = $6 AND p.session_id = $7 AND p.status = 'pending')
+             - (SELECT count(*) FROM claim) + cardinality($4::uuid[]) > $5::integer
         THEN holdpoint_too_many_pending()
     ELSE true
 END
@@ -267,6 +267,7 @@ END
 
 type WriteTurnParams struct {
 	ExpectedHead      string
+	KeepHead          bool
 	ClaimTools        []string
 	InterruptIDs      []uuid.UUID
 	MaxPending        int32
@@ -314,10 +315,14 @@ type WriteTurnParams struct {
 // written. The same statement writes a detached turn's pending snapshot
 // (status pending, no messages) and later its end (finalize_pending): the
 // pending snapshot is rewritten only while it is still pending, and its
-// job goes with it.
+// job goes with it. With keep_head the session does not move: the
+// pending snapshot that guards a resume's claim (a job another instance
+// finishes if this one dies) is written aside, and its end moves the
+// session as any turn's does.
 func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 	_, err := q.db.Exec(ctx, writeTurn,
 		arg.ExpectedHead,
+		arg.KeepHead,
 		arg.ClaimTools,
 		arg.InterruptIDs,
 		arg.MaxPending,

@@ -40,7 +40,10 @@ RETURNING status;
 -- written. The same statement writes a detached turn's pending snapshot
 -- (status pending, no messages) and later its end (finalize_pending): the
 -- pending snapshot is rewritten only while it is still pending, and its
--- job goes with it.
+-- job goes with it. With keep_head the session does not move: the
+-- pending snapshot that guards a resume's claim (a job another instance
+-- finishes if this one dies) is written aside, and its end moves the
+-- session as any turn's does.
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
@@ -67,7 +70,7 @@ WITH snap AS (
     -- while it ran (its parent's history with it) writes nothing.
     INSERT INTO sessions (tenant_id, id, agent, end_user, latest_snapshot_id)
     SELECT @tenant_id, @session_id, @agent, @end_user, @snapshot_id
-    WHERE @parent_id::text IS NULL
+    WHERE @parent_id::text IS NULL AND NOT @keep_head::boolean
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET latest_snapshot_id = EXCLUDED.latest_snapshot_id, updated_at = now()
     WHERE sessions.end_user IS NOT DISTINCT FROM EXCLUDED.end_user AND sessions.agent = EXCLUDED.agent
@@ -78,7 +81,7 @@ WITH snap AS (
     -- head; under READ COMMITTED the condition is checked again on the
     -- newest version of a row a concurrent writer changed.
     UPDATE sessions SET latest_snapshot_id = @snapshot_id, updated_at = now()
-    WHERE @parent_id::text IS NOT NULL AND tenant_id = @tenant_id AND id = @session_id
+    WHERE @parent_id::text IS NOT NULL AND NOT @keep_head::boolean AND tenant_id = @tenant_id AND id = @session_id
       AND end_user IS NOT DISTINCT FROM @end_user AND agent = @agent
       AND (@expected_head::text = '' OR latest_snapshot_id = @expected_head::text)
     RETURNING 1
@@ -148,7 +151,7 @@ WITH snap AS (
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM snap) THEN holdpoint_snapshot_not_pending()
     WHEN @expected_head::text <> '' AND NOT EXISTS (SELECT 1 FROM sess_next) THEN holdpoint_session_moved()
-    WHEN NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
+    WHEN NOT @keep_head::boolean AND NOT EXISTS (SELECT 1 FROM sess UNION ALL SELECT 1 FROM sess_next) THEN holdpoint_session_taken()
     WHEN (SELECT count(*) FROM claim) <> coalesce(cardinality(@claim_tools::text[]), 0) THEN holdpoint_claim_refused()
     -- The session's pending interrupts, counted before this statement
     -- (less those it claims, plus those it adds), stay within the bound

@@ -89,7 +89,8 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		in.Detach = false
 		inv.unpersisted = append(inv.unpersisted, in)
 	}
-	w, job := inv.pendingWrite()
+	w, job := inv.pendingWrite(NewRowID().String())
+	job.TenantCap, job.ActorCap = inv.rt.detach.PerTenant, inv.rt.detach.PerCredential
 	// A detach that starts its work (no turn of this invocation is under
 	// way) runs here only in a free slot; without one its job is queued,
 	// owned by nobody, for the first instance with a slot to take. A turn
@@ -122,14 +123,14 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 // records the work still to do (the turn in progress, if any, and the
 // detach's input) before the client learns the snapshot id, so another
 // instance can finish it if this one dies.
-func (inv *invocation) pendingWrite() (*SnapshotWrite, *TurnJob) {
+func (inv *invocation) pendingWrite(snapshotID string) (*SnapshotWrite, *TurnJob) {
 	now := time.Now()
 	w := &SnapshotWrite{
 		TenantID:     inv.caller.TenantID,
 		Agent:        inv.agent.Name,
 		SessionID:    inv.sess.id,
 		EndUser:      inv.caller.EndUser,
-		SnapshotID:   NewRowID().String(),
+		SnapshotID:   snapshotID,
 		ParentID:     inv.baseID,
 		AgentVersion: inv.agent.Version,
 		Status:       StatusPending,
@@ -138,12 +139,10 @@ func (inv *invocation) pendingWrite() (*SnapshotWrite, *TurnJob) {
 		MessageCount: len(inv.baseBodies),
 		HeartbeatAt:  &now,
 	}
-	lim := inv.rt.detach
 	job := &TurnJob{
 		TenantID: w.TenantID, SnapshotID: w.SnapshotID, Agent: w.Agent, SessionID: w.SessionID,
 		ParentID: w.ParentID, EndUser: w.EndUser, Actor: inv.caller.Actor,
 		Inputs: append([]AgentInput{}, inv.unpersisted...), Preclaimed: inv.preclaimed,
-		TenantCap: lim.PerTenant, ActorCap: lim.PerCredential,
 	}
 	return w, job
 }

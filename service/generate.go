@@ -135,8 +135,10 @@ func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *tur
 // anything) and a detached turn claim up front.
 func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr *turnRecord) error {
 	if inv.preclaimed != nil {
+		// Decided already (an operator, a deadline): the guard keeps the
+		// decision's turn going if this instance dies.
 		tr.claimed = inv.preclaimed
-		return nil
+		return inv.guard(ctx, t)
 	}
 	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {
 		return nil
@@ -162,8 +164,11 @@ func (inv *invocation) settleClaims(ctx context.Context, t *Turn) error {
 // claimNow claims interrupts of the paused snapshot in a transaction of
 // their own.
 func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []InterruptClaim, tr *turnRecord) error {
+	if err := inv.guard(ctx, t); err != nil {
+		return err
+	}
 	jobID := ""
-	if inv.isDetached() {
+	if inv.isDetached() || inv.det.guarded {
 		jobID = inv.det.id
 	}
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.claim_interrupts")

@@ -396,6 +396,9 @@ type detachState struct {
 	// journal makes tool calls record their outcomes at once, so a
 	// takeover does not run them again.
 	journal bool
+	// guarded says a synchronous turn's claim is guarded by a job of its
+	// own (see guard): id is its pending snapshot, journal is on.
+	guarded bool
 	// slot says the turn holds one of the instance's job slots; queued
 	// says its job waits in the database for a worker with a free slot,
 	// and nothing runs here.
@@ -927,6 +930,12 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	// the failed snapshot claims nothing.
 	t.deferred = nil
 	kept := turnRecord{}
+	if inv.det.guarded && inv.det.lostJob.Load() {
+		// Another instance runs the guarded resume now, with its claims.
+		inv.endGuard()
+		inv.flushToolCalls(ctx, t)
+		return
+	}
 	if len(tr.claimed) > 0 && !t.ranTool {
 		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
 			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
@@ -949,8 +958,13 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		} else {
 			inv.emit(StreamChunk{TurnEnd: &TurnEnd{SnapshotID: t.snapshotID, FinishReason: FinishFailed}})
 		}
+	} else if !t.ranTool && !errors.Is(err, ErrUnavailable) {
+		// Nothing ran: nobody must finish this resume. (When the database
+		// is out of reach, or a tool ran, the guard stays for a takeover.)
+		inv.dropGuard()
 	}
 	inv.flushToolCalls(ctx, t)
+	inv.endGuard()
 }
 
 // customTurn runs a custom agent's turn. When the session is paused on
@@ -1089,6 +1103,9 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	}
 	w.Interrupts = tr.interrupts
 	w.ToolCalls = t.outcomes
+	if w.FinalizePending = inv.guarding(snapshotID); w.FinalizePending {
+		inv.stopGuardHeartbeat()
+	}
 	var deferred []InterruptClaim
 	if t.deferred != nil {
 		deferred = t.deferred.claims
@@ -1103,11 +1120,19 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 		w.State, w.Bodies = &st, bodies
 	}
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.commit_turn")
-	_, err = inv.rt.store.CommitTurn(sctx, w)
+	committed, err := inv.rt.store.CommitTurn(sctx, w)
 	endSpan(span, err)
 	t.deferred = nil
 	if err != nil {
 		return inv.commitError(err, len(deferred) > 0)
+	}
+	if w.FinalizePending {
+		if !committed {
+			// Aborted, or taken over by an instance that thought this one
+			// dead: what it writes is the turn's end.
+			return Errorf(CodeAborted, "the turn's snapshot %s was ended elsewhere (aborted, or finished by another instance)", snapshotID)
+		}
+		inv.endGuard()
 	}
 	for _, c := range deferred {
 		inv.rt.obs.InterruptResolved(inv.metricAgent(), inv.metricTool(c.Tool))

@@ -313,6 +313,9 @@ type SnapshotWrite struct {
 	ResumedSet bool
 	// Actor is recorded on the audit events the write adds.
 	Actor string
+	// KeepHead writes the snapshot without moving its session to it (a
+	// resume's guard; see invocation.guard).
+	KeepHead bool
 	// MaxPending, when positive, bounds the interrupts pending in the
 	// session after the write: past it nothing is written and the error is
 	// ErrTooManyPending.

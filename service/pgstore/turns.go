@@ -363,7 +363,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		Error: errJSON, Custom: nullableJSON(w.Custom), Artifacts: artifacts,
 		MessageCount: int32(w.MessageCount), HeartbeatAt: w.HeartbeatAt, EndUser: strPtr(w.EndUser), AgentVersion: int32(w.AgentVersion),
 		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending, ExpectedHead: w.ExpectedHead,
-		MaxPending: int32(w.MaxPending),
+		MaxPending: int32(w.MaxPending), KeepHead: w.KeepHead,
 	}
 	p.MessagesFrom, p.Messages = messageRun(w.Messages)
 	var events eventBatch

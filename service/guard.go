@@ -1,0 +1,92 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// A resume that claims its interrupts before its turn's write (a streamed
+// resume, an operator's decision, a custom agent's turn, a resume about to
+// run a tool) would lose the approval if its process died after the claim:
+// the interrupt resolved, no snapshot answering it, nobody to run it. So
+// such a claim is guarded: before it, the turn writes its snapshot pending
+// (aside, the session does not move to it) with a job that records the
+// resume, and claims on that job, as a detached turn does. The turn then
+// runs here as any synchronous turn, journaling its tool calls, and its
+// write ends the pending snapshot (and the job with it). If this instance
+// dies at any point from the guard on, its heartbeat stops, and another
+// instance takes the job over (runJob): it runs the resume from the paused
+// snapshot with the claims made, reusing the journaled tool results, and a
+// call that started but never finished is not run again (unknown). A
+// resume whose claim and write are one statement (deferred) needs no
+// guard.
+
+// guard writes the guard of the turn's claim, once per invocation. A
+// detached turn, a client-managed one and a first turn have none.
+func (inv *invocation) guard(ctx context.Context, t *Turn) error {
+	if !inv.agent.ServerManaged || inv.isDetached() || inv.det.guarded || inv.baseID == "" {
+		return nil
+	}
+	inv.persistMu.Lock()
+	w, job := inv.pendingWrite(t.snapshotID)
+	inv.persistMu.Unlock()
+	w.KeepHead = true
+	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Errorf(CodeNotFound, "Session %s not found", w.SessionID)
+		}
+		return err
+	}
+	inv.det.id, inv.det.guarded = t.snapshotID, true
+	inv.startBackground(false)
+	return nil
+}
+
+// guarding reports whether the turn's write ends its guard.
+func (inv *invocation) guarding(snapshotID string) bool {
+	return inv.det.guarded && !inv.isDetached() && snapshotID == inv.det.id
+}
+
+// endGuard stops the guard's heartbeat once the turn's write ended it (or
+// the turn gave up on it): from then on the job, if it is still there, is
+// another instance's to take.
+func (inv *invocation) endGuard() {
+	if !inv.det.guarded {
+		return
+	}
+	inv.stopGuardHeartbeat()
+	inv.det.guarded = false
+	inv.det.journal = false
+	inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.det.id))
+	inv.rt.obs.JobEnded()
+}
+
+// stopGuardHeartbeat stops the guard's heartbeat (once): before the write
+// that ends the guard, so that the heartbeat, seeing the snapshot no
+// longer pending, does not take it for an abort.
+func (inv *invocation) stopGuardHeartbeat() {
+	if inv.det.guarded && inv.det.heartbeatDone != nil {
+		inv.det.stopHeartbeat()
+		<-inv.det.heartbeatDone
+		inv.det.heartbeatDone = nil
+	}
+}
+
+// dropGuard takes the guard back when the turn ended without running what
+// it guards: refused, or given up by its client. Its job goes and its
+// pending snapshot ends aborted, so nobody runs the resume.
+func (inv *invocation) dropGuard() {
+	if !inv.det.guarded || inv.det.lostJob.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(inv.rt.bg), 10*time.Second)
+	defer cancel()
+	if err := inv.rt.store.DeleteJob(ctx, inv.caller.TenantID, inv.det.id); err != nil {
+		inv.rt.log.Warn("dropping a resume's guard failed; another instance finishes the resume", "snapshot", inv.det.id, "err", err)
+		return
+	}
+	if _, err := inv.rt.store.AbortSnapshot(ctx, inv.caller.scope(), inv.agent.Name, inv.det.id); err != nil {
+		inv.rt.log.Warn("ending a dropped guard's snapshot failed", "snapshot", inv.det.id, "err", err)
+	}
+}

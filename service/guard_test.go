@@ -1,0 +1,289 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
+)
+
+// crashPoint is where guardedAgent's model waits for the test: after the
+// approval, before asking for the tool; or after the tool ran, before
+// the turn's last answer.
+type crashPoint int
+
+const (
+	beforeTool crashPoint = iota
+	afterTool
+)
+
+// guardedAgent registers "payer": approve (an interrupt), then pay (a
+// counted tool), then "paid". Its model waits at point until hold is
+// closed or its turn is cancelled; reached is closed when it gets there.
+func guardedAgent(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}) {
+	wait := func(ctx context.Context) error {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		select {
+		case <-hold:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	model := &ctxModel{fn: func(ctx context.Context, req *service.ModelRequest) (service.Message, error) {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == service.RoleUser:
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
+				Name: "approve", Ref: "a1", Input: json.RawMessage(`{"amount":50}`)}}}}, nil
+		case last.Content[0].ToolResponse != nil && last.Content[0].ToolResponse.Name == "approve":
+			if point == beforeTool {
+				if err := wait(ctx); err != nil {
+					return service.Message{}, err
+				}
+			}
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
+				Name: "pay", Ref: "p1", Input: json.RawMessage(`{}`)}}}}, nil
+		default:
+			if point == afterTool {
+				if err := wait(ctx); err != nil {
+					return service.Message{}, err
+				}
+			}
+			return text(service.RoleModel, "paid"), nil
+		}
+	}}
+	err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "approve", Interrupt: true},
+		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			paid.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// ctxModel is a scripted model that sees its call's context.
+type ctxModel struct {
+	fn func(ctx context.Context, req *service.ModelRequest) (service.Message, error)
+}
+
+func (m *ctxModel) Name() string { return "ctx" }
+
+func (m *ctxModel) Generate(ctx context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	msg, err := m.fn(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &service.ModelResponse{Message: msg, FinishReason: "stop"}, nil
+}
+
+// approveA1 is the resume that approves guardedAgent's interrupt.
+var approveA1 = service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{
+	Name: "approve", Ref: "a1", Output: json.RawMessage(`{"approved":true}`)}}}}}
+
+// killAfterClaim has instance A approve through decide (a streamed
+// resume or an inbox decision, whose claims come before the turn's
+// write), waits until its model reaches point with the approval claimed,
+// then makes A look dead (its guard's job owned by nobody alive: what
+// `kill -9` leaves) and starts B, which must finish the approved turn. It
+// returns the owner pool, the paused snapshot and the pay counters of A
+// and B.
+func killAfterClaim(t *testing.T, point crashPoint, decide func(rt *service.Runtime, paused string) error) (*pgxpool.Pool, string, *atomic.Int32, *atomic.Int32) {
+	t.Helper()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	var paidA, paidB atomic.Int32
+	reached := make(chan struct{}, 1)
+	// A runs no background loop: it could not take its own job back
+	// (an instance never takes a job it owns), but it stands for a dead
+	// instance once its job is handed to nobody.
+	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, point, make(chan struct{}), reached) })
+	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || out.FinishReason != service.FinishInterrupted {
+		t.Fatalf("pause: %v %+v", err, out)
+	}
+	paused := out.SnapshotID
+	aDone := make(chan error, 1)
+	go func() { aDone <- decide(a, paused) }()
+	select {
+	case <-reached:
+	case err := <-aDone:
+		t.Fatalf("A's resume ended before its model got to the crash point: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("A's model never got to the crash point")
+	}
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, paused); n != 1 {
+		t.Fatalf("%d interrupts resolved at the crash point; want the approval", n)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM turn_jobs WHERE parent_id = $1`, paused); n != 1 {
+		t.Fatalf("%d jobs guard the approval; want 1", n)
+	}
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-aDone: // A's heartbeat saw the job gone and stopped its turn
+	case <-time.After(time.Minute):
+		t.Fatal("A never gave the turn up")
+	}
+	open := make(chan struct{})
+	close(open)
+	startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, point, open, nil) })
+	return admin, paused, &paidA, &paidB
+}
+
+// wantFinished checks the approved turn was finished once: a completed
+// snapshot answering the interrupt, the session's head, with no job left
+// and no release in the interrupt's audit trail.
+func wantFinished(t *testing.T, admin *pgxpool.Pool, paused string) {
+	t.Helper()
+	waitFor(t, "the approved turn to complete", time.Minute, func() bool {
+		return count(t, admin, `SELECT count(*) FROM snapshots WHERE parent_id = $1 AND status = 'completed'`, paused) == 1
+	})
+	if n := count(t, admin, `SELECT count(*) FROM interrupts i JOIN snapshots s ON s.id = i.resumed_snapshot_id
+		JOIN sessions h ON h.id = s.session_id AND h.latest_snapshot_id = s.id
+		WHERE i.snapshot_id = $1 AND i.status = 'resolved' AND s.status = 'completed'`, paused); n != 1 {
+		t.Fatalf("the interrupt is not answered by the session's completed head (%d)", n)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM turn_jobs`); n != 0 {
+		t.Fatalf("%d jobs left", n)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM interrupt_events e JOIN interrupts i ON i.id = e.interrupt_id
+		WHERE i.snapshot_id = $1 AND e.type = 'released'`, paused); n != 0 {
+		t.Fatalf("the approval was released %d times", n)
+	}
+}
+
+// streamedApproval approves through a streamed resume.
+func streamedApproval(rt *service.Runtime, paused string) error {
+	_, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{SnapshotID: paused}, approveA1, func(service.StreamChunk) {})
+	return err
+}
+
+// inboxApproval approves through the inbox.
+func inboxApproval(rt *service.Runtime, paused string) error {
+	items, err := rt.ListInterrupts(context.Background(), testCaller, service.InterruptFilter{Status: "pending"})
+	if err != nil || len(items) != 1 || items[0].SnapshotID != paused {
+		return errors.Join(err, errors.New("no pending approval"))
+	}
+	_, err = rt.RespondInterrupt(context.Background(), testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), "")
+	return err
+}
+
+// TestStreamedApprovalSurvivesItsInstance: the instance running a
+// streamed resume dies after the approval is claimed and before the tool;
+// another instance finishes the turn, and the tool runs once.
+func TestStreamedApprovalSurvivesItsInstance(t *testing.T) {
+	t.Parallel()
+	admin, paused, paidA, paidB := killAfterClaim(t, beforeTool, streamedApproval)
+	wantFinished(t, admin, paused)
+	if paidA.Load() != 0 || paidB.Load() != 1 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 0 and 1", paidA.Load(), paidB.Load())
+	}
+}
+
+// TestApprovalSurvivesItsInstanceAfterTheTool: it dies after the tool ran
+// and before the turn's write; the other instance reuses the tool's
+// journaled result.
+func TestApprovalSurvivesItsInstanceAfterTheTool(t *testing.T) {
+	t.Parallel()
+	admin, paused, paidA, paidB := killAfterClaim(t, afterTool, streamedApproval)
+	wantFinished(t, admin, paused)
+	if paidA.Load() != 1 || paidB.Load() != 0 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 1 and 0", paidA.Load(), paidB.Load())
+	}
+}
+
+// TestInboxDecisionSurvivesItsInstance: an operator's approval, whose
+// instance dies while the turn it started runs.
+func TestInboxDecisionSurvivesItsInstance(t *testing.T) {
+	t.Parallel()
+	admin, paused, paidA, paidB := killAfterClaim(t, beforeTool, inboxApproval)
+	wantFinished(t, admin, paused)
+	if paidA.Load()+paidB.Load() != 1 {
+		t.Fatalf("pay ran %d times on A and %d on B; want once", paidA.Load(), paidB.Load())
+	}
+}
+
+// TestGuardGoesWithWhatItGuarded: a refused resume and a resume whose
+// client went away before the tool leave no job and no pending snapshot
+// (nobody finishes them), and the approval is pending again after the
+// client left.
+func TestGuardGoesWithWhatItGuarded(t *testing.T) {
+	t.Parallel()
+	rt, admin := newRuntime(t)
+	var paid atomic.Int32
+	reached := make(chan struct{}, 1)
+	hold := make(chan struct{})
+	guardedAgent(rt, &paid, beforeTool, hold, reached)
+	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, approveA1, func(service.StreamChunk) {})
+		done <- err
+	}()
+	<-reached
+	cancel()
+	<-done
+	noGuardLeft := func() bool {
+		return count(t, admin, `SELECT count(*) FROM turn_jobs`) == 0 &&
+			count(t, admin, `SELECT count(*) FROM snapshots WHERE status = 'pending'`) == 0
+	}
+	waitFor(t, "the guard to go", time.Minute, noGuardLeft)
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, out.SnapshotID); n != 1 {
+		t.Fatalf("the approval is not pending again after its client left")
+	}
+
+	// Approved for real, then approved again: refused, and nothing is left
+	// of the refused resume's guard.
+	close(hold)
+	if _, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, approveA1, func(service.StreamChunk) {}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, approveA1, func(service.StreamChunk) {})
+	var e *service.Error
+	if !errors.As(err, &e) || e.Status != service.CodeAborted {
+		t.Fatalf("a second resume: %v; want ABORTED", err)
+	}
+	if !noGuardLeft() {
+		t.Fatal("a refused resume left its guard")
+	}
+	if paid.Load() != 1 {
+		t.Fatalf("pay ran %d times; want once", paid.Load())
+	}
+}
+
+// newInstanceWithoutBackground is a runtime on url that runs no job
+// runner, stopped when the test ends.
+func newInstanceWithoutBackground(t *testing.T, url string, opts service.Options, register func(rt *service.Runtime)) *service.Runtime {
+	t.Helper()
+	pool, err := pgstore.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	rt := service.NewRuntime(newStore(t, pool), opts)
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	register(rt)
+	return rt
+}
