@@ -79,16 +79,16 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	if !inv.agent.ServerManaged {
 		return Errorf(CodeFailedPrecondition, "Detach is only supported when a session store is provided.")
 	}
-	if inv.det.guarded {
-		// Its guard's job would finish the same turn under another id.
-		return Errorf(CodeFailedPrecondition, "This turn is executing an approval and cannot detach now: send detach with the resume itself.")
-	}
 	// The pending snapshot moves the session unconditionally, so its
 	// head must not be a remembered one left unchecked: it never is, as
 	// only InvokeOne starts from a remembered head, with one input that
 	// does not detach.
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
+	if inv.det.guarded.Load() {
+		// Its guard's job would finish the same turn under another id.
+		return Errorf(CodeFailedPrecondition, "This turn is executing an approval and cannot detach now: send detach with the resume itself.")
+	}
 	if in.hasPayload() {
 		in.Detach = false
 		inv.unpersisted = append(inv.unpersisted, in)

@@ -168,7 +168,7 @@ func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []Interrupt
 		return err
 	}
 	jobID := ""
-	if inv.isDetached() || inv.det.guarded {
+	if inv.isDetached() || inv.det.guarded.Load() {
 		jobID = inv.det.id
 	}
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.claim_interrupts")

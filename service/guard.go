@@ -25,12 +25,13 @@ import (
 // guard writes the guard of the turn's claim, once per invocation. A
 // detached turn, a client-managed one and a first turn have none.
 func (inv *invocation) guard(ctx context.Context, t *Turn) error {
-	if !inv.agent.ServerManaged || inv.isDetached() || inv.det.guarded || inv.baseID == "" {
+	// Under persistMu, as a detach arriving midway is: one of the two wins.
+	inv.persistMu.Lock()
+	defer inv.persistMu.Unlock()
+	if !inv.agent.ServerManaged || inv.isDetached() || inv.det.guarded.Load() || inv.baseID == "" {
 		return nil
 	}
-	inv.persistMu.Lock()
 	w, job := inv.pendingWrite(t.snapshotID)
-	inv.persistMu.Unlock()
 	w.KeepHead = true
 	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -38,25 +39,26 @@ func (inv *invocation) guard(ctx context.Context, t *Turn) error {
 		}
 		return err
 	}
-	inv.det.id, inv.det.guarded = t.snapshotID, true
+	inv.det.id = t.snapshotID
+	inv.det.guarded.Store(true)
 	inv.startBackground(false)
 	return nil
 }
 
 // guarding reports whether the turn's write ends its guard.
 func (inv *invocation) guarding(snapshotID string) bool {
-	return inv.det.guarded && !inv.isDetached() && snapshotID == inv.det.id
+	return inv.det.guarded.Load() && !inv.isDetached() && snapshotID == inv.det.id
 }
 
 // endGuard stops the guard's heartbeat once the turn's write ended it (or
 // the turn gave up on it): from then on the job, if it is still there, is
 // another instance's to take.
 func (inv *invocation) endGuard() {
-	if !inv.det.guarded {
+	if !inv.det.guarded.Load() {
 		return
 	}
 	inv.stopGuardHeartbeat()
-	inv.det.guarded = false
+	inv.det.guarded.Store(false)
 	inv.det.journal = false
 	inv.rt.running.Delete(runningKey(inv.caller.TenantID, inv.det.id))
 	inv.rt.obs.JobEnded()
@@ -66,7 +68,7 @@ func (inv *invocation) endGuard() {
 // that ends the guard, so that the heartbeat, seeing the snapshot no
 // longer pending, does not take it for an abort.
 func (inv *invocation) stopGuardHeartbeat() {
-	if inv.det.guarded && inv.det.heartbeatDone != nil {
+	if inv.det.guarded.Load() && inv.det.heartbeatDone != nil {
 		inv.det.stopHeartbeat()
 		<-inv.det.heartbeatDone
 		inv.det.heartbeatDone = nil
@@ -77,7 +79,7 @@ func (inv *invocation) stopGuardHeartbeat() {
 // it guards: refused, or given up by its client. Its job goes and its
 // pending snapshot ends aborted, so nobody runs the resume.
 func (inv *invocation) dropGuard() {
-	if !inv.det.guarded || inv.det.lostJob.Load() {
+	if !inv.det.guarded.Load() || inv.det.lostJob.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(inv.rt.bg), 10*time.Second)

@@ -397,8 +397,9 @@ type detachState struct {
 	// takeover does not run them again.
 	journal bool
 	// guarded says a synchronous turn's claim is guarded by a job of its
-	// own (see guard): id is its pending snapshot, journal is on.
-	guarded bool
+	// own (see guard): id is its pending snapshot, journal is on. (Atomic:
+	// a detach arriving midway reads it.)
+	guarded atomic.Bool
 	// slot says the turn holds one of the instance's job slots; queued
 	// says its job waits in the database for a worker with a free slot,
 	// and nothing runs here.
@@ -930,7 +931,7 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	// the failed snapshot claims nothing.
 	t.deferred = nil
 	kept := turnRecord{}
-	if inv.det.guarded && inv.det.lostJob.Load() {
+	if inv.det.guarded.Load() && inv.det.lostJob.Load() {
 		// Another instance runs the guarded resume now, with its claims.
 		inv.endGuard()
 		inv.flushToolCalls(ctx, t)
