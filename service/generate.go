@@ -138,7 +138,8 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 		// Decided already (an operator, a deadline): the guard keeps the
 		// decision's turn going if this instance dies.
 		tr.claimed = inv.preclaimed
-		return inv.guard(ctx, t)
+		_, _, err := inv.guard(ctx, t, ClaimInterruptsParams{})
+		return err
 	}
 	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {
 		return nil
@@ -164,18 +165,18 @@ func (inv *invocation) settleClaims(ctx context.Context, t *Turn) error {
 // claimNow claims interrupts of the paused snapshot in a transaction of
 // their own.
 func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []InterruptClaim, tr *turnRecord) error {
-	if err := inv.guard(ctx, t); err != nil {
-		return err
-	}
-	jobID := ""
-	if inv.isDetached() || inv.det.guarded.Load() {
-		jobID = inv.det.id
+	cp := ClaimInterruptsParams{
+		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: claims, Actor: inv.caller.Actor,
+		ResumedSnapshotID: t.snapshotID,
 	}
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.claim_interrupts")
-	ids, err := inv.rt.store.ClaimInterrupts(sctx, ClaimInterruptsParams{
-		TenantID: inv.caller.TenantID, SnapshotID: inv.baseID, Claims: claims, Actor: inv.caller.Actor,
-		JobSnapshotID: jobID, ResumedSnapshotID: t.snapshotID,
-	})
+	ids, guarded, err := inv.guard(sctx, t, cp)
+	if !guarded {
+		if inv.isDetached() || inv.det.guarded.Load() {
+			cp.JobSnapshotID = inv.det.id
+		}
+		ids, err = inv.rt.store.ClaimInterrupts(sctx, cp)
+	}
 	endSpan(span, err)
 	if err != nil {
 		var e *Error

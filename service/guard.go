@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // A resume that claims its interrupts before its turn's write (a streamed
@@ -22,27 +24,36 @@ import (
 // resume whose claim and write are one statement (deferred) needs no
 // guard.
 
-// guard writes the guard of the turn's claim, once per invocation. A
-// detached turn, a client-managed one and a first turn have none.
-func (inv *invocation) guard(ctx context.Context, t *Turn) error {
+// guard writes the guard of the turn's claim, once per invocation, and
+// makes the claim (none when claims is empty: decided already) in the same
+// transaction, so a refused claim leaves no guard. A detached turn, a
+// client-managed one and a first turn have no guard; it returns
+// guarded false, and the caller claims as before.
+func (inv *invocation) guard(ctx context.Context, t *Turn, cp ClaimInterruptsParams) (ids []uuid.UUID, guarded bool, err error) {
 	// Under persistMu, as a detach arriving midway is: one of the two wins.
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
 	if !inv.agent.ServerManaged || inv.isDetached() || inv.det.guarded.Load() || inv.baseID == "" {
-		return nil
+		return nil, false, nil
 	}
 	w, job := inv.pendingWrite(t.snapshotID)
 	w.KeepHead = true
-	if err := inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return Errorf(CodeNotFound, "Session %s not found", w.SessionID)
-		}
-		return err
+	if len(cp.Claims) == 0 {
+		err = inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID)
+	} else {
+		cp.JobSnapshotID = t.snapshotID
+		ids, err = inv.rt.store.GuardedClaim(ctx, w, job, inv.rt.instanceID, cp)
+	}
+	if errors.Is(err, ErrNotFound) {
+		err = Errorf(CodeNotFound, "Session %s not found", w.SessionID)
+	}
+	if err != nil {
+		return nil, true, err
 	}
 	inv.det.id = t.snapshotID
 	inv.det.guarded.Store(true)
 	inv.startBackground(false)
-	return nil
+	return ids, true, nil
 }
 
 // guarding reports whether the turn's write ends its guard.

@@ -104,6 +104,11 @@ type Store interface {
 	// detached turn's job, so a takeover knows they are its own.
 	// resumedSnapshotID is the snapshot the resume turn will write.
 	ClaimInterrupts(ctx context.Context, p ClaimInterruptsParams) ([]uuid.UUID, error)
+	// GuardedClaim writes a resume's guard (w, a pending snapshot written
+	// with KeepHead, and its job owned by owner) and makes its claim, in
+	// one transaction: a refused claim leaves nothing, neither the guard
+	// nor a partial claim, and the error is ClaimInterrupts'.
+	GuardedClaim(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string, p ClaimInterruptsParams) ([]uuid.UUID, error)
 	// ReleaseInterrupts gives claims back (the resume turn failed before any
 	// side effect).
 	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error

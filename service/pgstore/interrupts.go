@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,13 +70,7 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterrupt
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	p := db.ClaimInterruptsByKeyParams{TenantID: tenantID, SnapshotID: cp.SnapshotID, Actor: orSystem(actor),
-		JobSnapshotID: cp.JobSnapshotID, ResumedSnapshotID: cp.ResumedSnapshotID}
-	for _, c := range claims {
-		p.Tools = append(p.Tools, c.Tool)
-		p.Refs = append(p.Refs, c.Ref)
-		p.Resolutions = append(p.Resolutions, nullableJSON(c.Resolution))
-	}
+	p := claimParams(cp)
 	var rows []db.ClaimInterruptsByKeyRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -86,6 +81,36 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterrupt
 		return nil, err
 	}
 	s.cache.markAnswered(tenantID, cp.SnapshotID)
+	ids, refusal := claimOutcome(claims, rows)
+	if refusal != nil {
+		if len(ids) > 0 {
+			if err := s.ReleaseInterrupts(context.WithoutCancel(ctx), tenantID, ids, actor); err != nil {
+				return nil, err
+			}
+		}
+		return nil, refusal
+	}
+	if len(ids) > 0 {
+		s.eventsWritten()
+	}
+	return ids, nil
+}
+
+// claimParams is the claim statement's parameters.
+func claimParams(cp service.ClaimInterruptsParams) db.ClaimInterruptsByKeyParams {
+	p := db.ClaimInterruptsByKeyParams{TenantID: cp.TenantID, SnapshotID: cp.SnapshotID, Actor: orSystem(cp.Actor),
+		JobSnapshotID: cp.JobSnapshotID, ResumedSnapshotID: cp.ResumedSnapshotID}
+	for _, c := range cp.Claims {
+		p.Tools = append(p.Tools, c.Tool)
+		p.Refs = append(p.Refs, c.Ref)
+		p.Resolutions = append(p.Resolutions, nullableJSON(c.Resolution))
+	}
+	return p
+}
+
+// claimOutcome is what the claim statement's rows say: the interrupts it
+// took, or why not all could be.
+func claimOutcome(claims []service.InterruptClaim, rows []db.ClaimInterruptsByKeyRow) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
 	var refusal error
 	for _, c := range claims {
@@ -103,13 +128,37 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterrupt
 			}
 		}
 	}
-	if refusal != nil {
-		if len(ids) > 0 {
-			if err := s.ReleaseInterrupts(context.WithoutCancel(ctx), tenantID, ids, actor); err != nil {
-				return nil, err
-			}
+	return ids, refusal
+}
+
+// GuardedClaim implements Store: the guard's pending snapshot and job and
+// the claim in one transaction, which a refused claim rolls back whole.
+func (s *PgStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, cp service.ClaimInterruptsParams) ([]uuid.UUID, error) {
+	params, err := writeTurnParams(w)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uuid.UUID
+	err = s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
+		if err := q.WriteTurn(ctx, params); err != nil {
+			return err
 		}
-		return nil, refusal
+		if err := insertJob(ctx, q, job, owner); err != nil {
+			return err
+		}
+		rows, err := q.ClaimInterruptsByKey(ctx, claimParams(cp))
+		if err != nil {
+			return err
+		}
+		var refusal error
+		ids, refusal = claimOutcome(cp.Claims, rows)
+		return refusal
+	})
+	if err == nil || errors.As(err, new(*service.Error)) {
+		s.cache.markAnswered(w.TenantID, cp.SnapshotID)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if len(ids) > 0 {
 		s.eventsWritten()
