@@ -466,11 +466,12 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 	url := testdb.URL(t)
 	pool := testdb.OwnerPool(t, url)
 	// The timeout leaves time to gather the three held calls and kill A
-	// before any of them times out, also on a loaded machine (3 s was
-	// once too short under load); the lease must exceed it.
-	const lease, timeout = 10 * time.Second, 8 * time.Second
+	// before any of them times out, also on a loaded machine (3 s, and
+	// then 8 s, were too short under load); the lease must exceed it, and
+	// the retries outlast the gathering.
+	const lease, timeout = 25 * time.Second, 20 * time.Second
 	o := serverOpts{args: []string{
-		"--webhook-retries", retrySchedule(200*time.Millisecond, 10) + "," + retrySchedule(time.Second, 20),
+		"--webhook-retries", retrySchedule(200*time.Millisecond, 10) + "," + retrySchedule(time.Second, 100),
 		"--webhook-lease", lease.String(), "--webhook-timeout", timeout.String(),
 	}}
 
@@ -535,7 +536,7 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 		}
 		return out, first
 	}
-	waitUntil(t, "A's calls of all three events to be held open", 15*time.Second, func() bool {
+	waitUntil(t, "A's calls of all three events to be held open", time.Minute, func() bool {
 		h, _ := held()
 		return len(h) == n
 	})
@@ -559,7 +560,7 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 
 	b := startServer(t, "B", url, o)
 	bReady := time.Since(killedAt)
-	waitUntil(t, "B to deliver every event again", 30*time.Second, func() bool {
+	waitUntil(t, "B to deliver every event again", 2*time.Minute, func() bool {
 		return len(firstAnswered(recv.requests(), http.StatusOK)) >= n
 	})
 	reqs := recv.requests()
