@@ -40,10 +40,9 @@ END;
 $$;
 -- +goose StatementEnd
 
--- A job nobody runs yet (of a kind this instance runs, as 00031 made it;
--- never one this instance owns, which it still runs however late its
--- heartbeat) is taken by the tenant that has the fewest jobs running,
--- then the oldest: detached turns queue fairly across tenants,
+-- A job nobody runs yet (of a kind this instance runs, as 00031 made it)
+-- is taken by the tenant that has the fewest jobs running, then the
+-- oldest: detached turns queue fairly across tenants,
 -- so one tenant's burst waits behind the others rather than before them.
 -- A running job is one owned with a fresh heartbeat; the count reads the
 -- tenant's jobs, which DetachLimits.PerTenant bounds.
@@ -56,7 +55,6 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
         SELECT j.tenant_id, j.snapshot_id FROM turn_jobs j
         JOIN snapshots s ON s.tenant_id = j.tenant_id AND s.id = j.snapshot_id
         WHERE (j.owner IS NULL OR j.heartbeat_at < now() - make_interval(secs => p_stale_seconds))
-          AND j.owner IS DISTINCT FROM p_owner
           AND ((s.agent_version IS NULL AND j.agent = ANY(p_agents))
                OR (p_tenant_agents AND s.agent_version IS NOT NULL
                    AND EXISTS (SELECT 1 FROM tenant_agents a WHERE a.tenant_id = j.tenant_id AND a.name = j.agent)))

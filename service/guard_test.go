@@ -110,9 +110,8 @@ func killAfterClaim(t *testing.T, point crashPoint, decide func(rt *service.Runt
 	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
 	var paidA, paidB atomic.Int32
 	reached := make(chan struct{}, 1)
-	// A runs no background loop: it could not take its own job back
-	// (an instance never takes a job it owns), but it stands for a dead
-	// instance once its job is handed to nobody.
+	// A runs no background loop, so nothing of A takes its job back: it
+	// stands for a dead instance once its job is handed to nobody.
 	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, point, make(chan struct{}), reached) })
 	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
 	if err != nil || out.FinishReason != service.FinishInterrupted {
@@ -286,4 +285,38 @@ func newInstanceWithoutBackground(t *testing.T, url string, opts service.Options
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	register(rt)
 	return rt
+}
+
+// TestAnInstanceNeverRunsItsJobTwice: a job whose heartbeat went stale
+// while its own instance still runs it (a long pause) is claimed by that
+// instance's runner, which must not start it a second time.
+func TestAnInstanceNeverRunsItsJobTwice(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 5 * time.Second, HeartbeatTimeout: time.Minute}
+	var paid atomic.Int32
+	reached := make(chan struct{}, 8)
+	hold := make(chan struct{})
+	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paid, beforeTool, hold, reached) })
+	t.Cleanup(func() { close(hold) })
+	out, err := a.rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	detached := approveA1
+	detached.Detach = true
+	if _, err := a.rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, detached, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's runner to claim its own job", time.Minute, func() bool {
+		return count(t, admin, `SELECT count(*) FROM turn_jobs WHERE attempts >= 1 AND heartbeat_at > now() - interval '1 minute'`) == 1
+	})
+	if n := len(reached); n != 0 {
+		t.Fatalf("the job was started %d more times on the instance running it", n)
+	}
 }

@@ -114,6 +114,12 @@ func (r *Runtime) startNextJob(ctx context.Context) bool {
 		}
 		return false
 	}
+	if _, mine := r.running.Load(runningKey(job.TenantID, job.SnapshotID)); mine {
+		// This instance still runs it, however late its heartbeat: the
+		// claim only refreshed it. Running it twice could run a tool twice.
+		<-r.jobSlots
+		return false
+	}
 	r.bgWG.Add(1)
 	go func() {
 		defer r.bgWG.Done()
