@@ -231,6 +231,29 @@ func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Int
 	return i, err
 }
 
+const guardDecidedInterrupt = `-- name: GuardDecidedInterrupt :execrows
+UPDATE interrupts SET resumed_snapshot_id = $1::text
+WHERE tenant_id = $2 AND id = $3 AND status = 'resolved' AND resumed_snapshot_id IS NULL
+`
+
+type GuardDecidedInterruptParams struct {
+	ResumedSnapshotID string
+	TenantID          string
+	ID                uuid.UUID
+}
+
+// The guard of a decided batch's turn takes each decision: it records its
+// snapshot as the one the decision resumes, once. A decision another
+// guard took already (a repair racing the decision's own instance) is not
+// changed, and the caller gives up.
+func (q *Queries) GuardDecidedInterrupt(ctx context.Context, arg GuardDecidedInterruptParams) (int64, error) {
+	result, err := q.db.Exec(ctx, guardDecidedInterrupt, arg.ResumedSnapshotID, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const insertInterruptEvents = `-- name: InsertInterruptEvents :exec
 INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
 SELECT $1, unnest($2::uuid[]), unnest($3::text[]), $4, unnest($5::jsonb[])
@@ -550,6 +573,44 @@ func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOl
 			&i.OnExpire,
 			&i.PreviousID,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listStrandedDecisions = `-- name: ListStrandedDecisions :many
+SELECT s.tenant_id::text AS tenant_id, s.snapshot_id::text AS snapshot_id, s.agent::text AS agent
+FROM holdpoint_stranded_decisions($1::float8, $2::integer) AS s
+`
+
+type ListStrandedDecisionsParams struct {
+	OlderSeconds float64
+	BatchSize    int32
+}
+
+type ListStrandedDecisionsRow struct {
+	TenantID   string
+	SnapshotID string
+	Agent      string
+}
+
+// Paused snapshots of every tenant whose decisions no turn resumed: a
+// system function (holdpoint_system).
+func (q *Queries) ListStrandedDecisions(ctx context.Context, arg ListStrandedDecisionsParams) ([]ListStrandedDecisionsRow, error) {
+	rows, err := q.db.Query(ctx, listStrandedDecisions, arg.OlderSeconds, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListStrandedDecisionsRow{}
+	for rows.Next() {
+		var i ListStrandedDecisionsRow
+		if err := rows.Scan(&i.TenantID, &i.SnapshotID, &i.Agent); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -160,3 +160,17 @@ FROM holdpoint_pending_interrupt_stats();
 SELECT id, tool, ref, status FROM interrupts
 WHERE tenant_id = @tenant_id AND snapshot_id = @snapshot_id
 ORDER BY id;
+
+-- name: ListStrandedDecisions :many
+-- Paused snapshots of every tenant whose decisions no turn resumed: a
+-- system function (holdpoint_system).
+SELECT s.tenant_id::text AS tenant_id, s.snapshot_id::text AS snapshot_id, s.agent::text AS agent
+FROM holdpoint_stranded_decisions(@older_seconds::float8, @batch_size::integer) AS s;
+
+-- name: GuardDecidedInterrupt :execrows
+-- The guard of a decided batch's turn takes each decision: it records its
+-- snapshot as the one the decision resumes, once. A decision another
+-- guard took already (a repair racing the decision's own instance) is not
+-- changed, and the caller gives up.
+UPDATE interrupts SET resumed_snapshot_id = @resumed_snapshot_id::text
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'resolved' AND resumed_snapshot_id IS NULL;

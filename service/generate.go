@@ -139,6 +139,15 @@ func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr 
 		// decision's turn going if this instance dies.
 		tr.claimed = inv.preclaimed
 		_, _, err := inv.guard(ctx, t, ClaimInterruptsParams{})
+		if errors.Is(err, ErrDecisionTaken) {
+			// Another turn carries the decisions out: none are this
+			// turn's to give back, and it writes nothing.
+			tr.claimed = nil
+			e := Errorf(CodeAborted, "the decisions of snapshot %s are being carried out by another turn", inv.baseID)
+			e.Cause = err
+			inv.reject(e)
+			return e
+		}
 		return err
 	}
 	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {

@@ -39,7 +39,8 @@ func (inv *invocation) guard(ctx context.Context, t *Turn, cp ClaimInterruptsPar
 	w, job := inv.pendingWrite(t.snapshotID)
 	w.KeepHead = true
 	if len(cp.Claims) == 0 {
-		err = inv.rt.store.CreatePendingSnapshot(ctx, w, job, inv.rt.instanceID)
+		// Decided already: the guard takes the decisions, once.
+		err = inv.rt.store.GuardDecided(ctx, w, job, inv.rt.instanceID, inv.preclaimed)
 	} else {
 		cp.JobSnapshotID = t.snapshotID
 		ids, err = inv.rt.store.GuardedClaim(ctx, w, job, inv.rt.instanceID, cp)
@@ -102,4 +103,45 @@ func (inv *invocation) dropGuard() {
 	if _, err := inv.rt.store.AbortSnapshot(ctx, inv.caller.scope(), inv.agent.Name, inv.det.id); err != nil {
 		inv.rt.log.Warn("ending a dropped guard's snapshot failed", "snapshot", inv.det.id, "err", err)
 	}
+}
+
+// ErrDecisionTaken is the store's refusal of a decided batch's guard when
+// another guard took one of its decisions already (a repair raced the
+// decision's own turn): that guard's turn carries the decision out.
+var ErrDecisionTaken = errors.New("the decision is being carried out by another turn")
+
+// strandedAfter is how long a decision may stay without the turn that
+// carries it out before the repair starts that turn: far longer than the
+// moment between a decision's commit and its turn's guard.
+const strandedAfter = 30 * time.Second
+
+// RepairStrandedDecisions starts the turns of decisions whose own turn
+// never started (its instance died between the decision and the turn's
+// guard): the paused snapshots whose interrupts were all decided, none
+// resumed, for longer than strandedAfter. The guard takes each decision
+// once, so instances repairing at once, or a late turn of the decision's
+// own, run it once. It returns how many turns it started.
+func (r *Runtime) RepairStrandedDecisions(ctx context.Context) (int, error) {
+	batches, err := r.store.StrandedDecisions(ctx, strandedAfter, 50)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range batches {
+		c := Caller{TenantID: d.TenantID, Actor: "system"}
+		if _, err := r.snapshotAgent(ctx, c, d.Agent, d.SnapshotID); err != nil {
+			continue // another instance serves this agent
+		}
+		r.log.Warn("a decision's turn never started; starting it", "tenant", d.TenantID, "snapshot", d.SnapshotID, "interrupts", len(d.Batch))
+		out, err := r.resumeDecided(ctx, c, d.Agent, d.SnapshotID, d.Batch)
+		if err != nil {
+			if !errors.Is(err, ErrDecisionTaken) {
+				r.log.Error("starting a stranded decision's turn failed", "snapshot", d.SnapshotID, "err", err)
+			}
+			continue
+		}
+		n++
+		r.log.Info("stranded decision carried out", "snapshot", d.SnapshotID, "finishReason", out.FinishReason, "resumedSnapshot", out.SnapshotID)
+	}
+	return n, nil
 }

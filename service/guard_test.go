@@ -320,3 +320,48 @@ func TestAnInstanceNeverRunsItsJobTwice(t *testing.T) {
 		t.Fatalf("the job was started %d more times on the instance running it", n)
 	}
 }
+
+// TestStrandedDecisionIsCarriedOut: what an instance that died between an
+// operator's decision and its turn's guard leaves (the interrupt resolved,
+// no turn resuming it) is found by the repair, and two instances
+// repairing at once carry it out once.
+func TestStrandedDecisionIsCarriedOut(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t)}
+	open := make(chan struct{})
+	close(open)
+	var paidA, paidB atomic.Int32
+	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, open, nil) })
+	b := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(context.Background(), `UPDATE interrupts SET status = 'resolved', resolution = '{"respond":{"approved":true}}',
+		resolved_by = 'key:ops', resolved_at = now() - interval '1 hour' WHERE snapshot_id = $1`, out.SnapshotID); err != nil {
+		t.Fatal(err)
+	}
+	var started atomic.Int32
+	done := make(chan struct{})
+	for _, rt := range []*service.Runtime{a, b} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			n, err := rt.RepairStrandedDecisions(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			started.Add(int32(n))
+		}()
+	}
+	<-done
+	<-done
+	if started.Load() != 1 || paidA.Load()+paidB.Load() != 1 {
+		t.Fatalf("%d repairs started a turn and pay ran %d times; want 1 and 1", started.Load(), paidA.Load()+paidB.Load())
+	}
+	wantFinished(t, admin, out.SnapshotID)
+	if n, err := a.RepairStrandedDecisions(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a second repair: %d, %v; want nothing to do", n, err)
+	}
+}

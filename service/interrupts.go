@@ -264,6 +264,9 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 	ch <- AgentInput{Resume: res}
 	close(ch)
 	out, err := r.invoke(ctx, c, agent, AgentInit{SnapshotID: snapshotID}, ch, nil, ids, false)
+	if errors.Is(err, ErrDecisionTaken) {
+		return nil, err // another turn carries them out: they stay decided
+	}
 	if err != nil {
 		// Nothing ran: give the decisions back so they can be made again.
 		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), c.TenantID, ids, c.Actor); rerr != nil {
@@ -313,7 +316,8 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 }
 
 // RunDeadlineSweeper sweeps every interval until ctx ends: the due
-// deadlines, and the tool calls lost with their turn (SweepLostToolCalls).
+// deadlines, the tool calls lost with their turn (SweepLostToolCalls),
+// and the decisions whose turn never started (RepairStrandedDecisions).
 func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() bool {
 		if !r.opts.Readiness.Ready() {
@@ -324,6 +328,9 @@ func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration
 		}
 		if _, err := r.SweepLostToolCalls(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("lost tool call sweep failed", "err", err)
+		}
+		if _, err := r.RepairStrandedDecisions(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("stranded decision repair failed", "err", err)
 		}
 		return false
 	})

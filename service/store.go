@@ -109,6 +109,15 @@ type Store interface {
 	// one transaction: a refused claim leaves nothing, neither the guard
 	// nor a partial claim, and the error is ClaimInterrupts'.
 	GuardedClaim(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string, p ClaimInterruptsParams) ([]uuid.UUID, error)
+	// GuardDecided writes the guard of a decided batch's turn and takes the
+	// decisions (ids) for it, in one transaction: a decision another guard
+	// took already leaves nothing written, and the error is
+	// ErrDecisionTaken.
+	GuardDecided(ctx context.Context, w *SnapshotWrite, job *TurnJob, owner string, ids []uuid.UUID) error
+	// StrandedDecisions lists the paused snapshots (of every tenant) whose
+	// interrupts were all decided longer than olderThan ago with no turn
+	// resuming them, each with its batch.
+	StrandedDecisions(ctx context.Context, olderThan time.Duration, limit int) ([]DecidedSnapshot, error)
 	// ReleaseInterrupts gives claims back (the resume turn failed before any
 	// side effect).
 	ReleaseInterrupts(ctx context.Context, tenantID string, ids []uuid.UUID, actor string) error

@@ -552,3 +552,50 @@ func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]service.PendingS
 	}
 	return out, nil
 }
+
+// GuardDecided implements Store: the guard of a decided batch's turn (its
+// pending snapshot, written aside, and its job) and the decisions taken
+// for it, in one transaction; when a decision was taken already, nothing
+// is written and the error is service.ErrDecisionTaken.
+func (s *PgStore) GuardDecided(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, ids []uuid.UUID) error {
+	params, err := writeTurnParams(w)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, w.TenantID, func(q *db.Queries) error {
+		if err := q.WriteTurn(ctx, params); err != nil {
+			return err
+		}
+		if err := insertJob(ctx, q, job, owner); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			n, err := q.GuardDecidedInterrupt(ctx, db.GuardDecidedInterruptParams{ResumedSnapshotID: w.SnapshotID, TenantID: w.TenantID, ID: id})
+			if err != nil {
+				return err
+			}
+			if n != 1 {
+				return service.ErrDecisionTaken
+			}
+		}
+		return nil
+	})
+}
+
+// StrandedDecisions implements Store.
+func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration, limit int) ([]service.DecidedSnapshot, error) {
+	var out []service.DecidedSnapshot
+	err := s.tx(ctx, func(q *db.Queries) error {
+		rows, err := q.ListStrandedDecisions(ctx, db.ListStrandedDecisionsParams{OlderSeconds: olderThan.Seconds(), BatchSize: int32(limit)})
+		if err != nil {
+			return err
+		}
+		touched := make(map[snapshotKey]string, len(rows))
+		for _, r := range rows {
+			touched[snapshotKey{r.TenantID, r.SnapshotID}] = r.Agent
+		}
+		out, err = decidedSnapshots(ctx, q, touched)
+		return err
+	})
+	return out, err
+}
