@@ -141,6 +141,7 @@ func (r *Runtime) RepairStrandedDecisions(ctx context.Context) (int, error) {
 			continue
 		}
 		n++
+		r.obs.Recovered(RecoveryStrandedDecision, 1)
 		r.log.Info("stranded decision carried out", "snapshot", d.SnapshotID, "finishReason", out.FinishReason, "resumedSnapshot", out.SnapshotID)
 	}
 	return n, nil

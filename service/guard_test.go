@@ -14,6 +14,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/telemetry"
 )
 
 // crashPoint is where guardedAgent's model waits for the test: after the
@@ -329,12 +330,14 @@ func TestStrandedDecisionIsCarriedOut(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t)}
+	metricsA, metricsB := telemetry.New(telemetry.Options{}), telemetry.New(telemetry.Options{})
 	open := make(chan struct{})
 	close(open)
 	var paidA, paidB atomic.Int32
-	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, open, nil) })
-	b := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	a := newInstanceWithoutBackground(t, url, service.Options{Logger: testlog.Logger(t), Observer: metricsA},
+		func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, open, nil) })
+	b := newInstanceWithoutBackground(t, url, service.Options{Logger: testlog.Logger(t), Observer: metricsB},
+		func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
 	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -364,4 +367,29 @@ func TestStrandedDecisionIsCarriedOut(t *testing.T) {
 	if n, err := a.RepairStrandedDecisions(context.Background()); err != nil || n != 0 {
 		t.Fatalf("a second repair: %d, %v; want nothing to do", n, err)
 	}
+	if n := recoveries(t, metricsA, service.RecoveryStrandedDecision) + recoveries(t, metricsB, service.RecoveryStrandedDecision); n != 1 {
+		t.Fatalf("the instances' metrics count %v repairs; want 1", n)
+	}
+}
+
+// recoveries reads holdpoint_recoveries_total{kind} from m.
+func recoveries(t *testing.T, m *telemetry.Metrics, kind string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != telemetry.MetricRecoveries {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -348,6 +348,7 @@ func (r *Runtime) SweepLostToolCalls(ctx context.Context) (int, error) {
 		total += n
 		if err != nil || n < batch {
 			if total > 0 {
+				r.obs.Recovered(RecoveryLostToolCall, total)
 				r.log.Warn("tool calls lost with their turn may have run; they wait for a human", "calls", total)
 			}
 			return total, err

@@ -40,6 +40,11 @@ type Observer interface {
 	// started it). JobEnded is called once for each.
 	JobStarted(takenOver bool)
 	JobEnded()
+	// Recovered: a sweep repaired n things a fault left behind, of kind
+	// RecoveryStrandedDecision (a decision whose turn never started, now
+	// started) or RecoveryLostToolCall (a call left running by a dead
+	// instance, now unknown: it may have run, a human decides).
+	Recovered(kind string, n int)
 	// WebhookAttempted: a webhook delivery attempt ended with outcome (a
 	// Delivery* status) after d.
 	WebhookAttempted(outcome string, d time.Duration)
@@ -49,6 +54,12 @@ type Observer interface {
 const (
 	TenantAgentLabel = "tenant_agent"
 	TenantToolLabel  = "tenant_tool"
+)
+
+// Kinds of Observer.Recovered.
+const (
+	RecoveryStrandedDecision = "stranded_decision"
+	RecoveryLostToolCall     = "lost_tool_call"
 )
 
 // NopObserver is an Observer that does nothing.
@@ -83,6 +94,9 @@ func (NopObserver) JobStarted(bool) {}
 
 // JobEnded implements Observer.
 func (NopObserver) JobEnded() {}
+
+// Recovered implements Observer.
+func (NopObserver) Recovered(string, int) {}
 
 // WebhookAttempted implements Observer.
 func (NopObserver) WebhookAttempted(string, time.Duration) {}

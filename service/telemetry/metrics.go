@@ -31,6 +31,7 @@ const (
 	MetricHeadMoves         = "holdpoint_session_head_moves_total"
 	MetricJobsRunning       = "holdpoint_detached_jobs_running"
 	MetricJobsTakenOver     = "holdpoint_detached_jobs_taken_over_total"
+	MetricRecoveries        = "holdpoint_recoveries_total"
 	MetricWebhookDeliveries = "holdpoint_webhook_deliveries_total"
 	MetricWebhookSeconds    = "holdpoint_webhook_delivery_duration_seconds"
 	MetricHTTPRequests      = "holdpoint_http_requests_total"
@@ -75,6 +76,7 @@ type Metrics struct {
 	headMoves       prometheus.Counter
 	jobsRunning     prometheus.Gauge
 	jobsTakenOver   prometheus.Counter
+	recoveries      *prometheus.CounterVec
 	webhooks        *prometheus.CounterVec
 	webhookSeconds  *prometheus.HistogramVec
 	httpRequests    *prometheus.CounterVec
@@ -145,6 +147,9 @@ func New(opts Options) *Metrics {
 	m.jobsTakenOver = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: MetricJobsTakenOver, Help: "Detached turns this instance took from the queue (started elsewhere, or handed back).",
 	})
+	m.recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRecoveries, Help: "What the sweeps repaired after a fault, by kind (stranded_decision: a decision whose turn never started, now started; lost_tool_call: a call a dead instance left running, now unknown for a human to decide).",
+	}, []string{"kind"})
 	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricWebhookDeliveries, Help: "Webhook delivery attempts, by outcome (delivered, pending: to be retried, dead).",
 	}, []string{"outcome"})
@@ -161,7 +166,7 @@ func New(opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnSeconds, m.modelSeconds, m.toolSeconds, m.created, m.resolved, m.expired,
-		m.conflicts, m.headMoves, m.jobsRunning, m.jobsTakenOver, m.webhooks, m.webhookSeconds, m.httpRequests, m.httpSeconds,
+		m.conflicts, m.headMoves, m.jobsRunning, m.jobsTakenOver, m.recoveries, m.webhooks, m.webhookSeconds, m.httpRequests, m.httpSeconds,
 	)
 	if opts.Pending != nil {
 		m.reg.MustRegister(newPendingCollector(opts))
@@ -239,6 +244,13 @@ func (m *Metrics) JobStarted(takenOver bool) {
 
 // JobEnded implements service.Observer.
 func (m *Metrics) JobEnded() { m.jobsRunning.Dec() }
+
+// Recovered implements service.Observer.
+func (m *Metrics) Recovered(kind string, n int) {
+	if n > 0 {
+		m.recoveries.WithLabelValues(kind).Add(float64(n))
+	}
+}
 
 // WebhookAttempted implements service.Observer.
 func (m *Metrics) WebhookAttempted(outcome string, d time.Duration) {

@@ -1,0 +1,219 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
+)
+
+// storeCut is where a faultStore stops its instance: the store call the
+// instance dies in.
+type storeCut int
+
+const (
+	// cutClaim: in the resume's claim (a streamed resume's guarded claim,
+	// an inbox decision's guard), before it reached the database.
+	cutClaim storeCut = iota
+	// cutBeforeCommit: in the turn's outcome write, before it was sent.
+	cutBeforeCommit
+	// cutAfterCommit: in the turn's outcome write, after it committed and
+	// before the instance heard so (the reply lost with the process).
+	cutAfterCommit
+)
+
+func (c storeCut) String() string {
+	return [...]string{"in the claim", "before the outcome write", "during the commit, after it landed"}[c]
+}
+
+// errProcessDied is what a store call of an instance the test killed
+// returns: nothing after it reaches the database.
+var errProcessDied = fmt.Errorf("%w: the process died", service.ErrUnavailable)
+
+// faultStore is an instance's store that dies at cut: the call reports
+// reached and waits until the test kills the instance (closes its pool:
+// no later call of the instance reaches the database), then fails.
+type faultStore struct {
+	service.Store
+	cut     storeCut
+	reached chan<- struct{}
+	dead    <-chan struct{}
+}
+
+// die signals the cut was reached and returns once the instance is dead.
+func (s *faultStore) die() error {
+	s.reached <- struct{}{}
+	<-s.dead
+	return errProcessDied
+}
+
+func (s *faultStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, p service.ClaimInterruptsParams) ([]uuid.UUID, error) {
+	if s.cut == cutClaim {
+		return nil, s.die()
+	}
+	return s.Store.GuardedClaim(ctx, w, job, owner, p)
+}
+
+func (s *faultStore) GuardDecided(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, ids []uuid.UUID) error {
+	if s.cut == cutClaim {
+		return s.die()
+	}
+	return s.Store.GuardDecided(ctx, w, job, owner, ids)
+}
+
+func (s *faultStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (bool, error) {
+	if !w.FinalizePending { // the pause, or anything but the guarded turn's end
+		return s.Store.CommitTurn(ctx, w)
+	}
+	switch s.cut {
+	case cutBeforeCommit:
+		return false, s.die()
+	case cutAfterCommit:
+		if _, err := s.Store.CommitTurn(ctx, w); err != nil {
+			return false, err
+		}
+		return false, s.die()
+	}
+	return s.Store.CommitTurn(ctx, w)
+}
+
+// dyingInstance is a runtime whose store dies at cut, with no background
+// loop (nothing of it takes work back once dead). kill makes it dead: its
+// pool closes, and the call waiting at the cut fails.
+func dyingInstance(t *testing.T, url string, opts service.Options, cut storeCut, reached chan<- struct{}, register func(rt *service.Runtime)) (rt *service.Runtime, kill func()) {
+	t.Helper()
+	pool, err := pgstore.NewAppPool(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan struct{})
+	rt = service.NewRuntime(&faultStore{Store: newStore(t, pool), cut: cut, reached: reached, dead: dead}, opts)
+	var once atomic.Bool
+	kill = func() {
+		if once.CompareAndSwap(false, true) {
+			pool.Close()
+			close(dead)
+		}
+	}
+	t.Cleanup(func() {
+		kill()
+		_ = rt.Shutdown(context.Background())
+	})
+	register(rt)
+	return rt, kill
+}
+
+// TestApprovalSurvivesEveryCrashPoint kills the instance carrying out an
+// approval at each point of its path, for a streamed resume and an inbox
+// decision (whose claims come before the turn's write), and checks that a
+// surviving instance (its takeover, its repair, or the client's retry to
+// it) carries the approval out once: the session ends on a completed
+// snapshot answering the interrupt, the tool ran exactly once, nothing is
+// left running or pending. (The points inside the turn, between the claim
+// and the tool and between the tool and the last answer, are
+// TestStreamedApprovalSurvivesItsInstance and its neighbours.)
+func TestApprovalSurvivesEveryCrashPoint(t *testing.T) {
+	t.Parallel()
+	paths := []struct {
+		name   string
+		decide func(rt *service.Runtime, paused string) error
+	}{{"streamed", streamedApproval}, {"inbox", inboxApproval}}
+	for _, path := range paths {
+		for _, cut := range []storeCut{cutClaim, cutBeforeCommit, cutAfterCommit} {
+			t.Run(path.name+" "+cut.String(), func(t *testing.T) {
+				t.Parallel()
+				crashAndRecover(t, cut, path.decide)
+			})
+		}
+	}
+}
+
+func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime, paused string) error) {
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	open := make(chan struct{})
+	close(open)
+	var paidA, paidB atomic.Int32
+	reached := make(chan struct{}, 1)
+	a, kill := dyingInstance(t, url, opts, cut, reached, func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, open, nil) })
+	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || out.FinishReason != service.FinishInterrupted {
+		t.Fatalf("pause: %v %+v", err, out)
+	}
+	paused := out.SnapshotID
+	aDone := make(chan error, 1)
+	go func() { aDone <- decide(a, paused) }()
+	select {
+	case <-reached:
+	case err := <-aDone:
+		t.Fatalf("A's approval ended before it reached the crash point: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("A's approval never reached the crash point")
+	}
+	kill()
+	select {
+	case <-aDone:
+	case <-time.After(time.Minute):
+		t.Fatal("A's approval never returned after A died")
+	}
+	// What a dead instance leaves: its jobs' heartbeats stop. (Made
+	// stale at once, where the takeover would wait HeartbeatTimeout.)
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	b := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	recoverOnB(t, admin, b.rt, paused, cut, decide)
+	wantFinished(t, admin, paused)
+	// The client, which never heard, repeats its approval: it must not
+	// run the tool again, whatever it is answered.
+	_ = decide(b.rt, paused)
+	if total := paidA.Load() + paidB.Load(); total != 1 {
+		t.Fatalf("pay ran %d times (A %d, B %d); want once", total, paidA.Load(), paidB.Load())
+	}
+	if n := count(t, admin, `SELECT count(*) FROM tool_calls WHERE tool = 'pay' AND status <> 'succeeded'`); n != 0 {
+		t.Fatalf("%d of pay's calls are not recorded as succeeded", n)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM snapshots WHERE status = 'pending'`); n != 0 {
+		t.Fatalf("%d pending snapshots left", n)
+	}
+}
+
+// recoverOnB is what carries the approval out after A died at cut: B's
+// takeover of the guard's job (the outcome write never landed), nothing
+// (it landed), or, when A died in the claim, the client's retry (a
+// streamed resume: nothing was claimed) or B's repair (an inbox decision:
+// the decision committed, its turn never started).
+func recoverOnB(t *testing.T, admin *pgxpool.Pool, b *service.Runtime, paused string, cut storeCut, decide func(rt *service.Runtime, paused string) error) {
+	t.Helper()
+	if cut != cutClaim {
+		return
+	}
+	if n := count(t, admin, `SELECT count(*) FROM turn_jobs`); n != 0 {
+		t.Fatalf("a claim that never reached the database left %d jobs", n)
+	}
+	if count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, paused) == 1 {
+		if err := decide(b, paused); err != nil {
+			t.Fatalf("the client's retry on B: %v", err)
+		}
+		return
+	}
+	// The decision is recorded with no turn: stranded. (Backdated, where
+	// the repair would wait for it to be older than its bound.)
+	if _, err := admin.Exec(context.Background(), `UPDATE interrupts SET resolved_at = now() - interval '1 hour' WHERE snapshot_id = $1`, paused); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.RepairStrandedDecisions(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("B's repair started %d turns (%v); want the stranded decision's", n, err)
+	}
+}
