@@ -86,6 +86,12 @@ func (s *faultStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (
 	return s.Store.CommitTurn(ctx, w)
 }
 
+// jsonApproval approves through a plain (unstreamed) resume.
+func jsonApproval(rt *service.Runtime, paused string) error {
+	_, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{SnapshotID: paused}, approveA1, nil)
+	return err
+}
+
 // dyingInstance is a runtime whose store dies at cut, with no background
 // loop (nothing of it takes work back once dead). kill makes it dead: its
 // pool closes, and the call waiting at the cut fails.
@@ -113,10 +119,9 @@ func dyingInstance(t *testing.T, url string, opts service.Options, cut storeCut,
 }
 
 // TestApprovalSurvivesEveryCrashPoint kills the instance carrying out an
-// approval at each point of its path, for a streamed resume and an inbox
-// decision (whose claims come before the turn's write), and checks that a
-// surviving instance (its takeover, its repair, or the client's retry to
-// it) carries the approval out once: the session ends on a completed
+// approval at each point of its path, for a plain and a streamed resume and
+// an inbox decision, and checks that a surviving instance (its takeover,
+// its repair, or the client's retry to it) carries the approval out once: the session ends on a completed
 // snapshot answering the interrupt, the tool ran exactly once, nothing is
 // left running or pending. (The points inside the turn, between the claim
 // and the tool and between the tool and the last answer, are
@@ -126,7 +131,7 @@ func TestApprovalSurvivesEveryCrashPoint(t *testing.T) {
 	paths := []struct {
 		name   string
 		decide func(rt *service.Runtime, paused string) error
-	}{{"streamed", streamedApproval}, {"inbox", inboxApproval}}
+	}{{"json", jsonApproval}, {"streamed", streamedApproval}, {"inbox", inboxApproval}}
 	for _, path := range paths {
 		for _, cut := range []storeCut{cutClaim, cutBeforeCommit, cutAfterCommit} {
 			t.Run(path.name+" "+cut.String(), func(t *testing.T) {
