@@ -242,6 +242,14 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 			inv.dropJob()
 		}
 		return
+	case out.FinishReason == FinishFailed && databaseOutage(out.Error):
+		// The database went away under the turn: nothing about it is
+		// final, and failing it would drop the decision it carries out.
+		// The job stays, its heartbeat stopped, and an instance takes it
+		// over once the heartbeat is stale (journaled calls reused, an
+		// unfinished one not repeated), as when the end cannot be written.
+		inv.rt.log.Warn("a detached turn failed for want of the database; it is taken over", "snapshot", inv.det.id)
+		return
 	case out.FinishReason == FinishFailed:
 		status, errd = StatusFailed, out.Error
 	}
@@ -279,6 +287,12 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	if !committed {
 		inv.dropJob() // aborted meanwhile: nothing is written, the job goes
 	}
+}
+
+// databaseOutage reports whether a failed turn's error is a database
+// outage (not a model's or a tool's UNAVAILABLE).
+func databaseOutage(e *ErrorDetails) bool {
+	return e != nil && e.Status == CodeUnavailable && e.Message == unavailableMessage
 }
 
 // dropJob deletes the job of a detached turn that ended without finalizing
