@@ -13,18 +13,19 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 )
 
-// outageModel fails its first call as agent code does when the database
-// goes away under it (an error wrapping ErrUnavailable), or, when
+// outageModel fails its first failures calls as agent code does when the
+// database goes away under it (an error wrapping ErrUnavailable), or, when
 // modelDown, as a model provider that is down; then it answers "done".
 type outageModel struct {
 	calls     atomic.Int32
+	failures  int32
 	modelDown bool
 }
 
 func (m *outageModel) Name() string { return "outage" }
 
 func (m *outageModel) Generate(context.Context, *service.ModelRequest, func(service.ModelChunk)) (*service.ModelResponse, error) {
-	if m.calls.Add(1) == 1 {
+	if m.calls.Add(1) <= m.failures {
 		if m.modelDown {
 			return nil, errors.New("the provider answered 503")
 		}
@@ -37,14 +38,24 @@ func (m *outageModel) Generate(context.Context, *service.ModelRequest, func(serv
 // because the database went away (the chaos run, tests/cluster, stopped
 // PostgreSQL as a detached approval started: the client had its
 // "detached", the snapshot ended failed UNAVAILABLE and the approval was
-// never carried out) keeps its job and is taken over; one whose model is
-// down still fails, and its job goes.
+// never carried out) keeps its job and is taken over, a few times: one
+// that fails so every time ends failed after its fourth run. One whose
+// model is down still fails at once. Every job goes in the end.
 func TestDetachedTurnOutlivesADatabaseOutage(t *testing.T) {
 	t.Parallel()
-	for _, modelDown := range []bool{false, true} {
+	for _, c := range []struct {
+		failures  int32
+		modelDown bool
+		want      string
+		calls     int32
+	}{
+		{1, false, service.StatusCompleted, 2},
+		{100, false, service.StatusFailed, 4},
+		{1, true, service.StatusFailed, 1},
+	} {
 		url := testdb.URL(t)
 		admin := testdb.OwnerPool(t, url)
-		model := &outageModel{modelDown: modelDown}
+		model := &outageModel{failures: c.failures, modelDown: c.modelDown}
 		opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
 		in := startInstance(t, url, opts, func(rt *service.Runtime) {
 			if err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model}); err != nil {
@@ -63,12 +74,8 @@ func TestDetachedTurnOutlivesADatabaseOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, calls := service.StatusCompleted, int32(2)
-		if modelDown {
-			want, calls = service.StatusFailed, 1
-		}
-		if snap.Status != want || model.calls.Load() != calls {
-			t.Errorf("model down %v: the turn ended %s (%+v) after %d model calls; want %s after %d", modelDown, snap.Status, snap.Error, model.calls.Load(), want, calls)
+		if snap.Status != c.want || model.calls.Load() != c.calls {
+			t.Errorf("%+v: the turn ended %s (%+v) after %d model calls", c, snap.Status, snap.Error, model.calls.Load())
 		}
 		waitFor(t, "its job to go", 10*time.Second, func() bool {
 			return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0

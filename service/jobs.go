@@ -161,7 +161,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 	workCtx, cancel := context.WithCancel(r.bg)
 	defer cancel()
 	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel, detached: true}
-	inv.det.id = job.SnapshotID
+	inv.det.id, inv.det.attempts = job.SnapshotID, job.Attempts
 	if job.ParentID != "" {
 		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
 		if err != nil {
