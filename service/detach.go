@@ -242,6 +242,16 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 			inv.dropJob()
 		}
 		return
+	case out.FinishReason == FinishFailed && databaseOutage(out.Error) && inv.det.attempts < outageRetries:
+		// The database went away under the turn: nothing about it is
+		// final, and failing it would drop the decision it carries out.
+		// The job stays, its heartbeat stopped, and an instance takes it
+		// over once the heartbeat is stale (journaled calls reused, an
+		// unfinished one not repeated), as when the end cannot be written.
+		// A few times only: a failure journaled by a call is reused by
+		// every takeover, and such a turn must end.
+		inv.rt.log.Warn("a detached turn failed for want of the database; it is taken over", "snapshot", inv.det.id, "attempts", inv.det.attempts)
+		return
 	case out.FinishReason == FinishFailed:
 		status, errd = StatusFailed, out.Error
 	}
@@ -279,6 +289,16 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	if !committed {
 		inv.dropJob() // aborted meanwhile: nothing is written, the job goes
 	}
+}
+
+// outageRetries bounds the takeovers of a detached turn that keeps
+// failing for want of the database.
+const outageRetries = 3
+
+// databaseOutage reports whether a failed turn's error is a database
+// outage (not a model's or a tool's UNAVAILABLE).
+func databaseOutage(e *ErrorDetails) bool {
+	return e != nil && e.Status == CodeUnavailable && e.Message == unavailableMessage
 }
 
 // dropJob deletes the job of a detached turn that ended without finalizing

@@ -405,7 +405,9 @@ type detachState struct {
 	// and nothing runs here.
 	slot, queued bool
 	// lostJob is set when another instance took this detached turn over.
-	lostJob       atomic.Bool
+	lostJob atomic.Bool
+	// attempts is the job's claims so far (a turn taken over: 1 or more).
+	attempts      int
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
 }

@@ -3,8 +3,10 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -135,33 +137,21 @@ func (r *Runtime) startNextJob(ctx context.Context) bool {
 func (r *Runtime) runJob(job *TurnJob) {
 	log := r.log.With("snapshot", job.SnapshotID, "tenant", job.TenantID, "attempt", job.Attempts)
 	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
-	a, err := r.LookupFor(r.bg, c, job.Agent)
+	a := r.jobAgent(job, c, log)
+	if a == nil {
+		return
+	}
+	held, err := r.heldClaims(r.bg, job)
 	if err != nil {
-		return // another instance serves this agent
-	}
-	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.SnapshotID})
-	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
-		// Aborted (or gone) while nobody ran it: nothing left to do.
-		if err := r.store.DeleteJob(r.bg, c.TenantID, job.SnapshotID); err != nil {
-			log.Warn("dropping a finished job failed", "err", err)
-		}
+		log.Warn("reading a detached turn's claims failed", "err", err)
 		return
 	}
-	if err != nil {
-		log.Warn("loading a detached turn failed", "err", err)
-		return
-	}
-	// The definition the turn started with (the claim matched its kind).
-	if a, err = r.agentOfSnapshot(r.bg, c, a, job.SnapshotID, snap.AgentVersion, true); err != nil {
-		log.Warn("not taking over a detached turn", "err", err)
-		return
-	}
-	log.Info("taking over a detached turn", "agent", a.Name, "inputs", len(job.Inputs))
+	log.Info("taking over a detached turn", "agent", a.Name, "inputs", len(job.Inputs), "claimsHeld", held != nil)
 
 	workCtx, cancel := context.WithCancel(r.bg)
 	defer cancel()
-	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: job.Preclaimed, cancelWork: cancel, detached: true}
-	inv.det.id = job.SnapshotID
+	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: held, cancelWork: cancel, detached: true}
+	inv.det.id, inv.det.attempts = job.SnapshotID, job.Attempts
 	if job.ParentID != "" {
 		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
 		if err != nil {
@@ -185,6 +175,60 @@ func (r *Runtime) runJob(job *TurnJob) {
 	out := inv.runTurns(workCtx, queue)
 	inv.finishDetached(out)
 	log.Info("detached turn finished", "finishReason", out.FinishReason)
+}
+
+// jobAgent is the definition a job's turn started with (its claim matched
+// its kind), or nil when this instance does not run the job: another
+// serves the agent, or the turn ended (aborted) while nobody ran it, and
+// its job goes.
+func (r *Runtime) jobAgent(job *TurnJob, c Caller, log *slog.Logger) *Agent {
+	a, err := r.LookupFor(r.bg, c, job.Agent)
+	if err != nil {
+		return nil // another instance serves this agent
+	}
+	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.SnapshotID})
+	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
+		if err := r.store.DeleteJob(r.bg, c.TenantID, job.SnapshotID); err != nil {
+			log.Warn("dropping a finished job failed", "err", err)
+		}
+		return nil
+	}
+	if err != nil {
+		log.Warn("loading a detached turn failed", "err", err)
+		return nil
+	}
+	if a, err = r.agentOfSnapshot(r.bg, c, a, job.SnapshotID, snap.AgentVersion, true); err != nil {
+		log.Warn("not taking over a detached turn", "err", err)
+		return nil
+	}
+	return a
+}
+
+// heldClaims is what a taken-over job may run on as decided: its
+// preclaimed interrupts when every one is still resolved for the job's
+// snapshot, else nil, and the turn claims as any resume does (refused if
+// another resume holds them). A job whose instance died before its claim
+// has none; one whose claim was given back while the job stayed (its
+// delete failed with the database) no longer holds them, and another
+// resume may have claimed them and run the tool: trusting the job's list
+// then ran the tool a second time (the chaos run, tests/cluster).
+func (r *Runtime) heldClaims(ctx context.Context, job *TurnJob) ([]uuid.UUID, error) {
+	if len(job.Preclaimed) == 0 {
+		return nil, nil
+	}
+	for _, id := range job.Preclaimed {
+		it, err := r.store.GetInterrupt(ctx, job.TenantID, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if it.Status != InterruptResolved || it.ResumedSnapshotID != job.SnapshotID {
+			return nil, nil
+		}
+	}
+	return job.Preclaimed, nil
 }
 
 // claimNextJob takes a job from the queue, in a store span when one was

@@ -234,12 +234,22 @@ func (r *Runtime) SessionToolCalls(ctx context.Context, c Caller, sessionID stri
 	if limit > MaxToolCallPage {
 		return nil, Errorf(CodeInvalidArgument, "limit must be at most %d", MaxToolCallPage)
 	}
-	if _, err := r.store.LoadSession(ctx, operatorScope(c.TenantID), sessionID); errors.Is(err, ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "session %s not found", sessionID)
-	} else if err != nil {
+	_, err := r.store.LoadSession(ctx, operatorScope(c.TenantID), sessionID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	return r.store.ListSessionToolCalls(ctx, ListSessionToolCallsParams{TenantID: c.TenantID, SessionID: sessionID, After: after, Limit: limit})
+	items, lerr := r.store.ListSessionToolCalls(ctx, ListSessionToolCallsParams{TenantID: c.TenantID, SessionID: sessionID, After: after, Limit: limit})
+	if lerr != nil {
+		return nil, lerr
+	}
+	// The first turn of a session records its calls before its write: if
+	// it died in between (its instance killed, the database stopped), the
+	// session was never written but its calls were, and one that may have
+	// run must still be listed for a human to decide.
+	if err != nil && len(items) == 0 && after == nil {
+		return nil, Errorf(CodeNotFound, "session %s not found", sessionID)
+	}
+	return items, nil
 }
 
 // InterruptToolCalls returns the tool calls around an interrupt: those the

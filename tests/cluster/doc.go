@@ -8,7 +8,8 @@
 // cluster; it never restarts the shared server. The pooler test needs
 // PgBouncer (apt-get install -y pgbouncer), which it starts itself on a free
 // loopback port (as user nobody when run as root); without it, it skips,
-// and fails under CI. Run them with
+// and fails under CI. The chaos run (chaos_test.go) needs both, and fails
+// under CI without them too. Run them with
 //
 //	go test ./tests/cluster -count=1 -v
 //
