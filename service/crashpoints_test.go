@@ -29,10 +29,13 @@ const (
 	// cutAfterCommit: in the turn's outcome write, after it committed and
 	// before the instance heard so (the reply lost with the process).
 	cutAfterCommit
+	// cutOutage: the claim fails as the database goes out of reach, and
+	// the instance lives on (the database is back for its next call).
+	cutOutage
 )
 
 func (c storeCut) String() string {
-	return [...]string{"in the claim", "before the outcome write", "during the commit, after it landed"}[c]
+	return [...]string{"in the claim", "before the outcome write", "during the commit, after it landed", "an outage at the claim"}[c]
 }
 
 // errProcessDied is what a store call of an instance the test killed
@@ -49,22 +52,29 @@ type faultStore struct {
 	dead    <-chan struct{}
 }
 
-// die signals the cut was reached and returns once the instance is dead.
+// die signals the cut was reached and returns once the instance is dead
+// (at once for an outage: the instance lives on).
 func (s *faultStore) die() error {
 	s.reached <- struct{}{}
+	if s.cut == cutOutage {
+		return errOutage
+	}
 	<-s.dead
 	return errProcessDied
 }
 
+// errOutage is the failure of a call the database went away during.
+var errOutage = fmt.Errorf("%w: connection reset", service.ErrUnavailable)
+
 func (s *faultStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, p service.ClaimInterruptsParams) ([]uuid.UUID, error) {
-	if s.cut == cutClaim {
+	if s.cut == cutClaim || s.cut == cutOutage {
 		return nil, s.die()
 	}
 	return s.Store.GuardedClaim(ctx, w, job, owner, p)
 }
 
 func (s *faultStore) GuardDecided(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, ids []uuid.UUID) error {
-	if s.cut == cutClaim {
+	if s.cut == cutClaim || s.cut == cutOutage {
 		return s.die()
 	}
 	return s.Store.GuardDecided(ctx, w, job, owner, ids)
@@ -105,7 +115,7 @@ func dyingInstance(t *testing.T, url string, opts service.Options, cut storeCut,
 	rt = service.NewRuntime(&faultStore{Store: newStore(t, pool), cut: cut, reached: reached, dead: dead}, opts)
 	var once atomic.Bool
 	kill = func() {
-		if once.CompareAndSwap(false, true) {
+		if cut != cutOutage && once.CompareAndSwap(false, true) {
 			pool.Close()
 			close(dead)
 		}
@@ -113,6 +123,7 @@ func dyingInstance(t *testing.T, url string, opts service.Options, cut storeCut,
 	t.Cleanup(func() {
 		kill()
 		_ = rt.Shutdown(context.Background())
+		pool.Close()
 	})
 	register(rt)
 	return rt, kill
@@ -129,20 +140,21 @@ func dyingInstance(t *testing.T, url string, opts service.Options, cut storeCut,
 func TestApprovalSurvivesEveryCrashPoint(t *testing.T) {
 	t.Parallel()
 	paths := []struct {
-		name   string
-		decide func(rt *service.Runtime, paused string) error
-	}{{"json", jsonApproval}, {"streamed", streamedApproval}, {"inbox", inboxApproval}}
+		name    string
+		decide  func(rt *service.Runtime, paused string) error
+		decided bool // the decision is recorded before its turn runs
+	}{{"json", jsonApproval, false}, {"streamed", streamedApproval, false}, {"inbox", inboxApproval, true}}
 	for _, path := range paths {
-		for _, cut := range []storeCut{cutClaim, cutBeforeCommit, cutAfterCommit} {
+		for _, cut := range []storeCut{cutClaim, cutBeforeCommit, cutAfterCommit, cutOutage} {
 			t.Run(path.name+" "+cut.String(), func(t *testing.T) {
 				t.Parallel()
-				crashAndRecover(t, cut, path.decide)
+				crashAndRecover(t, cut, path.decide, path.decided)
 			})
 		}
 	}
 }
 
-func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime, paused string) error) {
+func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime, paused string) error, decided bool) {
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
 	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
@@ -170,6 +182,17 @@ func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime
 	case <-aDone:
 	case <-time.After(time.Minute):
 		t.Fatal("A's approval never returned after A died")
+	}
+	if cut == cutOutage {
+		// The instance lived on: an operator's decision it could not
+		// carry out is still recorded, a resume's claim never made.
+		wantPending := 1
+		if decided {
+			wantPending = 0
+		}
+		if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, paused); n != wantPending {
+			t.Fatalf("after the outage %d interrupts pending, want %d", n, wantPending)
+		}
 	}
 	// What a dead instance leaves: its jobs' heartbeats stop. (Made
 	// stale at once, where the takeover would wait HeartbeatTimeout.)
@@ -200,7 +223,7 @@ func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime
 // the decision committed, its turn never started).
 func recoverOnB(t *testing.T, admin *pgxpool.Pool, b *service.Runtime, paused string, cut storeCut, decide func(rt *service.Runtime, paused string) error) {
 	t.Helper()
-	if cut != cutClaim {
+	if cut != cutClaim && cut != cutOutage {
 		return
 	}
 	if n := count(t, admin, `SELECT count(*) FROM turn_jobs`); n != 0 {

@@ -267,6 +267,12 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 	if errors.Is(err, ErrDecisionTaken) {
 		return nil, err // another turn carries them out: they stay decided
 	}
+	if errors.Is(err, ErrUnavailable) {
+		// Recorded, and not undone by an outage: the takeover of the
+		// turn's guard, or the repair of stranded decisions, carries
+		// them out once the database is back.
+		return nil, err
+	}
 	if err != nil {
 		// Nothing ran: give the decisions back so they can be made again.
 		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), c.TenantID, ids, c.Actor); rerr != nil {

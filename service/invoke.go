@@ -939,7 +939,13 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		inv.flushToolCalls(ctx, t)
 		return
 	}
-	if len(tr.claimed) > 0 && !t.ranTool {
+	if len(tr.claimed) > 0 && !t.ranTool && inv.preclaimed != nil && errors.Is(err, ErrUnavailable) {
+		// An operator's (or a deadline's) decision is recorded: a database
+		// outage does not undo it. Its turn is carried out once the
+		// database is back, by the guard's takeover or, without a guard,
+		// by the repair of stranded decisions.
+		inv.rt.log.Warn("a decision's turn failed with the database out of reach; the decision stays and its turn is carried out later", "snapshot", inv.baseID)
+	} else if len(tr.claimed) > 0 && !t.ranTool {
 		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
 			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
 		}

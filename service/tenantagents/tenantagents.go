@@ -231,9 +231,12 @@ func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, 
 			continue
 		}
 		// The receiver deduplicates by call id (the contract of an HTTP
-		// tool), so a turn taken over may call again.
+		// tool), so a turn taken over may call again, except a call a
+		// human approved: whether it ran is never left to the receiver's
+		// keeping of that contract. Its call becomes unknown, and a human
+		// confirms, cancels or retries it (on the same call id).
 		a.Tools = append(a.Tools, &service.Tool{Name: h.Name, Description: h.Description, InputSchema: h.Input,
-			OutputSchema: h.Output, Run: m.httpRun(toolSource{tenantID, def.Name, version}, h), Idempotent: true})
+			OutputSchema: h.Output, Run: m.httpRun(toolSource{tenantID, def.Name, version}, h), Idempotent: !h.Approval})
 	}
 	return a
 }
