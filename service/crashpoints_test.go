@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -243,5 +244,70 @@ func recoverOnB(t *testing.T, admin *pgxpool.Pool, b *service.Runtime, paused st
 	n, err := b.RepairStrandedDecisions(context.Background())
 	if err != nil || n != 1 {
 		t.Fatalf("B's repair started %d turns (%v); want the stranded decision's", n, err)
+	}
+}
+
+// failingPayer registers "payer" as guardedAgent does, with a pay that
+// runs (counted) and fails.
+func failingPayer(rt *service.Runtime, paid *atomic.Int32) {
+	model := &ctxModel{fn: func(_ context.Context, req *service.ModelRequest) (service.Message, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == service.RoleUser {
+			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
+				Name: "approve", Ref: "a1", Input: json.RawMessage(`{"amount":50}`)}}}}, nil
+		}
+		return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
+			Name: "pay", Ref: "p1", Input: json.RawMessage(`{}`)}}}}, nil
+	}}
+	err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "approve", Interrupt: true},
+		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			paid.Add(1)
+			return nil, service.Errorf(service.CodeFailedPrecondition, "the bank refused the transfer")
+		}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// TestTakeoverKeepsTheClaimOfAFailedCall: A's approved pay ran and
+// failed, its failure journaled, and A died writing the failed turn. B's
+// takeover reuses the failure; the call ran, so the approval stays taken
+// (given back, approving again would run pay a second time).
+func TestTakeoverKeepsTheClaimOfAFailedCall(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	var paid atomic.Int32
+	reached := make(chan struct{}, 1)
+	a, kill := dyingInstance(t, url, opts, cutBeforeCommit, reached, func(rt *service.Runtime) { failingPayer(rt, &paid) })
+	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || out.FinishReason != service.FinishInterrupted {
+		t.Fatalf("pause: %v %+v", err, out)
+	}
+	paused := out.SnapshotID
+	aDone := make(chan error, 1)
+	go func() { aDone <- streamedApproval(a, paused) }()
+	select {
+	case <-reached:
+	case <-time.After(time.Minute):
+		t.Fatal("A never got to writing its failed turn")
+	}
+	kill()
+	<-aDone
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	b := startInstance(t, url, opts, func(rt *service.Runtime) { failingPayer(rt, &paid) })
+	waitFor(t, "B to end the taken-over turn", time.Minute, func() bool {
+		return count(t, admin, `SELECT count(*) FROM snapshots WHERE parent_id = $1 AND status = 'failed'`, paused) == 1
+	})
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, paused); n != 1 {
+		t.Fatal("the approval was given back after its call ran")
+	}
+	_ = streamedApproval(b.rt, paused)
+	if n := paid.Load(); n != 1 {
+		t.Fatalf("pay ran %d times; want once", n)
 	}
 }

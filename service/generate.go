@@ -412,6 +412,10 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 		if ie, ok := asInterrupt(err); ok {
 			return nil, interruptedPart(part, ie.Metadata), nil
 		}
+		if errors.Is(err, ErrMayHaveRun) {
+			// Kept in the chain: the call is recorded unknown.
+			return nil, nil, fmt.Errorf("%w: %w", ErrMayHaveRun, inv.hideError(err, CodeAborted, "tool "+req.Name))
+		}
 		return nil, nil, inv.hideError(err, CodeInternal, "tool "+req.Name)
 	}
 	if err := inv.chargeToolOutput(t, req.Name, out); err != nil {

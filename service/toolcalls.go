@@ -42,6 +42,9 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 			inv.rt.log.Warn("running again an idempotent tool call its instance did not finish", "turn", turnID, "call", key)
 		}
 		if found || err != nil {
+			// A reused outcome is a call that ran: a failure it records
+			// does not give the resume's claims back.
+			t.ranTool = t.ranTool || found
 			return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
 		}
 	}
@@ -85,6 +88,7 @@ func (inv *invocation) notStarted(ctx context.Context, t *Turn, turnID, key stri
 		return nil, nil, fmt.Errorf("tool call %s of turn %s is already recorded", key, turnID)
 	}
 	if resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part); found || err != nil {
+		t.ranTool = t.ranTool || found
 		return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
 	}
 	inv.det.lostJob.Store(true)
@@ -96,6 +100,8 @@ func (inv *invocation) notStarted(ctx context.Context, t *Turn, turnID, key stri
 func outcomeOf(key string, trace *ToolTrace, resp, irq *Part, runErr error) ToolCallOutcome {
 	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
 	switch {
+	case errors.Is(runErr, ErrMayHaveRun):
+		outcome.Status, outcome.Error = ToolCallUnknown, details(runErr)
 	case runErr != nil:
 		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
 	case irq != nil:
@@ -143,6 +149,13 @@ func mayHaveRun(key string, id uuid.UUID) error {
 	return Errorf(CodeAborted, "tool call %s (id %s) may have run: the instance running it stopped before its outcome was recorded. "+
 		"It is not run again; a human must decide: confirm its outcome, cancel it, or retry it with the same idempotency key", key, id)
 }
+
+// ErrMayHaveRun marks a tool's error that leaves its effect unknown: the
+// request went out and no answer came back (an HTTP tool's timeout or cut
+// connection). The call is recorded unknown, never failed, so that
+// nothing runs it again on its own: the interrupts its resume claimed
+// stay resolved, and a human confirms, cancels or retries it.
+var ErrMayHaveRun = errors.New("the tool call may have run")
 
 // errUnfinished marks a recorded call whose instance died before it ended.
 var errUnfinished = errors.New("unfinished tool call")

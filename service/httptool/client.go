@@ -13,9 +13,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,10 +142,17 @@ func (c *Client) Do(ctx context.Context, req Request) (*Result, error) {
 		attempts = defaultAttempts
 	}
 	start := time.Now()
+	// sent: some attempt's request was written in full.
+	var sent atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+		if w.Err == nil {
+			sent.Store(true)
+		}
+	}})
 	for i := 1; ; i++ {
 		if err := ctx.Err(); err != nil {
 			res.Duration = time.Since(start)
-			return res, ctxError(ctx, res)
+			return res, ctxError(ctx, res, sent.Load())
 		}
 		res.Attempts = i
 		status, body, fail := c.attempt(ctx, pol, pu, req, timeout)
@@ -154,27 +163,29 @@ func (c *Client) Do(ctx context.Context, req Request) (*Result, error) {
 		}
 		if ctx.Err() != nil {
 			res.Duration = time.Since(start)
-			return res, ctxError(ctx, res)
+			return res, ctxError(ctx, res, sent.Load())
 		}
 		if !fail.retry || i >= attempts {
 			res.Duration = time.Since(start)
-			return res, &CallError{Kind: fail.kind, Status: status, Attempts: i, Err: fail.err}
+			return res, &CallError{Kind: fail.kind, Status: status, Attempts: i, Err: fail.err, MayHaveRun: sent.Load() && status == 0}
 		}
 		if !sleep(ctx, c.backoff(i)) {
 			res.Duration = time.Since(start)
-			return res, ctxError(ctx, res)
+			return res, ctxError(ctx, res, sent.Load())
 		}
 	}
 }
 
-// ctxError is the CallError of a call the caller's context ended.
-func ctxError(ctx context.Context, res *Result) *CallError {
+// ctxError is the CallError of a call the caller's context ended; sent
+// says a request of it went out.
+func ctxError(ctx context.Context, res *Result, sent bool) *CallError {
 	err := ctx.Err()
 	kind := KindNetwork
 	if errors.Is(err, context.DeadlineExceeded) {
 		kind = KindTimeout
 	}
-	return &CallError{Kind: kind, Status: res.Status, Attempts: res.Attempts, Err: fmt.Errorf("tool call ended by its context: %w", err)}
+	return &CallError{Kind: kind, Status: res.Status, Attempts: res.Attempts, Err: fmt.Errorf("tool call ended by its context: %w", err),
+		MayHaveRun: sent && res.Status == 0}
 }
 
 func validateRequest(req Request) error {

@@ -367,3 +367,60 @@ func TestDoInvalidRequest(t *testing.T) {
 	}
 	s.untouched(t)
 }
+
+// TestDoMayHaveRun: a call whose request reached the receiver and got no
+// answer (cut off, or its context ended while the receiver held it) may
+// have run; one that was never sent, or was answered (even 5xx), did not.
+func TestDoMayHaveRun(t *testing.T) {
+	t.Parallel()
+	t.Run("received, then cancelled", func(t *testing.T) {
+		t.Parallel()
+		got := make(chan struct{}, 1)
+		s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+			got <- struct{}{}
+			hang(w, r)
+		})
+		c := newClient(t, dev, s)
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			<-got
+			cancel()
+		}()
+		res, err := c.Do(ctx, request(s.URL))
+		if ce := checkFailure(t, res, err, httptool.KindNetwork, 1); !ce.MayHaveRun {
+			t.Errorf("a call the receiver held until it was cancelled: MayHaveRun false")
+		}
+	})
+	t.Run("received, connection closed", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, false, func(w http.ResponseWriter, _ *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			_ = conn.Close()
+		})
+		res, err := newClient(t, dev, s).Do(t.Context(), request(s.URL))
+		if ce := checkFailure(t, res, err, httptool.KindNetwork, 3); !ce.MayHaveRun {
+			t.Errorf("a call the receiver read and never answered: MayHaveRun false")
+		}
+	})
+	t.Run("answered 5xx", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, false, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+		res, err := newClient(t, dev, s).Do(t.Context(), request(s.URL))
+		if ce := checkFailure(t, res, err, httptool.KindStatus, 3); ce.MayHaveRun {
+			t.Errorf("a call the receiver answered 502: MayHaveRun true")
+		}
+	})
+	t.Run("never sent", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, false, func(http.ResponseWriter, *http.Request) {})
+		u := s.URL
+		s.Close() // nothing listens on its port any more
+		res, err := newClient(t, dev, nil).Do(t.Context(), request(u))
+		if ce := checkFailure(t, res, err, httptool.KindNetwork, 3); ce.MayHaveRun {
+			t.Errorf("a call whose connection was refused: MayHaveRun true")
+		}
+	})
+}

@@ -35,6 +35,10 @@ type CallError struct {
 	Status   int
 	Attempts int
 	Err      error
+	// MayHaveRun: a request went out in full and no answer came back
+	// (a timeout, a cut connection, the caller's context ended): the
+	// endpoint may have acted on it. Its call id lets it dedupe a retry.
+	MayHaveRun bool
 }
 
 // Error describes the failure: its kind, the attempts made and the cause.

@@ -318,7 +318,7 @@ func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Cont
 		}
 		if err != nil {
 			m.logRefusal(src, h.Name, err)
-			return nil, callError(h.Name, err)
+			return nil, callError(h.Name, h.Approval, err)
 		}
 		var ans toolAnswer
 		if err := json.Unmarshal(res.Body, &ans); err != nil || (ans.Output == nil) == (ans.Interrupt == nil) {
@@ -353,14 +353,21 @@ func (m *Manager) logRefusal(src toolSource, tool string, err error) {
 
 // callError is what the client learns of a failed call: what went wrong,
 // never the tenant's URL, the host, the address it resolved to or the
-// endpoint's body.
-func callError(tool string, err error) error {
+// endpoint's body. An approved call the endpoint received and never
+// answered may have run (service.ErrMayHaveRun): it is recorded unknown.
+func callError(tool string, approved bool, err error) error {
 	var ce *httptool.CallError
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 		return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint could not be called", tool)
+	}
+	if ce.MayHaveRun && approved {
+		// An approved call is never left to the receiver's keeping of
+		// the idempotency contract (see Idempotent above).
+		return fmt.Errorf("%w: %w", service.ErrMayHaveRun, service.Errorf(service.CodeAborted,
+			"tool %s: its endpoint received the call and did not answer (%d attempts); it may have run, and it is not run again: a human must confirm, cancel or retry it with the same idempotency key", tool, ce.Attempts))
 	}
 	switch ce.Kind {
 	case httptool.KindRefused:

@@ -438,6 +438,42 @@ You pay.
 	if done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "guard"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` || e.recv.hits.Load() != before+1 {
 		t.Fatalf("approved: %v %+v", err, done)
 	}
+	approvedCallMayHaveRun(t, e)
+}
+
+// approvedCallMayHaveRun: an approved call the endpoint received and never
+// answered (it cut the connection) may have run. The call is unknown, the
+// approval stays taken, and approving again runs nothing: a human decides.
+func approvedCallMayHaveRun(t *testing.T, e *env) {
+	ctx := context.Background()
+	acme := e.tenants["acme"]
+	e.recv.answer.Store(func(w http.ResponseWriter, _ map[string]any) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	})
+	out, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "cut"}, user(`guarded {"amount":7}`), nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("guarded: %v %+v", err, out)
+	}
+	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0]}}}}
+	before := e.recv.hits.Load()
+	done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, restart, nil)
+	if err != nil || done.FinishReason != "failed" || done.Error.Status != service.CodeAborted || !strings.Contains(done.Error.Message, "may have run") {
+		t.Fatalf("approved call cut off: %v %+v", err, done)
+	}
+	sent := e.recv.hits.Load() - before
+	var status string
+	if err := e.admin.QueryRow(ctx, `SELECT status FROM tool_calls WHERE tenant_id = 'acme' AND session_id = 'cut' AND call_key LIKE 'restart:%'`).Scan(&status); err != nil || status != service.ToolCallUnknown {
+		t.Fatalf("the cut-off call's row: %q, %v; want unknown", status, err)
+	}
+	if _, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, restart, nil); err == nil {
+		t.Fatal("approving the call again was accepted")
+	}
+	if n := e.recv.hits.Load() - before; n != sent {
+		t.Fatalf("approving again reached the endpoint (%d requests, %d before)", n, sent)
+	}
 }
 
 // fakeResolver resolves every name to one address, without DNS.

@@ -216,6 +216,7 @@ type chaosConv struct {
 	// a retry after an attempt whose outcome it did not learn).
 	accepted bool
 	detached string   // the detached resume's snapshot
+	again    bool     // the resume is sent again after an answer that took nothing
 	history  []string // every answer, with its time, for the report
 	body     []byte   // the body of the last answer
 	refused  bool     // a final answer that took nothing
@@ -423,7 +424,7 @@ func (r *chaosRun) resume(c *chaosConv) bool {
 	body := map[string]any{"init": service.AgentInit{SnapshotID: c.paused}, "data": in}
 	return r.retry(c, func(s *server, ambiguous bool) (verdict, string) {
 		a := r.do(c, s, http.MethodPost, "/api/agents/chaos", body, stream)
-		if v, kind := classify(a, ambiguous); v != taken || kind != "" {
+		if v, kind := classify(a, ambiguous || c.again); v != taken || kind != "" {
 			return v, kind
 		}
 		var out *service.AgentOutput
@@ -533,6 +534,50 @@ func (r *chaosRun) converse(c *chaosConv) {
 	} else {
 		c.accepted = r.resume(c)
 	}
+	if c.accepted && c.kind == chaosApproveDetach {
+		r.followDetached(c)
+	}
+}
+
+// followDetached polls the detached resume's snapshot, as its client
+// does, until it ends; one that ended failed for want of the database
+// says the resume may be sent again, and the client sends it (a 409 then
+// means the decision was taken after all).
+func (r *chaosRun) followDetached(c *chaosConv) {
+	for range 5 {
+		status, errStatus := r.detachedEnd(c)
+		if status != service.StatusFailed || errStatus != service.CodeUnavailable {
+			return
+		}
+		r.tally("detached-failed-UNAVAILABLE")
+		c.history = append(c.history, "detached-failed-UNAVAILABLE@"+time.Now().Format("15:04:05.000"))
+		c.again, c.detached = true, ""
+		if !r.resume(c) || c.detached == "" {
+			return
+		}
+	}
+}
+
+// detachedEnd polls c's detached snapshot until it is no longer pending
+// (bounded), and returns its status and its error's status.
+func (r *chaosRun) detachedEnd(c *chaosConv) (status, errStatus string) {
+	body := map[string]any{"data": service.SnapshotLookup{SnapshotID: c.detached}}
+	for attempt := range 600 {
+		if r.ctx.Err() != nil {
+			return "", ""
+		}
+		a := r.do(nil, r.pick(c.i, attempt), http.MethodPost, "/api/agents/chaos/getSnapshot", body, false)
+		var res struct{ Result *service.Snapshot }
+		if a.err == nil && a.status == http.StatusOK && json.Unmarshal(a.body, &res) == nil && res.Result != nil &&
+			res.Result.Status != service.StatusPending {
+			if res.Result.Error != nil {
+				errStatus = res.Result.Error.Status
+			}
+			return res.Result.Status, errStatus
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "", ""
 }
 
 // worker takes conversations in order, each once the faults scheduled
