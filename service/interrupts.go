@@ -189,6 +189,9 @@ func (r *Runtime) interruptTool(ctx context.Context, c Caller, id uuid.UUID) (*I
 // agent (see agentOfSnapshot), or why this instance cannot.
 func (r *Runtime) snapshotAgent(ctx context.Context, c Caller, agent, snapshotID string) (*Agent, error) {
 	a, err := r.LookupFor(ctx, c, agent)
+	if errors.Is(err, ErrUnavailable) {
+		return nil, err // the tenant's agents could not be read: 503, try again
+	}
 	if err != nil {
 		return nil, Errorf(CodeFailedPrecondition, "agent %s of snapshot %s is not served by this instance", agent, snapshotID)
 	}
