@@ -67,6 +67,13 @@ type Tool struct {
 	// Run executes the tool. It may return an error made by InterruptWith to
 	// pause the turn instead (a tool that needs confirmation).
 	Run func(ctx context.Context, call ToolCall) (json.RawMessage, error)
+	// Prepare, when set, runs before the call is recorded and Run starts:
+	// it reads what Run needs from the platform (an HTTP tool's signing
+	// keys and address policy), so that the database going away cannot
+	// fail a call that started. Its error fails the turn with nothing
+	// recorded and nothing run (a resume's claims are given back); its
+	// value reaches Run as ToolCall.Prepared.
+	Prepare func(ctx context.Context, tenantID string) (any, error)
 	// ExpiresAfter gives an interrupt of this tool a deadline (zero: none).
 	ExpiresAfter time.Duration
 	// OnExpire says what the deadline does: nil expires the interrupt (a
@@ -121,6 +128,8 @@ type ToolCall struct {
 	// Trace is where a tool reports how its call went (an HTTP tool's last
 	// status and attempts); it is recorded with the call.
 	Trace *ToolTrace
+	// Prepared is what the tool's Prepare returned (nil without one).
+	Prepared any
 }
 
 // ToolTrace is how a tool's call went, beyond its output.

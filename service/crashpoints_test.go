@@ -311,3 +311,61 @@ func TestTakeoverKeepsTheClaimOfAFailedCall(t *testing.T) {
 		t.Fatalf("pay ran %d times; want once", n)
 	}
 }
+
+// TestToolPreparedBeforeItsCallIsRecorded: a tool whose Prepare fails for
+// want of the database (an HTTP tool reading its signing keys as the
+// database goes away) fails the approval's turn with nothing recorded and
+// nothing run, and the approval is pending again: the client's retry runs
+// the tool once. Recorded as a failed call, it would count as one that ran
+// and the approval would stay taken with nothing done.
+func TestToolPreparedBeforeItsCallIsRecorded(t *testing.T) {
+	t.Parallel()
+	rt, admin := newRuntime(t)
+	var paid, prepared atomic.Int32
+	guardedAgent(rt, &paid, beforeTool, closedChan(), nil)
+	a, _ := rt.Lookup("payer")
+	for _, tool := range a.Tools {
+		if tool.Name == "pay" {
+			tool.Prepare = func(context.Context, string) (any, error) {
+				if prepared.Add(1) == 1 {
+					return nil, errOutage
+				}
+				return nil, nil
+			}
+		}
+	}
+	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || out.FinishReason != service.FinishInterrupted {
+		t.Fatalf("pause: %v %+v", err, out)
+	}
+	failed, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, approveA1, func(service.StreamChunk) {})
+	if err != nil || failed.FinishReason != service.FinishFailed || failed.Error.Status != service.CodeUnavailable {
+		t.Fatalf("the approval during the outage: %v %+v", err, failed)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM tool_calls WHERE tool = 'pay'`); n != 0 || paid.Load() != 0 {
+		t.Fatalf("%d pay calls recorded and %d run; want none", n, paid.Load())
+	}
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, out.SnapshotID); n != 1 {
+		t.Fatal("the approval is not pending again")
+	}
+	if err := streamedApproval(rt, out.SnapshotID); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM interrupts i JOIN snapshots s ON s.id = i.resumed_snapshot_id
+		JOIN sessions h ON h.id = s.session_id AND h.latest_snapshot_id = s.id
+		WHERE i.snapshot_id = $1 AND i.status = 'resolved' AND s.status = 'completed'`, out.SnapshotID); n != 1 {
+		t.Fatal("the retried approval is not answered by the session's completed head")
+	}
+	if n := count(t, admin, `SELECT count(*) FROM turn_jobs`) + count(t, admin, `SELECT count(*) FROM snapshots WHERE status = 'pending'`); n != 0 {
+		t.Fatalf("%d jobs or pending snapshots left", n)
+	}
+	if paid.Load() != 1 {
+		t.Fatalf("pay ran %d times; want once", paid.Load())
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

@@ -345,7 +345,7 @@ func (inv *invocation) runTool(ctx context.Context, t *Turn, key string, part Pa
 	if !tool.Interrupt {
 		return inv.recordedTool(ctx, t, key, tool, part, resumed)
 	}
-	return inv.execTool(ctx, t, tool, part, resumed, "", nil)
+	return inv.execTool(ctx, t, tool, part, resumed, "", nil, nil)
 }
 
 // callKey names a tool call within its turn for the journal: by ref when
@@ -370,7 +370,7 @@ func interruptedPart(part Part, meta json.RawMessage) *Part {
 }
 
 // execTool runs (or, for an interrupt, pauses on) one tool request.
-func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part Part, resumed json.RawMessage, callID string, trace *ToolTrace) (*Part, *Part, error) {
+func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part Part, resumed json.RawMessage, callID string, trace *ToolTrace, prepared any) (*Part, *Part, error) {
 	req := part.ToolRequest
 	// What the model sends is checked before a tool runs or a question
 	// reaches a human: a request its schema refuses fails the turn.
@@ -384,7 +384,7 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	}
 	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata),
 		Session: &ToolSession{t: t}, ID: callID, TenantID: inv.caller.TenantID, SessionID: inv.sess.id, TurnID: t.turnID(),
-		EndUser: inv.caller.EndUser, Trace: trace}
+		EndUser: inv.caller.EndUser, Trace: trace, Prepared: prepared}
 	var out json.RawMessage
 	start := time.Now()
 	ctx, span := inv.rt.tracer.Start(ctx, "holdpoint.tool", oteltrace.WithAttributes(

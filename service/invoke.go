@@ -932,30 +932,13 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	// A deferred claim was never made: there is nothing to release, and
 	// the failed snapshot claims nothing.
 	t.deferred = nil
-	kept := turnRecord{}
 	if inv.det.guarded.Load() && inv.det.lostJob.Load() {
 		// Another instance runs the guarded resume now, with its claims.
 		inv.endGuard()
 		inv.flushToolCalls(ctx, t)
 		return
 	}
-	if len(tr.claimed) > 0 && !t.ranTool && inv.preclaimed != nil && errors.Is(err, ErrUnavailable) {
-		// An operator's (or a deadline's) decision is recorded: a database
-		// outage does not undo it. Its turn is carried out once the
-		// database is back, by the guard's takeover or, without a guard,
-		// by the repair of stranded decisions.
-		inv.rt.log.Warn("a decision's turn failed with the database out of reach; the decision stays and its turn is carried out later", "snapshot", inv.baseID)
-	} else if len(tr.claimed) > 0 && !t.ranTool {
-		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
-			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
-		}
-	} else if len(tr.claimed) > 0 {
-		inv.rt.log.Warn("resume turn failed after a tool ran; its interrupts stay resolved", "session", inv.sess.id)
-		kept = turnRecord{claimed: tr.claimed, resolvedEvents: tr.resolvedEvents}
-		if inv.checkpoint(ctx, t, kept) {
-			kept = turnRecord{}
-		}
-	}
+	kept, released := inv.settleFailedClaims(ctx, t, err, tr)
 	// A turn refused before agent code ran (a forged restart, an unanswered
 	// request) is kept too when the session already has a snapshot to hang
 	// it on; on a new session it writes nothing.
@@ -967,13 +950,43 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		} else {
 			inv.emit(StreamChunk{TurnEnd: &TurnEnd{SnapshotID: t.snapshotID, FinishReason: FinishFailed}})
 		}
-	} else if !t.ranTool && !errors.Is(err, ErrUnavailable) {
+	} else if !t.ranTool && (released || !errors.Is(err, ErrUnavailable)) {
 		// Nothing ran: nobody must finish this resume. (When the database
-		// is out of reach, or a tool ran, the guard stays for a takeover.)
+		// is out of reach with the claims still made, or a tool ran, the
+		// guard stays for a takeover.)
 		inv.dropGuard()
 	}
 	inv.flushToolCalls(ctx, t)
 	inv.endGuard()
+}
+
+// settleFailedClaims decides what becomes of the interrupts a failed
+// turn's resume claimed: given back when nothing ran (released), kept
+// when a tool ran (returned, for the failed snapshot to record), and an
+// operator's decision kept for a later turn when the database failed it.
+func (inv *invocation) settleFailedClaims(ctx context.Context, t *Turn, err error, tr turnRecord) (kept turnRecord, released bool) {
+	switch {
+	case len(tr.claimed) == 0:
+	case !t.ranTool && inv.preclaimed != nil && errors.Is(err, ErrUnavailable):
+		// An operator's (or a deadline's) decision is recorded: a database
+		// outage does not undo it. Its turn is carried out once the
+		// database is back, by the guard's takeover or, without a guard,
+		// by the repair of stranded decisions.
+		inv.rt.log.Warn("a decision's turn failed with the database out of reach; the decision stays and its turn is carried out later", "snapshot", inv.baseID)
+	case !t.ranTool:
+		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
+			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
+		} else {
+			released = true
+		}
+	default:
+		inv.rt.log.Warn("resume turn failed after a tool ran; its interrupts stay resolved", "session", inv.sess.id)
+		kept = turnRecord{claimed: tr.claimed, resolvedEvents: tr.resolvedEvents}
+		if inv.checkpoint(ctx, t, kept) {
+			kept = turnRecord{}
+		}
+	}
+	return kept, released
 }
 
 // customTurn runs a custom agent's turn. When the session is paused on

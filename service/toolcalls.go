@@ -48,6 +48,10 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 			return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
 		}
 	}
+	prepared, err := inv.prepareTool(ctx, tool)
+	if err != nil {
+		return nil, nil, err
+	}
 	started := rerun
 	if !rerun {
 		var err error
@@ -65,7 +69,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 	}
 	t.ranTool = true
 	trace := &ToolTrace{}
-	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed, turnID+"/"+key, trace)
+	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed, turnID+"/"+key, trace, prepared)
 	outcome := outcomeOf(key, trace, resp, irq, runErr)
 	if !inv.det.journal {
 		t.outcomes = append(t.outcomes, outcome)
@@ -77,6 +81,19 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, err
 	}
 	return resp, irq, runErr
+}
+
+// prepareTool runs the tool's Prepare (see Tool.Prepare), before its call
+// is recorded.
+func (inv *invocation) prepareTool(ctx context.Context, tool *Tool) (any, error) {
+	if tool.Prepare == nil {
+		return nil, nil
+	}
+	p, err := tool.Prepare(ctx, inv.caller.TenantID)
+	if err != nil {
+		return nil, inv.hideError(err, CodeInternal, "preparing tool "+tool.Name)
+	}
+	return p, nil
 }
 
 // notStarted answers a call StartToolCall did not record: one recorded

@@ -104,7 +104,11 @@ func (r *Runtime) runRetry(ctx context.Context, tenantID string, a *Agent, tool 
 	}
 	part := Part{ToolRequest: &ToolRequest{Name: rec.Tool, Ref: rec.Ref, Input: rec.Input}}
 	trace := &ToolTrace{}
-	resp, irq, err := inv.execTool(ctx, t, tool, part, resumed, rec.TurnID+"/"+rec.CallKey, trace)
+	prepared, err := inv.prepareTool(ctx, tool)
+	if err != nil {
+		return outcomeOf(rec.CallKey, trace, nil, nil, err)
+	}
+	resp, irq, err := inv.execTool(ctx, t, tool, part, resumed, rec.TurnID+"/"+rec.CallKey, trace, prepared)
 	if err != nil {
 		r.log.Warn("a retried tool call failed", "turn", rec.TurnID, "call", rec.CallKey, "err", err)
 	}

@@ -236,7 +236,8 @@ func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, 
 		// keeping of that contract. Its call becomes unknown, and a human
 		// confirms, cancels or retries it (on the same call id).
 		a.Tools = append(a.Tools, &service.Tool{Name: h.Name, Description: h.Description, InputSchema: h.Input,
-			OutputSchema: h.Output, Run: m.httpRun(toolSource{tenantID, def.Name, version}, h), Idempotent: !h.Approval})
+			OutputSchema: h.Output, Run: m.httpRun(toolSource{tenantID, def.Name, version}, h), Prepare: m.prepareHTTP,
+			Idempotent: !h.Approval})
 	}
 	return a
 }
@@ -276,6 +277,27 @@ type toolAnswer struct {
 	Interrupt json.RawMessage `json:"interrupt"`
 }
 
+// preparedHTTP is what an HTTP tool's call needs from the platform, read
+// before the call is recorded.
+type preparedHTTP struct {
+	secrets [][]byte
+	policy  httptool.Policy
+}
+
+// prepareHTTP is an HTTP tool's Prepare: the tenant's signing secrets and
+// address policy.
+func (m *Manager) prepareHTTP(ctx context.Context, tenantID string) (any, error) {
+	secrets, err := m.Runtime.SigningSecrets(ctx, tenantID, service.PurposeTool)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := m.policy(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return &preparedHTTP{secrets: secrets, policy: policy}, nil
+}
+
 // httpRun is an HTTP tool's Run: it asks for approval first when the
 // definition says so (the client approves by restarting the request), then
 // POSTs the signed call and reads the endpoint's answer. The signed body
@@ -290,14 +312,15 @@ func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Cont
 				"message":  fmt.Sprintf("%s needs your approval: restart this request to run it, or respond with its output to skip it.", h.Name),
 			})
 		}
-		secrets, err := m.Runtime.SigningSecrets(ctx, tenantID, service.PurposeTool)
-		if err != nil {
-			return nil, err
+		p, ok := call.Prepared.(*preparedHTTP)
+		if !ok {
+			v, err := m.prepareHTTP(ctx, tenantID)
+			if err != nil {
+				return nil, err
+			}
+			p = v.(*preparedHTTP)
 		}
-		policy, err := m.policy(ctx, tenantID)
-		if err != nil {
-			return nil, err
-		}
+		secrets, policy := p.secrets, p.policy
 		snapshotID := ""
 		if call.TurnID != "" && call.SessionID != "" {
 			snapshotID = call.TurnID
