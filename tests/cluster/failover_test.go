@@ -94,6 +94,23 @@ func makeSynchronous(t *testing.T, primary *pgCluster) {
 	}
 }
 
+// fence makes primary take no more writes, on its open sessions too.
+func fence(t *testing.T, primary *pgCluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", primary.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{"ALTER SYSTEM SET default_transaction_read_only = on", "SELECT pg_reload_conf()"} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 // reply is one HTTP answer of the failover test, with its Retry-After.
 type reply struct {
 	status     int
@@ -402,12 +419,22 @@ func TestFailover(t *testing.T) {
 	b := startServer(t, "B", dbURL, o)
 
 	fc := &failoverClient{tally: map[string]int{}}
+	// Checked even when the test stops early: what clients saw then is
+	// the finding.
+	defer checkFailoverAnswers(t, fc)
 	load := &failoverLoad{fc: fc, a: a, b: b, max: 80, stop: make(chan struct{})}
 	begin := time.Now()
 	load.start(4)
 	defer func() { close(load.stop); load.wg.Wait() }()
 	waitUntil(t, "6 approval cycles before the failover", 2*time.Minute, func() bool { return load.approvedSince(begin) >= 6 })
 
+	// First the primary is fenced, as a failover manager may do: it takes
+	// no writes, on the instances' pooled connections too (SQLSTATE
+	// 25006), and both instances stop being ready.
+	fence(t, primary)
+	notReady := waitUntil(t, "both instances' /readyz to answer 503 on the fenced primary", time.Minute, func() bool {
+		return !readyz(a) && !readyz(b)
+	})
 	downAt := time.Now()
 	if out, err := primary.pgctl("stop", "-m", "immediate"); err != nil {
 		t.Fatalf("pg_ctl stop -m immediate (primary): %v\n%s", err, out)
@@ -427,8 +454,8 @@ func TestFailover(t *testing.T) {
 	close(load.stop)
 	load.wg.Wait()
 	load.stop = make(chan struct{}) // for the deferred close
-	t.Logf("FIGURE failover: stop -m immediate and promotion took %s; /readyz 200 on both %s after the promotion; 4 new cycles approved %s after it",
-		ms(promotedAt.Sub(downAt)), ms(ready), ms(served))
+	t.Logf("FIGURE failover: /readyz 503 on both %s after the primary was fenced read-only; stop -m immediate and promotion took %s; /readyz 200 on both %s after the promotion; 4 new cycles approved %s after it",
+		ms(notReady), ms(promotedAt.Sub(downAt)), ms(ready), ms(served))
 
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
@@ -441,7 +468,6 @@ func TestFailover(t *testing.T) {
 	waitUntil(t, "both instances' abort listeners on the promoted standby", time.Minute, func() bool {
 		return listeners(t, pool, true, "holdpoint_abort") == 2
 	})
-	checkFailoverAnswers(t, fc)
 	checkFailoverCycles(t, pool, load.cycles, ledger)
 }
 
@@ -452,7 +478,11 @@ func checkFailoverAnswers(t *testing.T, fc *failoverClient) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	t.Logf("FIGURE failover client errors: %v", fc.tally)
-	for _, s := range fc.seen {
+	for i, s := range fc.seen {
+		if i == 30 {
+			t.Logf("[... %d more client errors]", len(fc.seen)-i)
+			break
+		}
 		t.Logf("client error: %s", s)
 	}
 	for _, b := range fc.bad {
