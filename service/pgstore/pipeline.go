@@ -165,12 +165,12 @@ func (r *firstRow) Scan(dest ...any) error {
 // piped runs fn over a pipeline scoped to tenantID: each query costs one
 // round trip, and the statements fn only executes go out together at the
 // end, as one transaction.
-func (s *PgStore) piped(ctx context.Context, tenantID string, fn func(q *db.Queries) error) error {
+func (s *PgStore) piped(ctx context.Context, tenantID string, fn func(q *db.Queries) error) (err error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	defer func() { release(conn, err) }()
 	p := &pipeline{conn: conn, tenant: tenantID}
 	p.begin(ctx)
 	if err := fn(db.New(p)); err != nil {

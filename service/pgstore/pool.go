@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/db"
@@ -86,4 +87,25 @@ func CheckAppRole(ctx context.Context, pool *pgxpool.Pool) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return db.New(tx).SetTenant(ctx, "")
 	})
+}
+
+// CheckWritable is the readiness probe's look at the database: a pooled
+// connection answers, and its server takes writes. A standby, or a primary
+// fenced read-only during a failover, does not: the instance is not ready,
+// and that connection is closed so that the pool's next one goes where the
+// URL points now (with several hosts and target_session_attrs=read-write,
+// the new primary).
+func CheckWritable(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	var readOnly string
+	err = conn.QueryRow(ctx, "SELECT current_setting('transaction_read_only')").Scan(&readOnly)
+	if err == nil && readOnly == "on" {
+		err = &pgconn.PgError{Code: sqlstateReadOnly, Severity: "ERROR",
+			Message: "the database server takes no writes (transaction_read_only is on)"}
+	}
+	release(conn, err)
+	return err
 }

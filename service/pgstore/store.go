@@ -85,6 +85,9 @@ const (
 	// sqlstateTooManyJobs: a detached turn's tenant or actor has as many
 	// jobs as its bound (holdpoint_turn_jobs_below).
 	sqlstateTooManyJobs = "HP430"
+	// sqlstateReadOnly (read_only_sql_transaction): a write reached a
+	// server that takes none, a standby or a primary fenced in a failover.
+	sqlstateReadOnly = "25006"
 )
 
 // translate is the one error translator at the store boundary.
@@ -110,6 +113,13 @@ func translate(err error) error {
 			return service.ErrTooManyPending
 		case sqlstateTooManyJobs:
 			return service.ErrTooManyDetached
+		case sqlstateReadOnly:
+			// Wrapped whole, so that release sees it and drops the
+			// connection; once only.
+			if errors.Is(err, service.ErrUnavailable) {
+				return err
+			}
+			return fmt.Errorf("%w: the database is read-only (a standby, or a primary being failed over): %w", service.ErrUnavailable, err)
 		}
 		if unavailableClass(pgErr.Code) {
 			return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
@@ -200,12 +210,12 @@ func (s *PgStore) inTx(ctx context.Context, tenantID string, fn func(q *db.Queri
 	})
 }
 
-func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
+func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) (err error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	defer func() { release(conn, err) }()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return translate(err)
@@ -215,6 +225,25 @@ func (s *PgStore) tx(ctx context.Context, fn func(q *db.Queries) error) error {
 		return translate(err)
 	}
 	return translate(tx.Commit(ctx))
+}
+
+// release returns conn to the pool, or closes it when err says its server
+// is read-only: such a connection would fail every write it is given, and
+// the pool's next one goes where the URL points now (with several hosts
+// and target_session_attrs=read-write, the new primary).
+func release(conn *pgxpool.Conn, err error) {
+	if readOnlyServer(err) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Conn().Close(ctx)
+		cancel()
+	}
+	conn.Release()
+}
+
+// readOnlyServer reports whether err is SQLSTATE 25006.
+func readOnlyServer(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateReadOnly
 }
 
 func deref(s *string) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func TestTranslateOutages(t *testing.T) {
 		{"crash shutdown", &pgconn.PgError{Code: "57P02"}, true},
 		{"cannot connect now", &pgconn.PgError{Code: "57P03"}, true},
 		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"read-only server (standby, failover)", &pgconn.PgError{Code: "25006"}, true},
 		{"connection reset", fmt.Errorf("receive message: %w", reset), true},
 		{"EOF mid-query", fmt.Errorf("unexpected EOF: %w", io.ErrUnexpectedEOF), true},
 		{"EOF", io.EOF, true},
@@ -92,5 +94,59 @@ func TestAcquireTimeout(t *testing.T) {
 	cancelNow()
 	if _, err := s.ListTenants(cctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller: %v, want context.Canceled", err)
+	}
+}
+
+// TestReadOnlyServer: on a server that takes no writes (a standby, or a
+// primary fenced read-only in a failover) a write is UNAVAILABLE with a
+// Retry-After, the readiness check fails, and neither keeps the
+// connection: the pool's next one goes where the URL points now.
+func TestReadOnlyServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	pool, err := NewAppPoolWith(ctx, url, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+		cfg.MaxConns = 1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := New(pool)
+	defer s.Close()
+	// backend is the server process of the pool's one connection.
+	backend := func() uint32 {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		return c.Conn().PgConn().PID()
+	}
+
+	before := backend()
+	_, err = s.CreateTenant(ctx, "read-only-"+strconv.Itoa(int(time.Now().UnixNano()%1e9)), "r")
+	if !errors.Is(err, service.ErrUnavailable) || service.AsError(err).RetryAfter <= 0 {
+		t.Errorf("a write on a read-only server: %v, want ErrUnavailable with a Retry-After", err)
+	}
+	after := backend()
+	if after == before {
+		t.Errorf("the connection that met a read-only server (pid %d) is still pooled", before)
+	}
+	if err := CheckWritable(ctx, pool); !readOnlyServer(err) {
+		t.Errorf("CheckWritable on a read-only server: %v, want SQLSTATE 25006", err)
+	}
+	if backend() == after {
+		t.Errorf("the connection CheckWritable found read-only (pid %d) is still pooled", after)
+	}
+
+	writable, err := NewAppPool(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writable.Close()
+	if err := CheckWritable(ctx, writable); err != nil {
+		t.Errorf("CheckWritable on a writable server: %v", err)
 	}
 }

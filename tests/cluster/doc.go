@@ -5,7 +5,10 @@
 // The tests need DATABASE_URL (an admin URL, as for internal/testdb) and the
 // Go toolchain (TestMain builds cmd/platform). The Postgres restart test also
 // needs the PostgreSQL server binaries (initdb, pg_ctl) to start a private
-// cluster; it never restarts the shared server. The pooler test needs
+// cluster; it never restarts the shared server. The failover test starts
+// two (a primary and a streaming replica made with pg_basebackup, also in
+// the server binaries' directory) and, like the pooler test, fails under CI
+// without them. The pooler test needs
 // PgBouncer (apt-get install -y pgbouncer), which it starts itself on a free
 // loopback port (as user nobody when run as root); without it, it skips,
 // and fails under CI. The chaos run (chaos_test.go) needs both, and fails

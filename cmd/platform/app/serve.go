@@ -458,11 +458,12 @@ func openStore(ctx context.Context, log *slog.Logger, cfg serveConfig) (*pgxpool
 }
 
 // readyProbe is the readiness probe: the pool hands out a connection that
-// answers (a pool saturated for the probe's whole timeout fails it too),
-// and no migration of this build is pending.
+// answers (a pool saturated for the probe's whole timeout fails it too) on
+// a server that takes writes (not a standby, nor a primary fenced in a
+// failover), and no migration of this build is pending.
 func readyProbe(pool *pgxpool.Pool, db *sql.DB) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		if err := pool.Ping(ctx); err != nil {
+		if err := pgstore.CheckWritable(ctx, pool); err != nil {
 			return fmt.Errorf("database: %w", err)
 		}
 		pending, err := migrations.HasPending(ctx, db)
