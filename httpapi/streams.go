@@ -187,7 +187,11 @@ func (a *api) invokeDurable(c echo.Context, caller service.Caller, name string, 
 		send(0, b)
 		return nil
 	}
-	send(w.Finish(b), b)
+	// The client has its result before the stream's end is written;
+	// the handler still waits for that write, so it is there for any
+	// rejoin once this request is over.
+	send(w.End(b), b)
+	w.Wait()
 	return nil
 }
 

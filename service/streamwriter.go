@@ -61,20 +61,30 @@ func (w *StreamWriter) Append(frame []byte) int {
 // ends the stream; it returns the terminal frame's seq. Later Appends are
 // dropped.
 func (w *StreamWriter) Finish(frame []byte) int {
+	seq := w.End(frame)
+	w.Wait()
+	return seq
+}
+
+// End is Finish without the wait: it queues the terminal frame and
+// returns its seq at once; Wait waits for the writes.
+func (w *StreamWriter) End(frame []byte) int {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.finished {
-		w.mu.Unlock()
 		return 0
 	}
 	seq := w.next
 	w.next++
 	w.pending = append(w.pending, StreamFrame{Seq: seq, Frame: frame, Terminal: true})
 	w.finished = true
-	w.mu.Unlock()
 	close(w.fin)
-	<-w.done
 	return seq
 }
+
+// Wait returns once the frames queued before End are written (or given
+// up on).
+func (w *StreamWriter) Wait() { <-w.done }
 
 // loop writes the queued frames: a batch at most every streamFlushEvery,
 // and the rest at once when Finish closes fin.

@@ -14,9 +14,14 @@ import (
 
 var _ service.StreamStore = (*PgStore)(nil)
 
-// CreateStream implements service.StreamStore.
+// CreateStream implements service.StreamStore, committed without waiting
+// for the WAL flush: a stream lost in a crash of PostgreSQL only answers
+// its rejoins 204, and the terminal frame's synchronous commit flushes it.
 func (s *PgStore) CreateStream(ctx context.Context, tenantID string, id uuid.UUID, endUser, agent string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
+		}
 		return q.CreateTurnStream(ctx, db.CreateTurnStreamParams{TenantID: tenantID, ID: id, EndUser: endUser, Agent: agent})
 	})
 }

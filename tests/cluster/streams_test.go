@@ -283,3 +283,63 @@ func checkNotFound(t *testing.T, s *server, pool *pgxpool.Pool, streamID string,
 		t.Fatalf("a malformed Last-Event-ID answered %d %s", res.StatusCode, body)
 	}
 }
+
+// TestDetachedTurnStreamJoined: a streamed turn that detaches answers its
+// client with the pending snapshot, and its stream goes on to the turn's
+// outcome: a client joining it on the other instance, while the demo's
+// gate holds it half way, gets every chunk and the final result.
+func TestDetachedTurnStreamJoined(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	gates := t.TempDir()
+	o := serverOpts{env: []string{demo.EnvStreamGates + "=" + gates}}
+	a := startServer(t, "A", url, o)
+	b := startServer(t, "B", url, o)
+
+	in := map[string]any{"data": service.AgentInput{Message: userMessage("Prepare my yearly statement gate d1"), Detach: true}}
+	res, err := a.streamPost(context.Background(), "", in, nil)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("detached stream on A: %v %v", res, err)
+	}
+	streamID := res.Header.Get("x-genkit-stream-id")
+	first := readToEnd(t, res.Body)
+	res.Body.Close()
+	if _, out, _ := first[len(first)-1].decoded(t); out == nil || out.FinishReason != service.FinishDetached {
+		t.Fatalf("the detach answered %s", first[len(first)-1].data)
+	}
+
+	res, err = b.streamPost(context.Background(), "?ids=true", in, map[string]string{"x-genkit-stream-id": streamID})
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("join on B: %v %v", res, err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	var held []sseFrame
+	for len(held) < 20 { // the gate holds the statement after 20 pieces
+		f, err := nextFrame(br)
+		if err != nil {
+			t.Fatalf("after %d frames: %v", len(held), err)
+		}
+		if msg, _, _ := f.decoded(t); msg == nil {
+			t.Fatalf("the stream ended before the gate: %s", f.data)
+		}
+		held = append(held, f)
+	}
+	if err := os.WriteFile(filepath.Join(gates, "d1"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rest := readToEnd(t, br)
+	all := append(held, rest...)
+	for i, f := range all {
+		if want := fmt.Sprintf("%s:%d", streamID, i+1); f.id != want {
+			t.Fatalf("frame %d has id %q, want %q", i, f.id, want)
+		}
+	}
+	_, out, _ := all[len(all)-1].decoded(t)
+	if out == nil || out.FinishReason != service.FinishStop {
+		t.Fatalf("the detached turn's stream ended with %s", all[len(all)-1].data)
+	}
+	if got := statementText(t, all[:len(all)-1]); got != messageText(out.Message) || !strings.HasSuffix(got, "no discrepancies found.") {
+		t.Fatalf("the chunks say %q, the result %q", got, messageText(out.Message))
+	}
+}
