@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -341,5 +342,43 @@ func TestDetachedTurnStreamJoined(t *testing.T) {
 	}
 	if got := statementText(t, all[:len(all)-1]); got != messageText(out.Message) || !strings.HasSuffix(got, "no discrepancies found.") {
 		t.Fatalf("the chunks say %q, the result %q", got, messageText(out.Message))
+	}
+}
+
+// TestStreamsPruned: a stream is deleted with its frames once its turn
+// ended longer than --stream-retention ago, and a rejoin then is a 204.
+func TestStreamsPruned(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	a := startServer(t, "A", url, serverOpts{args: []string{"--stream-retention", "1s"}})
+	pool := testdb.OwnerPool(t, url)
+
+	in := map[string]any{"data": service.AgentInput{Message: userMessage("hello")}}
+	res, err := a.streamPost(context.Background(), "", in, nil)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %v %v", res, err)
+	}
+	streamID := res.Header.Get("x-genkit-stream-id")
+	readToEnd(t, res.Body)
+	res.Body.Close()
+	// (The client has the result a moment before the stream's end is
+	// written: whether the rows are there yet is not checked here.)
+	deadline := time.Now().Add(60 * time.Second)
+	for count(t, pool, "SELECT count(*) FROM turn_streams WHERE id = $1", streamID) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream was not pruned within 60 s of a 1 s retention")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM turn_stream_frames WHERE stream_id = $1", streamID); n != 0 {
+		t.Fatalf("%d frames left after the stream was pruned", n)
+	}
+	res, err = a.streamPost(context.Background(), "", in, map[string]string{"x-genkit-stream-id": streamID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("a rejoin of a pruned stream answered %d", res.StatusCode)
 	}
 }
