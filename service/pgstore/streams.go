@@ -15,8 +15,8 @@ import (
 var _ service.StreamStore = (*PgStore)(nil)
 
 // CreateStream implements service.StreamStore, committed without waiting
-// for the WAL flush: a stream lost in a crash of PostgreSQL only answers
-// its rejoins 204, and the terminal frame's synchronous commit flushes it.
+// for the WAL flush (see AppendStreamFrames): a stream lost in a crash of
+// PostgreSQL only answers its rejoins 204.
 func (s *PgStore) CreateStream(ctx context.Context, tenantID string, id uuid.UUID, endUser, agent string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		if err := q.CommitAsynchronously(ctx); err != nil {
@@ -45,22 +45,22 @@ func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) 
 }
 
 // AppendStreamFrames implements service.StreamStore: one round trip, the
-// wake-up sent at commit. Only a batch with the terminal frame waits for
-// the WAL flush: a later synchronous commit flushes the earlier ones, so
-// a crash of PostgreSQL can lose only the tail of a stream still running.
+// wake-up sent at commit, committed without waiting for the WAL flush. A
+// stream is a delivery copy: the turn's outcome is in its snapshot,
+// committed synchronously, so a crash of PostgreSQL can lose only the tail
+// of a stream (whose rejoins then give up, see service.ErrStreamStalled),
+// never an outcome.
 func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uuid.UUID, frames []service.StreamFrame) error {
 	p := db.AppendTurnStreamFramesParams{TenantID: tenantID, StreamID: id,
 		Seqs: make([]int32, len(frames)), Frames: make([]string, len(frames)), Terminals: make([]bool, len(frames))}
-	terminal := false
+	terminal := false // the batch ends the stream
 	for i, f := range frames {
 		p.Seqs[i], p.Frames[i], p.Terminals[i] = int32(f.Seq), string(f.Frame), f.Terminal
 		terminal = terminal || f.Terminal
 	}
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
-		if !terminal {
-			if err := q.CommitAsynchronously(ctx); err != nil {
-				return err
-			}
+		if err := q.CommitAsynchronously(ctx); err != nil {
+			return err
 		}
 		if err := q.AppendTurnStreamFrames(ctx, p); err != nil {
 			return err
