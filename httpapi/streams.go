@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 
 	"net/http"
@@ -147,7 +146,9 @@ func (d *durableStream) Done(out *service.AgentOutput) {
 // not end with the connection: its frames and outcome are recorded for
 // whoever rejoins.
 func (a *api) invokeDurable(c echo.Context, caller service.Caller, name string, init service.AgentInit, input service.AgentInput) error {
-	ctx := context.WithoutCancel(c.Request().Context())
+	// The turn goes on when the client goes, and ends with the runtime.
+	ctx, cancel := a.rt.Outliving(c.Request().Context())
+	defer cancel()
 	w, err := a.opts.Streams.Open(ctx, caller, name)
 	if err != nil {
 		return err

@@ -81,6 +81,11 @@ type StreamHub struct {
 
 	mu      sync.Mutex
 	waiters map[uuid.UUID]map[chan struct{}]struct{}
+	// stopped is closed when Run returns: rejoins then end (without the
+	// terminal frame: their clients reconnect to another instance), so
+	// they do not hold up a graceful shutdown.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 // NewStreamHub returns a hub over store; retention is how long an ended
@@ -92,12 +97,14 @@ func NewStreamHub(store StreamStore, log *slog.Logger, retention time.Duration) 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &StreamHub{store: store, log: log, retention: retention, waiters: map[uuid.UUID]map[chan struct{}]struct{}{}}
+	return &StreamHub{store: store, log: log, retention: retention, waiters: map[uuid.UUID]map[chan struct{}]struct{}{},
+		stopped: make(chan struct{})}
 }
 
 // Run hears the wake-ups of other instances and prunes the streams past
 // their retention, until ctx ends.
 func (h *StreamHub) Run(ctx context.Context) {
+	defer h.stopOnce.Do(func() { close(h.stopped) })
 	go keepListening(ctx, h.log, "stream listener", func(ctx context.Context) error {
 		return h.store.ListenStreams(ctx, func() {}, h.wake)
 	}, func() {})
@@ -161,7 +168,8 @@ func (h *StreamHub) Lookup(ctx context.Context, c Caller, agent string, id uuid.
 // Follow calls fn with each frame of stream id after seq after, as they
 // are written, until the terminal frame (delivered too), fn's error or
 // ctx's end. A stream that gets no frame for streamIdle ends with
-// ErrStreamStalled. Call Lookup first.
+// ErrStreamStalled; once the hub stopped, Follow returns nil before the
+// end. Call Lookup first.
 func (h *StreamHub) Follow(ctx context.Context, c Caller, id uuid.UUID, after int, fn func(StreamFrame) error) error {
 	wake, unsubscribe := h.subscribe(id)
 	defer unsubscribe()
@@ -191,6 +199,8 @@ func (h *StreamHub) Follow(ctx context.Context, c Caller, id uuid.UUID, after in
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-h.stopped:
+			return nil
 		case <-wake:
 		case <-t.C:
 		}
@@ -221,4 +231,16 @@ func WithDetachedStream(ctx context.Context, ds DetachedStream) context.Context 
 func detachedStreamFrom(ctx context.Context) DetachedStream {
 	ds, _ := ctx.Value(detachedStreamKey{}).(DetachedStream)
 	return ds
+}
+
+// Outliving returns a context with ctx's values that does not end with
+// ctx (a streamed turn's request, whose client may go) but with the
+// runtime's shutdown, as a detached turn's does.
+func (r *Runtime) Outliving(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(r.bg, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
 }
