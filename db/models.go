@@ -247,6 +247,23 @@ type TurnJob struct {
 	CreatedAt   time.Time
 }
 
+type TurnStream struct {
+	TenantID  string
+	ID        uuid.UUID
+	EndUser   string
+	Agent     string
+	CreatedAt time.Time
+	EndedAt   *time.Time
+}
+
+type TurnStreamFrame struct {
+	TenantID string
+	StreamID uuid.UUID
+	Seq      int32
+	Frame    string
+	Terminal bool
+}
+
 type UiSession struct {
 	TokenHash []byte
 	TenantID  string

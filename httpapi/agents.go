@@ -56,6 +56,9 @@ func (a *api) listAgents(c echo.Context) error {
 
 // invoke runs one turn: POST {base}/:agent.
 func (a *api) invoke(c echo.Context) error {
+	if a.opts.Streams != nil && wantsStream(c) && rejoining(c) {
+		return a.rejoin(c)
+	}
 	caller, name, env, err := a.begin(c)
 	if err != nil {
 		return err
@@ -84,6 +87,9 @@ func (a *api) invoke(c echo.Context) error {
 		return writeJSON(c, resultBody{Result: out})
 	}
 
+	if a.opts.Streams != nil {
+		return a.invokeDurable(c, caller, name, init, input)
+	}
 	// The 200 and the stream headers go out with the first frame, so an
 	// error found before any output still gets its own status code.
 	var writeErr error

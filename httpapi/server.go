@@ -81,6 +81,11 @@ type Options struct {
 	// /api/v1/agents); nil answers those routes 501.
 	Agents *tenantagents.Manager
 	Events *service.EventHub
+	// Streams makes streaming turns durable (rejoinable with
+	// x-genkit-stream-id or Last-Event-ID, on any instance, and run to
+	// their end when the client goes); nil: streams end with their
+	// connection.
+	Streams *service.StreamHub
 	// Webhooks keeps the tenants' webhook endpoints (/api/v1/webhooks);
 	// nil answers those routes 501. EventIDs encodes the deliveries'
 	// event ids (required with Webhooks).

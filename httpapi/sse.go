@@ -38,6 +38,12 @@ func writeFrame(c echo.Context, frame any) error {
 	if err != nil {
 		return fmt.Errorf("encode stream frame: %w", err)
 	}
+	return writeTurnEvent(c, "", b)
+}
+
+// writeTurnEvent sends one encoded frame, with an `id:` line before its data
+// when id is not empty (see writeFrame).
+func writeTurnEvent(c echo.Context, id string, b []byte) error {
 	res := c.Response()
 	if !res.Committed {
 		h := res.Header()
@@ -47,7 +53,12 @@ func writeFrame(c echo.Context, frame any) error {
 		h.Set("X-Accel-Buffering", "no")
 		res.WriteHeader(http.StatusOK)
 	}
-	buf := make([]byte, 0, len(b)+8)
+	buf := make([]byte, 0, len(b)+len(id)+13)
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
 	buf = append(buf, "data: "...)
 	buf = append(buf, b...)
 	buf = append(buf, "\n\n"...)

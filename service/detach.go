@@ -111,6 +111,13 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		return inv.detachError(err, w.SessionID)
 	}
 	inv.det.id = w.SnapshotID
+	if inv.detStream != nil && !inv.det.queued {
+		// Set before the background turn starts, which reads it.
+		inv.mu.Lock()
+		inv.detStream.Detached()
+		inv.detStreamOn = true
+		inv.mu.Unlock()
+	}
 	if inv.det.queued {
 		inv.rt.kickJobs()
 	} else {
@@ -224,6 +231,9 @@ func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 func (inv *invocation) finishDetached(out *AgentOutput) {
 	if !inv.isDetached() || inv.det.queued {
 		return // nothing ran here: a queued job is another worker's
+	}
+	if inv.detStreamOn {
+		defer inv.detStream.Done(out)
 	}
 	defer inv.releaseSlot()
 	defer inv.rt.obs.JobEnded()

@@ -41,7 +41,7 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 		return nil, Errorf(CodeNotFound, "agent %q not found", agent)
 	}
 	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx),
-		headCached: headCached && a.Turn == nil}
+		headCached: headCached && a.Turn == nil, detStream: detachedStreamFrom(ctx)}
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, inv.orHeadMoved(ctx, err)
 	}
@@ -307,6 +307,10 @@ type invocation struct {
 	agent  *Agent
 	caller Caller
 	sess   *sessionState
+	// detStream carries the durable stream on after a detach (see
+	// DetachedStream); detStreamOn once it does.
+	detStream   DetachedStream
+	detStreamOn bool
 	// requestID is the id of the request that started the invocation,
 	// quoted in the messages of errors whose causes are only logged.
 	requestID string
@@ -529,11 +533,18 @@ func (s *sessionState) replaceMessage(i int, m Message) {
 	s.touch(i)
 }
 
-// emit sends a chunk to the client unless the invocation detached.
+// emit sends a chunk to the client unless the invocation detached; a
+// detached one sends it to its durable stream, if it carries one on.
 func (inv *invocation) emit(c StreamChunk) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if inv.detached || inv.sink == nil {
+	if inv.detached {
+		if inv.detStreamOn {
+			inv.detStream.Chunk(c)
+		}
+		return
+	}
+	if inv.sink == nil {
 		return
 	}
 	inv.sink(c)

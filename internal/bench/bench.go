@@ -52,6 +52,9 @@ type Config struct {
 	// EarlyClaims makes every resume claim before its turn goes on
 	// (service.Options.EarlyClaims): one commit more per cycle.
 	EarlyClaims bool
+	// Stream makes the HTTP cycles streaming turns (Accept:
+	// text/event-stream), whose frames are kept as durable streams.
+	Stream bool
 	// Waits samples where turns wait during the run (run queue, GC
 	// pauses, pool, PostgreSQL wait events) and prints it after the table.
 	Waits bool
@@ -233,12 +236,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Mode = "inprocess"
 		cycle = inProcessCycle(rt)
 	case "http":
-		srv, url, err := startHTTP(rt, quiet)
+		streams := service.NewStreamHub(store, quiet, 0)
+		srv, url, err := serveHTTP(rt, httpapi.Options{Logger: quiet, Streams: streams})
 		if err != nil {
 			return nil, err
 		}
 		defer srv.Close()
-		cycle = httpCycle(url, cfg.Sessions)
+		url += httpapi.DefaultBasePath + "/" + Agent
+		cycle = httpCycle(url, cfg.Sessions, cfg.Stream)
 	default:
 		return nil, fmt.Errorf("--mode must be inprocess or http")
 	}
@@ -483,13 +488,6 @@ func inProcessCycle(rt *service.Runtime) cycleFunc {
 	}
 }
 
-// startHTTP serves the platform's HTTP API over rt on a loopback port (dev
-// mode: no authentication, the default tenant) and returns the agent's URL.
-func startHTTP(rt *service.Runtime, log *slog.Logger) (*http.Server, string, error) {
-	srv, base, err := serveHTTP(rt, httpapi.Options{Logger: log})
-	return srv, base + httpapi.DefaultBasePath + "/" + Agent, err
-}
-
 // serveHTTP serves the platform's HTTP API over rt with opts on a loopback
 // port and returns the server's base URL (http://127.0.0.1:port).
 func serveHTTP(rt *service.Runtime, opts httpapi.Options) (*http.Server, string, error) {
@@ -502,7 +500,7 @@ func serveHTTP(rt *service.Runtime, opts httpapi.Options) (*http.Server, string,
 	return srv, "http://" + ln.Addr().String(), nil
 }
 
-func httpCycle(url string, clients int) cycleFunc {
+func httpCycle(url string, clients int, stream bool) cycleFunc {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients + 4, MaxConnsPerHost: clients + 4}}
 	post := func(ctx context.Context, body string) (map[string]any, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
@@ -510,6 +508,9 @@ func httpCycle(url string, clients int) cycleFunc {
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/json")
+		if stream {
+			req.Header.Set("Accept", "text/event-stream")
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			return nil, err
@@ -521,6 +522,11 @@ func httpCycle(url string, clients int) cycleFunc {
 		}
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(raw))
+		}
+		if stream {
+			// The last frame of the stream is the result.
+			frames := bytes.Split(bytes.TrimSpace(raw), []byte("\n\n"))
+			raw = bytes.TrimPrefix(frames[len(frames)-1], []byte("data: "))
 		}
 		var env struct {
 			Result map[string]any `json:"result"`

@@ -125,7 +125,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		cfg.Mode = "inprocess"
 		cycle = inProcessCycle(r.rt)
 	case "http":
-		cycle = httpCycle(r.base+httpapi.DefaultBasePath+"/"+Agent, cfg.Sessions)
+		cycle = httpCycle(r.base+httpapi.DefaultBasePath+"/"+Agent, cfg.Sessions, false)
 	default:
 		return nil, fmt.Errorf("--mode must be inprocess or http")
 	}

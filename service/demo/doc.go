@@ -7,7 +7,7 @@
 //
 // # Test knobs
 //
-// Two environment variables, both unset (off) by default, let process-level
+// Three environment variables, all unset (off) by default, let process-level
 // tests (tests/cluster) observe side effects across processes and crashes:
 //
 //   - HOLDPOINT_DEMO_LEDGER=/path/file: every executed transferMoney appends
@@ -20,4 +20,9 @@
 //     message, e.g. after transferMoney ran, which opens a window in which a
 //     test can kill the process between the tool and the end of the turn.
 //     An invalid value makes those model calls fail with an error naming it.
+//   - HOLDPOINT_DEMO_STREAM_GATES=/path/dir: a statement request that says
+//     "gate <name>" ("Prepare my yearly statement gate g1") streams half of
+//     its 40 chunks, then waits (or until its context ends) for the file
+//     <name> to exist in that directory: a test can drop the stream while
+//     it is held and open the gate after, with no timing race.
 package demo

@@ -1,9 +1,12 @@
 package demo
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 )
@@ -18,7 +21,36 @@ const (
 	// EnvApprovalDeadline is how long a demo approval waits before it is
 	// denied for the human (DefaultApprovalDeadline when unset).
 	EnvApprovalDeadline = "HOLDPOINT_DEMO_APPROVAL_DEADLINE"
+	// EnvStreamGates names a directory: a statement request that says
+	// "gate <name>" streams half its chunks, then waits until the file
+	// <name> exists there, so a test can drop the stream mid-way.
+	EnvStreamGates = "HOLDPOINT_DEMO_STREAM_GATES"
 )
+
+// gateRE finds the gate a statement request names.
+var gateRE = regexp.MustCompile(`\bgate ([a-z0-9-]{1,64})\b`)
+
+// waitGate holds a gated stream until the gate's file exists in the
+// HOLDPOINT_DEMO_STREAM_GATES directory (at once when that is not set),
+// or ctx ends.
+func waitGate(ctx context.Context, name string) error {
+	dir := os.Getenv(EnvStreamGates)
+	if dir == "" {
+		return nil
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
 
 // approvalDeadlineFromEnv reads HOLDPOINT_DEMO_APPROVAL_DEADLINE; an
 // invalid value is an error (Register refuses to start) and the default

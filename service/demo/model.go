@@ -63,7 +63,13 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 	if r.slow {
 		delay = m.slowDelay
 	}
-	for _, piece := range r.chunks() {
+	pieces := r.chunks()
+	for i, piece := range pieces {
+		if i == len(pieces)/2 && r.gate != "" {
+			if err := waitGate(ctx, r.gate); err != nil {
+				return nil, err
+			}
+		}
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
@@ -95,9 +101,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // reply is what the demo model decided to say.
 type reply struct {
-	text         string
-	pieces       []string // explicit stream pieces (the slow answer); else word groups of text
-	slow         bool
+	text   string
+	pieces []string // explicit stream pieces (the slow answer); else word groups of text
+	slow   bool
+	// gate, when HOLDPOINT_DEMO_STREAM_GATES is set, holds the stream
+	// half way until the gate's file exists (see waitGate).
+	gate         string
 	toolRequests []*service.ToolRequest
 }
 
@@ -172,7 +181,11 @@ func lastConversationMessage(msgs []service.Message) *service.Message {
 // in one answer.
 func answerUser(req *service.ModelRequest, text string) reply {
 	if statementRE.MatchString(text) {
-		return statementReply()
+		r := statementReply()
+		if m := gateRE.FindStringSubmatch(text); m != nil {
+			r.gate = m[1]
+		}
+		return r
 	}
 	ts := parseTransfers(text)
 	if len(ts) == 0 {

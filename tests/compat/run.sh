@@ -122,9 +122,14 @@ start_server() {
 	done
 }
 
-# The server most tests use: dev mode, the default tenant, no credential.
-start_server server "$tmp/platform" "$db_url" --dev
+# The server most tests use: dev mode, the default tenant, no credential;
+# and a second one on the same database, for streams.test.mjs to rejoin a
+# stream on. Both hold the demo's gated streams on files in $tmp/gates.
+mkdir -p "$tmp/gates"
+HOLDPOINT_DEMO_STREAM_GATES="$tmp/gates" start_server server "$tmp/platform" "$db_url" --dev
 base=$url
+HOLDPOINT_DEMO_STREAM_GATES="$tmp/gates" start_server server-dev2 "$tmp/platform" "$db_url" --dev
+base2=$url
 # A second server on the same database that requires credentials, with a
 # client key of its own tenant, for the tests of authentication.
 tenant=$(DATABASE_URL="$db_url" "$tmp/platform" tenants create compat-auth)
@@ -187,5 +192,5 @@ fi
 echo "run.sh: running the client tests"
 rc=0
 HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
-	HOLDPOINT_URL="$base" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
 exit "$rc"

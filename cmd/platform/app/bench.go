@@ -31,6 +31,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Cycles, "cycles", 20, "approval cycles per session")
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
 	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
+	fs.BoolVar(&cfg.Stream, "stream", false, "with --mode http: streaming turns (Accept: text/event-stream), kept as durable streams")
 	fs.BoolVar(&cfg.EarlyClaims, "early-claims", false, "make every resume claim its interrupts before the model runs (serve --early-claims): one commit more per cycle")
 	fs.DurationVar(&cfg.DBRTT, "db-rtt", 0, "add at least this round-trip time between the server and PostgreSQL (a delaying loopback proxy), as for a database on another host; the machine's timer granularity may make it more, and the bench prints the round trip measured")
 	fs.BoolVar(&cfg.Waits, "waits", false, "sample where turns wait during the run (the run queue of PostgreSQL's backends and of this process, GC pauses, pool acquires, PostgreSQL wait events) and print it per cycle")

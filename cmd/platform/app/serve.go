@@ -36,6 +36,9 @@ type serveConfig struct {
 	addr  string
 	dev   bool
 	grace time.Duration
+	// streamRetention is how long a streaming turn's frames stay
+	// rejoinable after it ended.
+	streamRetention time.Duration
 	// migrate applies pending migrations at start-up as DATABASE_URL's
 	// role; without it serve changes no schema and refuses to start while
 	// migrations are pending, so it can run as a role that may not.
@@ -123,6 +126,7 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	fs.BoolVar(&cfg.migrate, "migrate", true, "apply pending migrations at start-up as DATABASE_URL's role, which must own the schema; "+
 		"with --migrate=false serve changes no schema and refuses to start while migrations are pending (apply them with platform migrate up as the owner)")
 	fs.DurationVar(&cfg.grace, "shutdown-grace", 20*time.Second, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	fs.DurationVar(&cfg.streamRetention, "stream-retention", service.DefaultStreamRetention, "how long a streaming turn's frames are kept after it ended, for clients that rejoin the stream (x-genkit-stream-id, Last-Event-ID); then they are pruned")
 	fs.DurationVar(&cfg.sweep, "sweep-interval", time.Second, "how often interrupt deadlines are applied")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
 	fs.BoolVar(&cfg.earlyClaims, "early-claims", false, "make every protocol resume claim its interrupts before the model runs, in a transaction of its own "+
@@ -297,6 +301,9 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	go rt.RunBackground(ctx)
 	hub := service.NewEventHub(store, log)
 	go hub.Run(ctx)
+	// Durable streams: kept, followed across instances, pruned.
+	streams := service.NewStreamHub(store, log, cfg.streamRetention)
+	go streams.Run(ctx)
 	// Retention: one instance at a time prunes what policies let go.
 	go cfg.prune.run(ctx, store, log, readiness.Ready)
 
@@ -329,6 +336,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		MaxEventStreams: cfg.access.maxEventStreams,
 		TrustedProxies:  cfg.access.trustedProxies,
 		Events:          hub,
+		Streams:         streams,
 		Agents:          manager,
 		Webhooks:        hooks,
 		EventIDs:        eventIDs,

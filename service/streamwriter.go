@@ -1,0 +1,136 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// StreamWriter records the frames of one durable stream. Frames are
+// numbered as they come and written in batches (every streamFlushEvery);
+// Finish writes the terminal frame after every other.
+type StreamWriter struct {
+	hub    *StreamHub
+	tenant string
+	id     uuid.UUID
+
+	mu       sync.Mutex
+	pending  []StreamFrame
+	next     int
+	finished bool
+	broken   bool
+	kick     chan struct{}
+	fin      chan struct{}
+	done     chan struct{}
+}
+
+// Open records a new stream of agent for caller and returns its writer.
+func (h *StreamHub) Open(ctx context.Context, c Caller, agent string) (*StreamWriter, error) {
+	w := &StreamWriter{hub: h, tenant: c.TenantID, id: uuid.New(), next: 1, kick: make(chan struct{}, 1), fin: make(chan struct{}), done: make(chan struct{})}
+	if err := h.store.CreateStream(ctx, c.TenantID, w.id, c.EndUser, agent); err != nil {
+		return nil, err
+	}
+	go w.loop()
+	return w, nil
+}
+
+// ID is the stream's id.
+func (w *StreamWriter) ID() uuid.UUID { return w.id }
+
+// Append numbers frame, queues it for the next batch and returns its seq.
+// The frame must not change afterwards.
+func (w *StreamWriter) Append(frame []byte) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished {
+		return 0
+	}
+	seq := w.next
+	w.next++
+	w.pending = append(w.pending, StreamFrame{Seq: seq, Frame: frame})
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return seq
+}
+
+// Finish appends the terminal frame, writes every frame still queued and
+// ends the stream; it returns the terminal frame's seq. Later Appends are
+// dropped.
+func (w *StreamWriter) Finish(frame []byte) int {
+	seq := w.End(frame)
+	w.Wait()
+	return seq
+}
+
+// End is Finish without the wait: it queues the terminal frame and
+// returns its seq at once; Wait waits for the writes.
+func (w *StreamWriter) End(frame []byte) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished {
+		return 0
+	}
+	seq := w.next
+	w.next++
+	w.pending = append(w.pending, StreamFrame{Seq: seq, Frame: frame, Terminal: true})
+	w.finished = true
+	close(w.fin)
+	return seq
+}
+
+// Wait returns once the frames queued before End are written (or given
+// up on).
+func (w *StreamWriter) Wait() { <-w.done }
+
+// loop writes the queued frames: a batch at most every streamFlushEvery,
+// and the rest at once when Finish closes fin.
+func (w *StreamWriter) loop() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.kick:
+			t := time.NewTimer(streamFlushEvery)
+			select {
+			case <-t.C:
+			case <-w.fin:
+				t.Stop()
+			}
+			w.flush()
+		case <-w.fin:
+			w.flush()
+			return
+		}
+	}
+}
+
+// flush writes the queued frames, retrying a failed write a few times.
+// A batch that could not be written breaks the stream: later frames are
+// dropped, so readers never see a gap (they give up after streamIdle).
+func (w *StreamWriter) flush() {
+	w.mu.Lock()
+	batch, broken := w.pending, w.broken
+	w.pending = nil
+	w.mu.Unlock()
+	if len(batch) == 0 || broken {
+		return
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = w.hub.store.AppendStreamFrames(ctx, w.tenant, w.id, batch)
+		cancel()
+		if err == nil {
+			w.hub.wake(w.id)
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	w.hub.log.Error("writing stream frames failed; the stream stops here", "stream", w.id, "frames", len(batch), "err", err)
+	w.mu.Lock()
+	w.broken = true
+	w.mu.Unlock()
+}
