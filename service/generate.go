@@ -191,6 +191,10 @@ func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []Interrupt
 		var e *Error
 		if errors.As(err, &e) {
 			if e.Status == CodeAborted {
+				if r := inv.replay(ctx, claims, e); r != nil {
+					inv.reject(r)
+					return err
+				}
 				inv.rt.obs.ResumeConflict(inv.metricAgent())
 			}
 			// Resuming an interrupt that is already resolved (409) or
