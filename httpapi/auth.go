@@ -199,6 +199,9 @@ func (a *api) isProtocolRoute(route string) bool {
 	switch route {
 	case base, base + "/:agent", base + "/:agent/getSnapshot", base + "/:agent/abort":
 		return true
+	case "/api/v1/interrupts/:id/outcome":
+		// A client learns how its decision ended without the admin API.
+		return true
 	}
 	return false
 }

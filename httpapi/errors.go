@@ -126,6 +126,12 @@ func classify(err error) (int, errorBody, error) {
 		if b, err := json.Marshal(e.Details); err == nil {
 			body.Details = b
 		}
+	} else if e.Retry != nil {
+		// Retry advice is public whatever the status: a 5xx says whether
+		// the decision was recorded and whether to send it again.
+		if b, err := json.Marshal(e.Retry); err == nil {
+			body.Details = b
+		}
 	}
 	return httpStatus(e.Status), body, cause
 }

@@ -38,6 +38,7 @@ func (a *api) registerV1(g *echo.Group) {
 	g.GET("/interrupts", a.listInterrupts)
 	g.GET("/interrupts/:id", a.getInterrupt)
 	g.GET("/interrupts/:id/events", a.interruptEvents)
+	g.GET("/interrupts/:id/outcome", a.interruptOutcome)
 	g.GET("/interrupts/:id/tool-calls", a.interruptToolCalls)
 	g.GET("/sessions/:id/tool-calls", a.sessionToolCalls)
 	g.POST("/interrupts/:id/respond", a.respondInterrupt)
@@ -238,6 +239,25 @@ func (a *api) getInterrupt(c echo.Context) error {
 		return err
 	}
 	return writeJSON(c, it)
+}
+
+// interruptOutcome answers a decision's outcome to any key of the tenant
+// (and an end user's token, for that user's sessions):
+// GET /api/v1/interrupts/:id/outcome.
+func (a *api) interruptOutcome(c echo.Context) error {
+	caller, err := a.opts.Caller(c)
+	if err != nil {
+		return err
+	}
+	id, err := interruptID(c)
+	if err != nil {
+		return err
+	}
+	out, err := a.rt.InterruptOutcome(c.Request().Context(), caller, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, out)
 }
 
 // interruptEvents answers an interrupt's audit trail, oldest first:

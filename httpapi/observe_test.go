@@ -183,13 +183,14 @@ func TestMetricsAfterPauseAndApproval(t *testing.T) {
 	}
 
 	approve(t, s, client, paused)
-	// A second resume of the same interrupt is refused (409) and counted.
+	// A second resume of the same interrupt with another answer is
+	// refused (409), says so, and is counted.
 	if r := s.call(t, "POST", "/api/agents/bankingAgent", client, map[string]any{
 		"init": map[string]any{"snapshotId": paused["snapshotId"]},
 		"data": map[string]any{"resume": map[string]any{"respond": []any{map[string]any{"toolResponse": map[string]any{
-			"name": "userApproval", "ref": firstRef(t, paused), "output": map[string]any{"approved": true}}}}}},
-	}); r.status != 409 {
-		t.Errorf("second resume: %d %s, want 409", r.status, r.body)
+			"name": "userApproval", "ref": firstRef(t, paused), "output": map[string]any{"approved": false}}}}}},
+	}); r.status != 409 || !strings.Contains(string(r.body), "already decided") || !strings.Contains(string(r.body), `"decisionRecorded":true`) || !strings.Contains(string(r.body), `"retrySafe":false`) {
+		t.Errorf("second resume: %d %s, want 409 saying it was decided", r.status, r.body)
 	}
 	after := s.scrape(t, admin)
 	want = map[string]float64{

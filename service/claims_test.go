@@ -301,8 +301,15 @@ func TestResumingAnAnsweredInterruptAgainCostsNoModelCall(t *testing.T) {
 				t.Fatalf("resume: %v %+v", err, out)
 			}
 			for i := range 3 {
-				if _, err := rt.InvokeOne(ctx, testCaller, "gate", service.AgentInit{SnapshotID: paused}, gateApproval(), nil); statusOf(err) != service.CodeAborted {
+				// Answered by a resume, the same answer again gets its
+				// outcome; resolved behind the store (no turn of its
+				// own), it is refused.
+				out, err := rt.InvokeOne(ctx, testCaller, "gate", service.AgentInit{SnapshotID: paused}, gateApproval(), nil)
+				if tc.behindTheStore && statusOf(err) != service.CodeAborted {
 					t.Fatalf("repeat %d: %v, want ABORTED", i, err)
+				}
+				if !tc.behindTheStore && (err != nil || out.FinishReason != service.FinishStop) {
+					t.Fatalf("repeat %d: %v %+v, want the first outcome", i, err, out)
 				}
 			}
 			if n := modelCalls.Load(); n != want {

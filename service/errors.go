@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Canonical status codes of the protocol.
@@ -32,6 +34,46 @@ type Error struct {
 	// RetryAfter, when positive, is how long the client should wait
 	// before trying again (HTTP Retry-After).
 	RetryAfter time.Duration
+	// Retry, when set, tells a client whether the decision its request
+	// carried was recorded and whether sending it again is safe; it is
+	// public and sent as the error's details.
+	Retry *RetryAdvice
+}
+
+// RetryAdvice is the machine-readable "what to do now" of a failed resume
+// or decision (the README's "When is a retry safe").
+type RetryAdvice struct {
+	// DecisionRecorded says the decision is stored: it will be carried
+	// out (or was), whatever happens to this request.
+	DecisionRecorded bool `json:"decisionRecorded"`
+	// RetrySafe says sending the same request again cannot run a tool
+	// twice: it either does the work or answers the original outcome.
+	RetrySafe bool `json:"retrySafe"`
+	// Retry is what to do, for a human reading the answer.
+	Retry string `json:"retry"`
+	// InterruptID is the decided interrupt whose outcome to read, if any.
+	InterruptID string `json:"interruptId,omitempty"`
+	// ResumedSnapshotID is the snapshot the decision's turn writes.
+	ResumedSnapshotID string `json:"resumedSnapshotId,omitempty"`
+}
+
+// Advice texts of RetryAdvice.Retry.
+const (
+	RetryResend   = "send the same request again; nothing was recorded"
+	RetryOutcome  = "send the same request again to get the original outcome, or read the interrupt (GET /api/v1/interrupts/{id})"
+	RetryByHuman  = "do not retry: a tool may have run; a human confirms or cancels the call (/api/v1/tool-calls/{id})"
+	RetryNotAgain = "do not send a different decision: the interrupt was already decided; read its outcome (GET /api/v1/interrupts/{id})"
+)
+
+// ClaimRefused is the internal cause of a refused claim: which interrupt
+// another decision or resume already took.
+type ClaimRefused struct {
+	InterruptID uuid.UUID
+	Tool, Ref   string
+}
+
+func (c *ClaimRefused) Error() string {
+	return "claim of interrupt " + c.InterruptID.String() + " refused"
 }
 
 func (e *Error) Error() string {
@@ -105,6 +147,8 @@ func details(err error) *ErrorDetails {
 	out := &ErrorDetails{Status: e.Status, Message: e.Message}
 	if e.Details != nil {
 		out.Details, _ = json.Marshal(e.Details)
+	} else if e.Retry != nil {
+		out.Details, _ = json.Marshal(e.Retry)
 	}
 	return out
 }

@@ -191,7 +191,15 @@ func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []Interrupt
 		var e *Error
 		if errors.As(err, &e) {
 			if e.Status == CodeAborted {
-				inv.rt.obs.ResumeConflict(inv.metricAgent())
+				// The same decision sent again answers its outcome.
+				if r := inv.replay(ctx, claims, e); r != nil {
+					err, e = r, AsError(r)
+				}
+				if e.Status == CodeAborted {
+					inv.rt.obs.ResumeConflict(inv.metricAgent())
+				}
+				inv.reject(err)
+				return err
 			}
 			// Resuming an interrupt that is already resolved (409) or
 			// expired (400) is answered as an error, not a failed turn.

@@ -223,6 +223,7 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 		e := unavailableError(err)
 		e.Message = "the decision was recorded, but the database became unavailable before the turn it resumes was saved; " +
 			"sending it again is refused as already decided: read the interrupt once the server is back"
+		e.Retry = &RetryAdvice{DecisionRecorded: true, Retry: RetryNotAgain, InterruptID: it.ID.String()}
 		return nil, e
 	}
 	if err != nil {

@@ -171,7 +171,7 @@ func (inv *invocation) await(done <-chan struct{}) (*AgentOutput, error) {
 		}
 		select {
 		case err := <-inv.rejectCh:
-			return nil, err
+			return replayedOr(err)
 		default:
 		}
 		return inv.result, nil
@@ -180,7 +180,7 @@ func (inv *invocation) await(done <-chan struct{}) (*AgentOutput, error) {
 	case err := <-inv.rejectCh:
 		inv.cancelWork()
 		<-done
-		return nil, err
+		return replayedOr(err)
 	}
 }
 
@@ -914,6 +914,7 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 		err = inv.persist(ctx, t, StatusCompleted, finish, nil, tr)
 	}
 	if err != nil {
+		err = inv.advise(err, in, t, tr)
 		inv.endFailedTurn(ctx, t, err, tr)
 		return err
 	}

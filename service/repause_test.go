@@ -235,9 +235,10 @@ func TestFailedResumeAfterAToolRanCanGoOn(t *testing.T) {
 	if err != nil || kept.Status != service.StatusCompleted || kept.ParentID != paused.SnapshotID {
 		t.Fatalf("kept progress: %v %+v", err, kept)
 	}
-	// The same restart again is refused: the tool ran once already.
-	if out, err := rt.InvokeOne(ctx, testCaller, "payer2", service.AgentInit{SnapshotID: paused.SnapshotID}, restart, nil); err == nil && out.Error == nil {
-		t.Fatalf("restarting again: %+v", out)
+	// The same restart again runs nothing: it answers the first attempt's
+	// outcome, the turn that kept the tool's result.
+	if out, err := rt.InvokeOne(ctx, testCaller, "payer2", service.AgentInit{SnapshotID: paused.SnapshotID}, restart, nil); err != nil || out.SnapshotID != failed.SnapshotID || runs.Load() != 1 {
+		t.Fatalf("restarting again: %v %+v, want snapshot %s", err, out, failed.SnapshotID)
 	}
 	down.Store(false)
 	done, err := rt.InvokeOne(ctx, testCaller, "payer2", init, service.AgentInput{}, nil)

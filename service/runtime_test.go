@@ -188,6 +188,7 @@ func TestResumeIsExactlyOnce(t *testing.T) {
 	const n = 20
 	var wg sync.WaitGroup
 	var ok, aborted, other atomic.Int32
+	var outcomes sync.Map
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -196,8 +197,13 @@ func TestResumeIsExactlyOnce(t *testing.T) {
 			var e *service.Error
 			switch {
 			case err == nil && out.FinishReason == "stop":
+				// The turn, or a repeat answered its outcome.
 				ok.Add(1)
-			case errors.As(err, &e) && e.Status == service.CodeAborted:
+				outcomes.Store(out.SnapshotID, true)
+			case errors.As(err, &e) && (e.Status == service.CodeAborted ||
+				(e.Status == service.CodeUnavailable && e.Retry != nil && e.Retry.DecisionRecorded && e.Retry.RetrySafe)):
+				// Lost a race with a pending claim, or found the turn
+				// still running.
 				aborted.Add(1)
 			default:
 				other.Add(1)
@@ -206,8 +212,10 @@ func TestResumeIsExactlyOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if ok.Load() != 1 || aborted.Load() != n-1 || runs.Load() != 1 {
-		t.Fatalf("ok=%d aborted=%d other=%d tool runs=%d; want 1, %d, 0, 1", ok.Load(), aborted.Load(), other.Load(), runs.Load(), n-1)
+	distinct := 0
+	outcomes.Range(func(any, any) bool { distinct++; return true })
+	if ok.Load() < 1 || ok.Load()+aborted.Load() != n || distinct != 1 || runs.Load() != 1 {
+		t.Fatalf("ok=%d (%d outcomes) waiting=%d other=%d tool runs=%d; want >= 1 (1), %d in all, 0, 1", ok.Load(), distinct, aborted.Load(), other.Load(), runs.Load(), n)
 	}
 	var status string
 	var resumed *string

@@ -163,8 +163,10 @@ func (inv *invocation) reuseCall(ctx context.Context, turnID, key string, part P
 // mayHaveRun is the public error of a turn that found a call whose outcome
 // nobody recorded.
 func mayHaveRun(key string, id uuid.UUID) error {
-	return Errorf(CodeAborted, "tool call %s (id %s) may have run: the instance running it stopped before its outcome was recorded. "+
+	e := Errorf(CodeAborted, "tool call %s (id %s) may have run: the instance running it stopped before its outcome was recorded. "+
 		"It is not run again; a human must decide: confirm its outcome, cancel it, or retry it with the same idempotency key", key, id)
+	e.Retry = &RetryAdvice{DecisionRecorded: true, Retry: RetryByHuman}
+	return e
 }
 
 // ErrMayHaveRun marks a tool's error that leaves its effect unknown: the

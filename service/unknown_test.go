@@ -188,10 +188,14 @@ func TestLostOutcomeIsNeverRunTwice(t *testing.T) {
 	if _, err := lc.rt.RespondInterrupt(ctx, testCaller, lc.interrupt, json.RawMessage(`{"approved":true}`), "again"); statusOf(err) != service.CodeAborted {
 		t.Fatalf("approving again through the inbox: %v", err)
 	}
-	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: lc.paused}, approval(false), nil); statusOf(err) != service.CodeAborted {
+	// The same resume again answers the first attempt's outcome: its turn
+	// failed on a call that may have run, which a human decides.
+	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: lc.paused}, approval(false), nil); err != nil ||
+		out.FinishReason != service.FinishFailed || out.Error == nil || out.Error.Status != service.CodeAborted || !strings.Contains(out.Error.Message, "may have run") {
 		t.Fatalf("repeating the resume: %v %+v", err, out)
 	}
-	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: lc.session}, approval(false), nil); statusOf(err) != service.CodeAborted {
+	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: lc.session}, approval(false), nil); err != nil ||
+		out.FinishReason != service.FinishFailed || out.Error == nil || out.Error.Status != service.CodeAborted {
 		t.Fatalf("repeating the resume by session: %v %+v", err, out)
 	}
 	if n := lc.paid.runs.Load(); n != 1 {

@@ -175,11 +175,15 @@ func refuse(id uuid.UUID, tool, ref, status string, raced bool) error {
 	case status == service.InterruptExpired:
 		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", id, tool, refSuffix(ref))
 	case status == service.InterruptPending && raced:
-		return service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, refSuffix(ref))
+		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, refSuffix(ref))
+		e.Cause = &service.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
+		return e
 	case status == service.InterruptPending:
 		return nil
 	default:
-		return service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, refSuffix(ref), status)
+		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, refSuffix(ref), status)
+		e.Cause = &service.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
+		return e
 	}
 }
 

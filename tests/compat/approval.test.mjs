@@ -211,18 +211,20 @@ test('an interrupt is resolved exactly once, even by concurrent resumes', async 
   const results = await Promise.allSettled(
     racers.map((chat) => chat.resume({ respond: [approval.respond({ approved: true })] }))
   );
+  // One runs the turn; the other, the same resume, gets its outcome, or
+  // (while that turn still runs) an error saying the decision was recorded.
   const won = results.filter((r) => r.status === 'fulfilled');
-  const lost = results.filter((r) => r.status === 'rejected');
-  assert.equal(won.length, 1, `exactly one resume wins: ${JSON.stringify(results.map((r) => r.status))}`);
-  assert.match(won[0].value.text, /^Done: transferred \$75\.00/);
-  assert.ok(lost[0].reason instanceof AgentError);
-  assert.match(lost[0].reason.message, /409|ABORTED/);
+  assert.ok(won.length >= 1, `a resume wins: ${JSON.stringify(results.map((r) => r.status))}`);
+  for (const w of won) assert.match(w.value.text, /^Done: transferred \$75\.00/);
+  assert.equal(new Set(won.map((w) => w.value.snapshotId)).size, 1, 'one outcome');
+  for (const r of results.filter((r) => r.status === 'rejected')) {
+    assert.ok(r.reason instanceof AgentError);
+    assert.match(r.reason.message, /409|ABORTED|503|UNAVAILABLE/);
+  }
 
-  // A later resume of the same interrupt is refused too.
-  await assert.rejects(
-    agent.chat({ snapshotId: res.snapshotId }).resume({ respond: [approval.respond({ approved: true })] }),
-    /409|ABORTED/
-  );
+  // A later resume of the same interrupt answers the same outcome.
+  const again = await agent.chat({ snapshotId: res.snapshotId }).resume({ respond: [approval.respond({ approved: true })] });
+  assert.equal(again.snapshotId, won[0].value.snapshotId);
   const latest = await agent.getSnapshot({ sessionId: res.sessionId });
   assert.equal(toolResponses(latest.state.messages, 'transferMoney').length, 1);
 });
