@@ -82,12 +82,19 @@ func TestSeedFlowApprove(t *testing.T) {
 		t.Fatalf("chat has %d messages, want 3", n)
 	}
 
-	// The same resume from the paused snapshot again: decided once.
+	// The same resume from the paused snapshot again (its answer lost):
+	// decided once, answered with the first attempt's outcome.
 	again := agent.ChatFrom(client.Init{SnapshotID: first.SnapshotID()})
-	_, err = again.Resume(ctx, ask.Respond(decision{Approved: true}))
+	replayed, err := again.Resume(ctx, ask.Respond(decision{Approved: true}))
+	if err != nil || replayed.SnapshotID() != done.SnapshotID() {
+		t.Fatalf("second resume: %v, want the first outcome (snapshot %s)", err, done.SnapshotID())
+	}
+	// Another answer to the decided interrupt is a conflict.
+	other := agent.ChatFrom(client.Init{SnapshotID: first.SnapshotID()})
+	_, err = other.Resume(ctx, ask.Respond(decision{Approved: false}))
 	var e *client.Error
 	if !errors.As(err, &e) || e.HTTPStatus != http.StatusConflict || e.Status != client.StatusAborted || !client.IsConflict(err) {
-		t.Fatalf("second resume: %v, want 409 ABORTED", err)
+		t.Fatalf("another answer: %v, want 409 ABORTED", err)
 	}
 	if e.RequestID == "" || e.Message == "" {
 		t.Fatalf("error %+v lacks a message or request id", e)

@@ -468,8 +468,9 @@ func approvedCallMayHaveRun(t *testing.T, e *env) {
 	if err := e.admin.QueryRow(ctx, `SELECT status FROM tool_calls WHERE tenant_id = 'acme' AND session_id = 'cut' AND call_key LIKE 'restart:%'`).Scan(&status); err != nil || status != service.ToolCallUnknown {
 		t.Fatalf("the cut-off call's row: %q, %v; want unknown", status, err)
 	}
-	if _, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, restart, nil); err == nil {
-		t.Fatal("approving the call again was accepted")
+	// The same approval again answers the first outcome, running nothing.
+	if again, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, restart, nil); err == nil && again.FinishReason != "failed" {
+		t.Fatalf("approving the call again: %+v", again)
 	}
 	if n := e.recv.hits.Load() - before; n != sent {
 		t.Fatalf("approving again reached the endpoint (%d requests, %d before)", n, sent)
