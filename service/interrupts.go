@@ -121,9 +121,10 @@ type DecisionResult struct {
 // RespondInterrupt decides an interrupt on the user's behalf with output,
 // which must match the tool's declared output schema.
 func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, output json.RawMessage, note string) (*DecisionResult, error) {
+	resolution, _ := json.Marshal(map[string]any{"respond": output, "note": noteOrNil(note)})
 	it, tool, err := r.interruptTool(ctx, c, id)
 	if err != nil {
-		return nil, err
+		return r.orSameDecision(ctx, c, id, resolution, err)
 	}
 	if isNull(output) {
 		return nil, Errorf(CodeInvalidArgument, "output is required")
@@ -133,21 +134,33 @@ func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 		e.Details = map[string]any{"violations": violations}
 		return nil, e
 	}
-	resolution, _ := json.Marshal(map[string]any{"respond": output, "note": noteOrNil(note)})
 	return r.decide(ctx, c, it, resolution)
+}
+
+// orSameDecision answers a decision refused with err: the first outcome
+// when the interrupt was decided already by the same actor with the same
+// resolution (see sameDecision), else err.
+func (r *Runtime) orSameDecision(ctx context.Context, c Caller, id uuid.UUID, resolution []byte, err error) (*DecisionResult, error) {
+	if AsError(err).Status != CodeAborted {
+		return nil, err
+	}
+	if res, same, rerr := r.sameDecision(ctx, c, id, resolution); same {
+		return res, rerr
+	}
+	return nil, err
 }
 
 // RestartInterrupt decides an interrupt by running its tool again with the
 // original input (and `resumed` metadata).
 func (r *Runtime) RestartInterrupt(ctx context.Context, c Caller, id uuid.UUID, note string) (*DecisionResult, error) {
+	resolution, _ := json.Marshal(map[string]any{"restart": true, "note": noteOrNil(note)})
 	it, tool, err := r.interruptTool(ctx, c, id)
 	if err != nil {
-		return nil, err
+		return r.orSameDecision(ctx, c, id, resolution, err)
 	}
 	if tool.Interrupt {
 		return nil, Errorf(CodeFailedPrecondition, "%s is an interrupt that asks a human; it cannot be restarted, respond instead", it.Tool)
 	}
-	resolution, _ := json.Marshal(map[string]any{"restart": true, "note": noteOrNil(note)})
 	return r.decide(ctx, c, it, resolution)
 }
 
@@ -210,7 +223,7 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 		return nil, Errorf(CodeNotFound, "interrupt %s not found", it.ID)
 	}
 	if err != nil {
-		return nil, err
+		return r.orSameDecision(ctx, c, it.ID, resolution, err)
 	}
 	r.obs.InterruptResolved(r.metricAgent(it.Agent), r.metricTool(it.Agent, it.Tool))
 	if len(d.Batch) == 0 {
@@ -222,8 +235,8 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 		// "nothing happened": sent again it is refused as decided.
 		e := unavailableError(err)
 		e.Message = "the decision was recorded, but the database became unavailable before the turn it resumes was saved; " +
-			"sending it again is refused as already decided: read the interrupt once the server is back"
-		e.Retry = &RetryAdvice{DecisionRecorded: true, Retry: RetryNotAgain, InterruptID: it.ID.String()}
+			"the turn is carried out once the database is back: send the same decision again to get its outcome"
+		e.Retry = &RetryAdvice{DecisionRecorded: true, RetrySafe: true, Retry: RetryOutcome, InterruptID: it.ID.String()}
 		return nil, e
 	}
 	if err != nil {

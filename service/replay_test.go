@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
@@ -50,5 +51,46 @@ func TestResumeRetryReplays(t *testing.T) {
 	}
 	if paid.Load() != 2 {
 		t.Fatalf("pay ran %d times after the retries, want 2", paid.Load())
+	}
+}
+
+// TestSameInboxDecisionAnswersItsFirstOutcome: an operator's decision sent
+// again by the same operator (its answer lost) gets the first outcome and
+// runs nothing twice; another decision, or the same one from another
+// operator, is refused as decided.
+func TestSameInboxDecisionAnswersItsFirstOutcome(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var paid atomic.Int32
+	open := make(chan struct{})
+	close(open)
+	guardedAgent(rt, &paid, beforeTool, open, nil)
+	out, err := rt.InvokeOne(ctx, testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || out.FinishReason != service.FinishInterrupted {
+		t.Fatalf("pause: %v %+v", err, out)
+	}
+	items, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{Status: "pending"})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("inbox: %v %+v", err, items)
+	}
+	id := items[0].ID
+	first, err := rt.RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{"approved":true}`), "ok")
+	if err != nil || first.Status != "resumed" || first.Output == nil {
+		t.Fatalf("decision: %v %+v", err, first)
+	}
+	again, err := rt.RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{ "approved": true }`), "ok")
+	if err != nil || again.Status != "resumed" || again.Output.SnapshotID != first.Output.SnapshotID || again.Output.Message.Text() != first.Output.Message.Text() {
+		t.Fatalf("the same decision again: %v %+v; want %+v", err, again, first)
+	}
+	if _, err := rt.RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{"approved":false}`), "ok"); statusOf(err) != service.CodeAborted {
+		t.Fatalf("another decision: %v", err)
+	}
+	other := service.Caller{TenantID: testCaller.TenantID, Actor: "key:someone-else"}
+	if _, err := rt.RespondInterrupt(ctx, other, id, json.RawMessage(`{"approved":true}`), "ok"); statusOf(err) != service.CodeAborted {
+		t.Fatalf("the same decision from another operator: %v", err)
+	}
+	if n := paid.Load(); n != 1 {
+		t.Fatalf("pay ran %d times; want once", n)
 	}
 }
