@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -300,7 +301,11 @@ func (a *api) respondInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.RespondInterrupt(c.Request().Context(), caller, id, req.Output, noteOf(req))
+	ctx, err := decisionKey(c)
+	if err != nil {
+		return err
+	}
+	res, err := a.rt.RespondInterrupt(ctx, caller, id, req.Output, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -314,11 +319,32 @@ func (a *api) restartInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.RestartInterrupt(c.Request().Context(), caller, id, noteOf(req))
+	ctx, err := decisionKey(c)
+	if err != nil {
+		return err
+	}
+	res, err := a.rt.RestartInterrupt(ctx, caller, id, noteOf(req))
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, res)
+}
+
+// idempotencyKey is what an Idempotency-Key header must look like.
+var idempotencyKey = regexp.MustCompile(`^[\x21-\x7e]{1,200}$`)
+
+// decisionKey is the request's context with its Idempotency-Key, when it
+// sends one (see service.WithDecisionKey); a malformed key is a 400.
+func decisionKey(c echo.Context) (context.Context, error) {
+	ctx := c.Request().Context()
+	key, ok := c.Request().Header["Idempotency-Key"]
+	if !ok {
+		return ctx, nil
+	}
+	if len(key) != 1 || !idempotencyKey.MatchString(key[0]) {
+		return nil, service.Errorf(service.CodeInvalidArgument, "the Idempotency-Key header must be one value of 1 to 200 printable ASCII characters without spaces")
+	}
+	return service.WithDecisionKey(ctx, key[0]), nil
 }
 
 func noteOf(req decisionRequest) string {

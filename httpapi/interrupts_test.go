@@ -1226,3 +1226,35 @@ func TestReadmeQueries(t *testing.T) {
 		}
 	}
 }
+
+// TestInboxDecisionIdempotencyKey: a decision sent again with the same
+// Idempotency-Key and body answers the first outcome and transfers once;
+// the key with another decision, and a malformed key, are 400 and change
+// nothing.
+func TestInboxDecisionIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	s := newInboxServer(t, inboxConfig{})
+	account := newAccount()
+	_, it := s.pausedTransfer(t, "idem", "Transfer $50 to account "+account)
+	path := "/api/v1/interrupts/" + it.ID.String() + "/respond"
+	approve := map[string]any{"output": map[string]any{"approved": true}}
+	if r := s.call(t, http.MethodPost, path, approve, "Idempotency-Key", "has space"); r.status != http.StatusBadRequest {
+		t.Fatalf("a malformed key: %d %s", r.status, r.body)
+	}
+	if n := s.countWhere(t, "SELECT count(*) FROM interrupts WHERE id = $1 AND status = 'pending'", it.ID); n != 1 {
+		t.Fatal("a refused decision changed the interrupt")
+	}
+	var first, again decisionAnswer
+	okJSON(t, s.call(t, http.MethodPost, path, approve, "Idempotency-Key", "k-1"), &first)
+	okJSON(t, s.call(t, http.MethodPost, path, approve, "Idempotency-Key", "k-1"), &again)
+	if first.Status != "resumed" || first.Output == nil || again.Output == nil || again.Output.SnapshotID != first.Output.SnapshotID {
+		t.Fatalf("the same keyed decision twice: %+v then %+v", first, again)
+	}
+	deny := map[string]any{"output": map[string]any{"approved": false}}
+	if r := s.call(t, http.MethodPost, path, deny, "Idempotency-Key", "k-1"); r.status != http.StatusBadRequest || !bytes.Contains(r.body, []byte("Idempotency-Key")) {
+		t.Fatalf("the key with another decision: %d %s", r.status, r.body)
+	}
+	if n := transfersTo(account); n != 1 {
+		t.Fatalf("%d transfers, want 1", n)
+	}
+}

@@ -121,7 +121,7 @@ type DecisionResult struct {
 // RespondInterrupt decides an interrupt on the user's behalf with output,
 // which must match the tool's declared output schema.
 func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, output json.RawMessage, note string) (*DecisionResult, error) {
-	resolution, _ := json.Marshal(map[string]any{"respond": output, "note": noteOrNil(note)})
+	resolution := decisionResolution(ctx, "respond", output, note)
 	it, tool, err := r.interruptTool(ctx, c, id)
 	if err != nil {
 		return r.orSameDecision(ctx, c, id, resolution, err)
@@ -153,7 +153,7 @@ func (r *Runtime) orSameDecision(ctx context.Context, c Caller, id uuid.UUID, re
 // RestartInterrupt decides an interrupt by running its tool again with the
 // original input (and `resumed` metadata).
 func (r *Runtime) RestartInterrupt(ctx context.Context, c Caller, id uuid.UUID, note string) (*DecisionResult, error) {
-	resolution, _ := json.Marshal(map[string]any{"restart": true, "note": noteOrNil(note)})
+	resolution := decisionResolution(ctx, "restart", jsonTrue, note)
 	it, tool, err := r.interruptTool(ctx, c, id)
 	if err != nil {
 		return r.orSameDecision(ctx, c, id, resolution, err)
@@ -162,6 +162,29 @@ func (r *Runtime) RestartInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 		return nil, Errorf(CodeFailedPrecondition, "%s is an interrupt that asks a human; it cannot be restarted, respond instead", it.Tool)
 	}
 	return r.decide(ctx, c, it, resolution)
+}
+
+// decisionKeyCtx is the context key of a decision's idempotency key.
+type decisionKeyCtx struct{}
+
+// WithDecisionKey gives the inbox decision made with ctx the client's
+// idempotency key (its Idempotency-Key header). The key is recorded with
+// the decision (its resolution's "key"): the same key with the same
+// decision answers the first outcome, and with another decision is
+// refused (422) instead of read as a new one.
+func WithDecisionKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, decisionKeyCtx{}, key)
+}
+
+// decisionResolution is the resolution an operator's decision records:
+// kind ("respond" or "restart") with its value, the note and the key.
+func decisionResolution(ctx context.Context, kind string, value json.RawMessage, note string) json.RawMessage {
+	m := map[string]any{kind: value, "note": noteOrNil(note)}
+	if key, _ := ctx.Value(decisionKeyCtx{}).(string); key != "" {
+		m["key"] = key
+	}
+	out, _ := json.Marshal(m)
+	return out
 }
 
 func noteOrNil(note string) any {

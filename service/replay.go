@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,7 +73,13 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 // refusal stands.
 func (r *Runtime) sameDecision(ctx context.Context, c Caller, id uuid.UUID, resolution []byte) (res *DecisionResult, same bool, err error) {
 	it, gerr := r.store.GetInterrupt(ctx, c.TenantID, id)
-	if gerr != nil || it.Status != InterruptResolved || it.ResolvedBy != c.Actor || !jsonEqual(it.Resolution, resolution) {
+	if gerr != nil || it.Status != InterruptResolved || it.ResolvedBy != c.Actor {
+		return nil, false, nil
+	}
+	if !jsonEqual(it.Resolution, resolution) {
+		if key := resolutionKey(resolution); key != "" && key == resolutionKey(it.Resolution) {
+			return nil, true, Errorf(CodeInvalidArgument, "the Idempotency-Key %q was used for another decision of interrupt %s; a key names one decision", key, id)
+		}
 		return nil, false, nil
 	}
 	if it.ResumedSnapshotID == "" {
@@ -101,6 +108,15 @@ func (r *Runtime) sameDecision(ctx context.Context, c Caller, id uuid.UUID, reso
 		}
 	}
 	return &DecisionResult{Status: "resumed", Output: snapshotOutput(snap)}, true, nil
+}
+
+// resolutionKey is the idempotency key a resolution records ("" when none).
+func resolutionKey(resolution []byte) string {
+	var r struct {
+		Key string `json:"key"`
+	}
+	_ = json.Unmarshal(resolution, &r)
+	return r.Key
 }
 
 // hasSnapshot reports whether one of items is of the snapshot.
