@@ -265,6 +265,13 @@ func (inv *invocation) finishDetached(out *AgentOutput) {
 	case out.FinishReason == FinishFailed:
 		status, errd = StatusFailed, out.Error
 	}
+	inv.finalizeDetached(status, finish, errd)
+}
+
+// finalizeDetached writes the end of a detached turn on its pending
+// snapshot; an abort that came first leaves nothing written, and the job
+// goes.
+func (inv *invocation) finalizeDetached(status, finish string, errd *ErrorDetails) {
 	inv.persistMu.Lock()
 	defer inv.persistMu.Unlock()
 	w, _, err := inv.snapshotWrite(inv.det.id, status, finish, errd)

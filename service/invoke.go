@@ -1135,24 +1135,7 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	if err != nil {
 		return err
 	}
-	w.Interrupts = tr.interrupts
-	w.ToolCalls = t.outcomes
-	if w.FinalizePending = inv.guarding(snapshotID); w.FinalizePending {
-		inv.stopGuardHeartbeat()
-	}
-	var deferred []InterruptClaim
-	if t.deferred != nil {
-		deferred = t.deferred.claims
-		w.Claims = deferred
-	}
-	w.Resolved = tr.claimed
-	w.ResolvedEvents = tr.resolvedEvents
-	// A claim made by this turn's own resume already named this snapshot.
-	w.ResumedSet = tr.resolvedEvents
-	if status == StatusCompleted {
-		st := inv.sess.state()
-		w.State, w.Bodies = &st, bodies
-	}
+	deferred := inv.fillWrite(w, t, status, bodies, tr)
 	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.commit_turn")
 	committed, err := inv.rt.store.CommitTurn(sctx, w)
 	endSpan(span, err)
@@ -1177,16 +1160,47 @@ func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish stri
 	t.outcomes = nil
 	inv.expectedHead = "" // the session is at this write now
 	if status == StatusCompleted {
-		inv.baseID = snapshotID
-		inv.baseAnswered = false
-		inv.baseBodies = bodies
-		inv.last.goodID = snapshotID
-		inv.sess.touched, inv.sess.replaced = nil, false
-		if len(inv.unpersisted) > 0 {
-			inv.unpersisted = inv.unpersisted[1:]
-		}
+		inv.written(snapshotID, bodies)
 	}
 	return nil
+}
+
+// fillWrite adds to w what the turn's write carries besides its state
+// record: its interrupts, tool outcomes and claims (a deferred claim,
+// returned, is made by the write), the guard it ends, and, completed, the
+// session's state.
+func (inv *invocation) fillWrite(w *SnapshotWrite, t *Turn, status string, bodies [][]byte, tr turnRecord) []InterruptClaim {
+	w.Interrupts = tr.interrupts
+	w.ToolCalls = t.outcomes
+	if w.FinalizePending = inv.guarding(w.SnapshotID); w.FinalizePending {
+		inv.stopGuardHeartbeat()
+	}
+	var deferred []InterruptClaim
+	if t.deferred != nil {
+		deferred = t.deferred.claims
+		w.Claims = deferred
+	}
+	w.Resolved = tr.claimed
+	w.ResolvedEvents = tr.resolvedEvents
+	// A claim made by this turn's own resume already named this snapshot.
+	w.ResumedSet = tr.resolvedEvents
+	if status == StatusCompleted {
+		st := inv.sess.state()
+		w.State, w.Bodies = &st, bodies
+	}
+	return deferred
+}
+
+// written moves the invocation on to the completed snapshot it wrote.
+func (inv *invocation) written(snapshotID string, bodies [][]byte) {
+	inv.baseID = snapshotID
+	inv.baseAnswered = false
+	inv.baseBodies = bodies
+	inv.last.goodID = snapshotID
+	inv.sess.touched, inv.sess.replaced = nil, false
+	if len(inv.unpersisted) > 0 {
+		inv.unpersisted = inv.unpersisted[1:]
+	}
 }
 
 // commitError is what a turn whose write the store refused fails with;

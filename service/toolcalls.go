@@ -35,18 +35,11 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 	rerun := false
 	if inv.det.journal {
 		owner = inv.rt.instanceID
-		resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part)
-		if errors.Is(err, errUnfinished) && tool.Idempotent {
-			// Its id makes a second run harmless: run it again, on its row.
-			rerun, found, err = true, false, nil
-			inv.rt.log.Warn("running again an idempotent tool call its instance did not finish", "turn", turnID, "call", key)
+		resp, irq, done, again, err := inv.journaled(ctx, t, tool, turnID, key, part)
+		if done {
+			return resp, irq, err
 		}
-		if found || err != nil {
-			// A reused outcome is a call that ran: a failure it records
-			// does not give the resume's claims back.
-			t.ranTool = t.ranTool || found
-			return resp, irq, inv.undecidedCall(ctx, t, turnID, key, err)
-		}
+		rerun = again
 	}
 	prepared, err := inv.prepareTool(ctx, tool)
 	if err != nil {
@@ -81,6 +74,26 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		return nil, nil, err
 	}
 	return resp, irq, runErr
+}
+
+// journaled answers a call of a journaled turn (detached or guarded) from
+// its row when it was recorded before: its outcome (done), or, for an
+// idempotent tool whose run never finished, rerun to run it again on its
+// row.
+func (inv *invocation) journaled(ctx context.Context, t *Turn, tool *Tool, turnID, key string, part Part) (resp, irq *Part, done, rerun bool, err error) {
+	resp, irq, found, err := inv.reuseCall(ctx, turnID, key, part)
+	if errors.Is(err, errUnfinished) && tool.Idempotent {
+		// Its id makes a second run harmless: run it again, on its row.
+		inv.rt.log.Warn("running again an idempotent tool call its instance did not finish", "turn", turnID, "call", key)
+		return nil, nil, false, true, nil
+	}
+	if !found && err == nil {
+		return nil, nil, false, false, nil
+	}
+	// A reused outcome is a call that ran: a failure it records does not
+	// give the resume's claims back.
+	t.ranTool = t.ranTool || found
+	return resp, irq, true, false, inv.undecidedCall(ctx, t, turnID, key, err)
 }
 
 // prepareTool runs the tool's Prepare (see Tool.Prepare), before its call

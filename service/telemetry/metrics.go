@@ -141,15 +141,7 @@ func New(opts Options) *Metrics {
 	m.headMoves = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: MetricHeadMoves, Help: "Turns run again because the session head this instance cached had moved (another writer wrote the session).",
 	})
-	m.jobsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: MetricJobsRunning, Help: "Detached turns running on this instance.",
-	})
-	m.jobsTakenOver = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: MetricJobsTakenOver, Help: "Detached turns this instance took from the queue (started elsewhere, or handed back).",
-	})
-	m.recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: MetricRecoveries, Help: "What the sweeps repaired after a fault, by kind (stranded_decision: a decision whose turn never started, now started; lost_tool_call: a call a dead instance left running, now unknown for a human to decide).",
-	}, []string{"kind"})
+	m.newJobMetrics()
 	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricWebhookDeliveries, Help: "Webhook delivery attempts, by outcome (delivered, pending: to be retried, dead).",
 	}, []string{"outcome"})
@@ -244,6 +236,19 @@ func (m *Metrics) JobStarted(takenOver bool) {
 
 // JobEnded implements service.Observer.
 func (m *Metrics) JobEnded() { m.jobsRunning.Dec() }
+
+// newJobMetrics makes the metrics of detached turns and of recovery.
+func (m *Metrics) newJobMetrics() {
+	m.jobsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: MetricJobsRunning, Help: "Detached turns running on this instance.",
+	})
+	m.jobsTakenOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricJobsTakenOver, Help: "Detached turns this instance took from the queue (started elsewhere, or handed back).",
+	})
+	m.recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRecoveries, Help: "What the sweeps repaired after a fault, by kind (stranded_decision: a decision whose turn never started, now started; lost_tool_call: a call a dead instance left running, now unknown for a human to decide).",
+	}, []string{"kind"})
+}
 
 // Recovered implements service.Observer.
 func (m *Metrics) Recovered(kind string, n int) {
