@@ -94,6 +94,9 @@ func (inv *invocation) dropGuard() {
 	if !inv.det.guarded.Load() || inv.det.lostJob.Load() {
 		return
 	}
+	// Stopped first: seeing the snapshot aborted, it would take the
+	// abort for a user's and end the turn aborted.
+	inv.stopGuardHeartbeat()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(inv.rt.bg), 10*time.Second)
 	defer cancel()
 	if err := inv.rt.store.DeleteJob(ctx, inv.caller.TenantID, inv.det.id); err != nil {
