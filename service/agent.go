@@ -86,6 +86,10 @@ type Tool struct {
 	// call runs it again, instead of failing as for any other tool, whose
 	// effect is unknown.
 	Idempotent bool
+	// Approval makes the platform ask a human before the tool runs (see
+	// ApprovalPolicy); nil: the tool runs when the model asks. Not for
+	// Interrupt tools, which never run.
+	Approval *ApprovalPolicy
 }
 
 // ExpireRespond answers an interrupt whose deadline passed.

@@ -20,6 +20,12 @@ type Caller struct {
 	TenantID string
 	EndUser  string
 	Actor    string
+	// KeyID and KeyName are the API key the caller authenticated with (a
+	// dashboard session's key included); empty for others (user tokens,
+	// the CLI, the system).
+	KeyID, KeyName string
+	// Scopes are the key's scopes (see ApprovalPolicy.Scope).
+	Scopes []string
 }
 
 // Options configure a Runtime.

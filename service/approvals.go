@@ -1,0 +1,181 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ApprovalPolicy makes the platform, not the model, ask a human before a
+// tool runs. When the model requests a tool with a policy (and When, if
+// set, says this call needs approval), nothing runs: the turn pauses on an
+// approval interrupt whose input is exactly the call the model asked for.
+// Once approved, the platform runs exactly that input (or the approver's
+// edit, where AllowEdit permits), never anything the model says later.
+//
+// A policy with no Scope and one approval is a confirmation: whoever may
+// resume the session (the end user, through the protocol's restart) or
+// decide its interrupts (the inbox) gives it. A policy that names a Scope
+// or needs two or more approvals is maker-checker: only holders of the
+// scope decide, in the inbox; the end user who asked never counts, and
+// one person counts once.
+type ApprovalPolicy struct {
+	// When decides whether a call needs approval, from its input (already
+	// valid against the tool's input schema); nil: every call does.
+	When func(ctx context.Context, input json.RawMessage) (bool, error)
+	// Scope is the scope an approver's key must hold (e.g.
+	// approve:payments); empty: any operator.
+	Scope string
+	// Approvals is how many distinct approvers carry the call out
+	// (default 1, at most MaxApprovals). One denial ends it.
+	Approvals int
+	// AllowEdit lets an approver change the input before approving; the
+	// edit is recorded with the vote, and the edited input is what runs.
+	AllowEdit bool
+	// Attempts bounds how many times an approved call runs: a failed run
+	// may be retried (on the same call id) until it has run Attempts
+	// times (default DefaultApprovalAttempts).
+	Attempts int
+	// Escalate hands the interrupt to another scope when it is still
+	// pending after a while (before the tool's deadline, if any).
+	Escalate *Escalation
+}
+
+// Escalation reassigns a pending approval.
+type Escalation struct {
+	After time.Duration
+	Scope string
+}
+
+// Bounds of a policy.
+const (
+	MaxApprovals            = 10
+	DefaultApprovalAttempts = 3
+	MaxApprovalAttempts     = 20
+)
+
+// Validate reports what is wrong with a policy, for the agent's author.
+func (p *ApprovalPolicy) Validate() error {
+	if p.Approvals < 0 || p.Approvals > MaxApprovals {
+		return fmt.Errorf("approvals must be between 1 and %d", MaxApprovals)
+	}
+	if p.Attempts < 0 || p.Attempts > MaxApprovalAttempts {
+		return fmt.Errorf("attempts must be between 1 and %d", MaxApprovalAttempts)
+	}
+	if err := ValidateScope(p.Scope, true); err != nil {
+		return err
+	}
+	if e := p.Escalate; e != nil {
+		if e.After <= 0 {
+			return fmt.Errorf("escalate.after must be a positive duration")
+		}
+		if err := ValidateScope(e.Scope, false); err != nil {
+			return fmt.Errorf("escalate.scope: %w", err)
+		}
+	}
+	return nil
+}
+
+// ValidateScope checks a scope's spelling: 1-64 bytes of letters, digits
+// and ":._-" (empty allowed when optional).
+func ValidateScope(s string, optional bool) error {
+	if s == "" && optional {
+		return nil
+	}
+	if s == "" || len(s) > 64 || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:._-") != "" {
+		return fmt.Errorf("scope %q must be 1-64 letters, digits or :._-", s)
+	}
+	return nil
+}
+
+// approvals is the number of distinct approvals the policy needs.
+func (p *ApprovalPolicy) approvals() int {
+	if p.Approvals < 1 {
+		return 1
+	}
+	return p.Approvals
+}
+
+// attempts is how many runs an approved call gets.
+func (p *ApprovalPolicy) attempts() int {
+	if p.Attempts < 1 {
+		return DefaultApprovalAttempts
+	}
+	return p.Attempts
+}
+
+// MakerChecker reports whether the policy excludes the requester and the
+// protocol: a scope, or more than one approver.
+func (p *ApprovalPolicy) MakerChecker() bool {
+	return p.Scope != "" || p.approvals() > 1
+}
+
+// requires reports whether a call with input needs approval.
+func (p *ApprovalPolicy) requires(ctx context.Context, input json.RawMessage) (bool, error) {
+	if p.When == nil {
+		return true, nil
+	}
+	return p.When(ctx, rawOr(input, "null"))
+}
+
+// StoredPolicy is an approval policy as an interrupt row keeps it
+// (interrupts.policy): what decisions need, without the agent's code.
+type StoredPolicy struct {
+	Scope     string            `json:"scope,omitempty"`
+	Approvals int               `json:"approvals"`
+	AllowEdit bool              `json:"allowEdit,omitempty"`
+	Attempts  int               `json:"attempts"`
+	Escalate  *StoredEscalation `json:"escalate,omitempty"`
+}
+
+// StoredEscalation is an escalation as stored.
+type StoredEscalation struct {
+	AfterMs int64  `json:"afterMs"`
+	Scope   string `json:"scope"`
+}
+
+// stored is the policy as its interrupts keep it.
+func (p *ApprovalPolicy) stored() *StoredPolicy {
+	s := &StoredPolicy{Scope: p.Scope, Approvals: p.approvals(), AllowEdit: p.AllowEdit, Attempts: p.attempts()}
+	if p.Escalate != nil {
+		s.Escalate = &StoredEscalation{AfterMs: p.Escalate.After.Milliseconds(), Scope: p.Escalate.Scope}
+	}
+	return s
+}
+
+// MakerChecker reports whether the stored policy excludes the requester
+// and the protocol (see ApprovalPolicy.MakerChecker).
+func (s *StoredPolicy) MakerChecker() bool {
+	return s != nil && (s.Scope != "" || s.Approvals > 1)
+}
+
+// HasScope reports whether the caller may decide what needs scope ("":
+// anything). A key holds the scopes it was given; "*" holds every scope.
+func (c Caller) HasScope(scope string) bool {
+	return scope == "" || slices.Contains(c.Scopes, scope) || slices.Contains(c.Scopes, "*")
+}
+
+// Voter is the person a caller's vote counts for: the end user it acts
+// for, else its key (one person counts once per interrupt).
+func (c Caller) Voter() string {
+	if c.EndUser != "" {
+		return "user:" + c.EndUser
+	}
+	if c.KeyID != "" {
+		return "key:" + c.KeyID
+	}
+	return c.Actor
+}
+
+// ActorOfKey is how every decision, vote and call records an API key (and
+// a dashboard session of one): its name, when it has one, and its id, the
+// same way everywhere.
+func ActorOfKey(id, name string) string {
+	if name == "" {
+		return "key:" + id
+	}
+	return "key:" + name + "/" + id
+}
