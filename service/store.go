@@ -354,6 +354,8 @@ type NewInterrupt struct {
 	// Repause says a restart of the same request interrupted again: the
 	// new interrupt is linked to the parent snapshot's one (previousId).
 	Repause bool
+	// Policy is a gated call's approval policy (StoredPolicy as JSON).
+	Policy json.RawMessage
 }
 
 // Interrupt statuses (interrupts.status).
