@@ -329,9 +329,16 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 // deadline.
 func (inv *invocation) newInterrupt(req *ToolRequest, meta json.RawMessage) NewInterrupt {
 	ni := NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: meta}
-	if tool := inv.agent.tool(req.Name); tool != nil && tool.ExpiresAfter > 0 {
+	tool := inv.agent.tool(req.Name)
+	if tool == nil {
+		return ni
+	}
+	if tool.ExpiresAfter > 0 {
 		ni.ExpiresIn = tool.ExpiresAfter
 		ni.OnExpire = tool.onExpireJSON()
+	}
+	if tool.Approval != nil && gateOf(Part{Metadata: Metadata{metaInterrupt: meta}}) != nil {
+		ni.Policy, _ = json.Marshal(tool.Approval.stored())
 	}
 	return ni
 }
