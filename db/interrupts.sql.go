@@ -197,7 +197,7 @@ func (q *Queries) ExpireInterrupt(ctx context.Context, arg ExpireInterruptParams
 }
 
 const getInterrupt = `-- name: GetInterrupt :one
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at FROM interrupts WHERE tenant_id = $1 AND id = $2
 `
 
 type GetInterruptParams struct {
@@ -227,6 +227,12 @@ func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Int
 		&i.CreatedAt,
 		&i.OnExpire,
 		&i.PreviousID,
+		&i.Policy,
+		&i.Scope,
+		&i.ApprovalsNeeded,
+		&i.EndUser,
+		&i.EscalateAt,
+		&i.EscalatedAt,
 	)
 	return i, err
 }
@@ -319,7 +325,7 @@ func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEven
 }
 
 const listInterrupts = `-- name: ListInterrupts :many
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id FROM interrupts
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at FROM interrupts
 WHERE interrupts.tenant_id = $1
   AND interrupts.status = $2
   AND ($3::text IS NULL OR interrupts.agent = $3)
@@ -391,6 +397,12 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 			&i.CreatedAt,
 			&i.OnExpire,
 			&i.PreviousID,
+			&i.Policy,
+			&i.Scope,
+			&i.ApprovalsNeeded,
+			&i.EndUser,
+			&i.EscalateAt,
+			&i.EscalatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -447,7 +459,7 @@ func (q *Queries) ListInterruptsBySnapshot(ctx context.Context, arg ListInterrup
 }
 
 const listInterruptsBySnapshotForUpdate = `-- name: ListInterruptsBySnapshotForUpdate :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM interrupts
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at FROM interrupts
 WHERE tenant_id = $1 AND snapshot_id = $2
 ORDER BY id
 FOR UPDATE
@@ -488,6 +500,12 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 			&i.CreatedAt,
 			&i.OnExpire,
 			&i.PreviousID,
+			&i.Policy,
+			&i.Scope,
+			&i.ApprovalsNeeded,
+			&i.EndUser,
+			&i.EscalateAt,
+			&i.EscalatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -500,7 +518,7 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 }
 
 const listInterruptsOldest = `-- name: ListInterruptsOldest :many
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id FROM interrupts
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at FROM interrupts
 WHERE interrupts.tenant_id = $1
   AND interrupts.status = $2
   AND ($3::text IS NULL OR interrupts.agent = $3)
@@ -572,6 +590,12 @@ func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOl
 			&i.CreatedAt,
 			&i.OnExpire,
 			&i.PreviousID,
+			&i.Policy,
+			&i.Scope,
+			&i.ApprovalsNeeded,
+			&i.EndUser,
+			&i.EscalateAt,
+			&i.EscalatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -633,7 +657,7 @@ func (q *Queries) ListenInterruptEvents(ctx context.Context) error {
 }
 
 const lockDueInterrupts = `-- name: LockDueInterrupts :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id FROM holdpoint_lock_due_interrupts($1::integer)
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at FROM holdpoint_lock_due_interrupts($1::integer)
 `
 
 // The sweeper's batch of due interrupts of every tenant, locked for this
@@ -666,6 +690,12 @@ func (q *Queries) LockDueInterrupts(ctx context.Context, batchSize int32) ([]Int
 			&i.CreatedAt,
 			&i.OnExpire,
 			&i.PreviousID,
+			&i.Policy,
+			&i.Scope,
+			&i.ApprovalsNeeded,
+			&i.EndUser,
+			&i.EscalateAt,
+			&i.EscalatedAt,
 		); err != nil {
 			return nil, err
 		}
