@@ -13,7 +13,7 @@ import (
 )
 
 const getAPIKeyByHash = `-- name: GetAPIKeyByHash :one
-SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM holdpoint_api_key_by_hash($1)
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at, scopes FROM holdpoint_api_key_by_hash($1)
 `
 
 // Authentication: the tenant is not known yet. A system function
@@ -31,6 +31,7 @@ func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (APIKey, 
 		&i.CreatedAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.Scopes,
 	)
 	return i, err
 }
@@ -91,8 +92,8 @@ func (q *Queries) GetTokenVerification(ctx context.Context, arg GetTokenVerifica
 }
 
 const insertAPIKey = `-- name: InsertAPIKey :exec
-INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix, scopes)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text[])
 `
 
 type InsertAPIKeyParams struct {
@@ -102,6 +103,7 @@ type InsertAPIKeyParams struct {
 	Role      string
 	KeyHash   []byte
 	KeyPrefix string
+	Scopes    []string
 }
 
 func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) error {
@@ -112,6 +114,7 @@ func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) erro
 		arg.Role,
 		arg.KeyHash,
 		arg.KeyPrefix,
+		arg.Scopes,
 	)
 	return err
 }
@@ -140,7 +143,7 @@ func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Ten
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at, scopes FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
@@ -162,6 +165,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, e
 			&i.CreatedAt,
 			&i.RevokedAt,
 			&i.LastUsedAt,
+			&i.Scopes,
 		); err != nil {
 			return nil, err
 		}
