@@ -902,6 +902,29 @@ func (q *Queries) ReleaseInterrupt(ctx context.Context, arg ReleaseInterruptPara
 	return err
 }
 
+const reopenDecision = `-- name: ReopenDecision :execrows
+UPDATE interrupts SET resumed_snapshot_id = NULL
+WHERE tenant_id = $1 AND id = $2 AND status = 'resolved' AND resumed_snapshot_id = $3::text
+`
+
+type ReopenDecisionParams struct {
+	TenantID     string
+	ID           uuid.UUID
+	FromSnapshot string
+}
+
+// Gives a decided interrupt back to its decision for a retry of the
+// approved call that failed in the turn it resumed (from_snapshot): of
+// concurrent retries exactly one changes the row; the retry's guard then
+// takes the decision again (GuardDecidedInterrupt).
+func (q *Queries) ReopenDecision(ctx context.Context, arg ReopenDecisionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, reopenDecision, arg.TenantID, arg.ID, arg.FromSnapshot)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const setInterruptResumedSnapshot = `-- name: SetInterruptResumedSnapshot :exec
 UPDATE interrupts
 SET resumed_snapshot_id = $1

@@ -251,6 +251,7 @@ type ToolCall struct {
 	Decision   *string
 	Note       *string
 	Attempt    int32
+	CallID     *string
 }
 
 type TurnJob struct {

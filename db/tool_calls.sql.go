@@ -19,13 +19,13 @@ WITH decided AS (
         finished_at = CASE WHEN $1::text = 'running' THEN NULL ELSE now() END,
         decided_by = $3::text, decided_at = now(), decision = $4::text, note = $5::text
     WHERE t.tenant_id = $6::text AND t.id = $7::uuid AND t.status = 'unknown'
-    RETURNING t.tenant_id, t.turn_id, t.call_key, t.session_id, t.agent, t.tool, t.ref, t.input, t.status, t.output, t.error, t.restart, t.actor, t.end_user, t.started_at, t.finished_at, t.http_status, t.attempts, t.id, t.decided_by, t.decided_at, t.decision, t.note, t.attempt
+    RETURNING t.tenant_id, t.turn_id, t.call_key, t.session_id, t.agent, t.tool, t.ref, t.input, t.status, t.output, t.error, t.restart, t.actor, t.end_user, t.started_at, t.finished_at, t.http_status, t.attempts, t.id, t.decided_by, t.decided_at, t.decision, t.note, t.attempt, t.call_id
 ), events AS (
     INSERT INTO interrupt_events (tenant_id, type, actor, payload)
     SELECT $6::text, 'tool.called', $3::text, jsonb_build_object('snapshotId', decided.turn_id, 'callKey', decided.call_key)
     FROM decided WHERE $1::text <> 'running'
 )
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM decided
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt, call_id FROM decided
 `
 
 type DecideToolCallParams struct {
@@ -63,6 +63,7 @@ type DecideToolCallRow struct {
 	Decision   *string
 	Note       *string
 	Attempt    int32
+	CallID     *string
 }
 
 // A human's decision on an unknown call: confirmed (succeeded, with the
@@ -106,6 +107,7 @@ func (q *Queries) DecideToolCall(ctx context.Context, arg DecideToolCallParams) 
 		&i.Decision,
 		&i.Note,
 		&i.Attempt,
+		&i.CallID,
 	)
 	return i, err
 }
@@ -161,7 +163,7 @@ func (q *Queries) FinishToolCalls(ctx context.Context, arg FinishToolCallsParams
 }
 
 const getToolCall = `-- name: GetToolCall :one
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt, call_id FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = $2 AND call_key = $3
 `
 
@@ -199,12 +201,13 @@ func (q *Queries) GetToolCall(ctx context.Context, arg GetToolCallParams) (ToolC
 		&i.Decision,
 		&i.Note,
 		&i.Attempt,
+		&i.CallID,
 	)
 	return i, err
 }
 
 const getToolCallByID = `-- name: GetToolCallByID :one
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt, call_id FROM tool_calls WHERE tenant_id = $1 AND id = $2
 `
 
 type GetToolCallByIDParams struct {
@@ -240,12 +243,13 @@ func (q *Queries) GetToolCallByID(ctx context.Context, arg GetToolCallByIDParams
 		&i.Decision,
 		&i.Note,
 		&i.Attempt,
+		&i.CallID,
 	)
 	return i, err
 }
 
 const listSessionToolCalls = `-- name: ListSessionToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt, call_id FROM tool_calls
 WHERE tenant_id = $1 AND session_id = $2
   AND ($3::timestamptz IS NULL
        OR (started_at, turn_id, call_key) > ($3, $4::text, $5::text))
@@ -306,6 +310,7 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 			&i.Decision,
 			&i.Note,
 			&i.Attempt,
+			&i.CallID,
 		); err != nil {
 			return nil, err
 		}
@@ -318,7 +323,7 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 }
 
 const listTurnToolCalls = `-- name: ListTurnToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt, call_id FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = ANY($2::text[])
 ORDER BY started_at, turn_id, call_key
 `
@@ -364,6 +369,7 @@ func (q *Queries) ListTurnToolCalls(ctx context.Context, arg ListTurnToolCallsPa
 			&i.Decision,
 			&i.Note,
 			&i.Attempt,
+			&i.CallID,
 		); err != nil {
 			return nil, err
 		}
@@ -442,11 +448,13 @@ func (q *Queries) MarkToolCallUnknown(ctx context.Context, arg MarkToolCallUnkno
 }
 
 const startToolCall = `-- name: StartToolCall :one
-INSERT INTO tool_calls (tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, restart, actor, end_user)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'running', $9, $10, $11
-WHERE $12::text IS NULL OR EXISTS (
+INSERT INTO tool_calls (tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, restart, actor, end_user,
+                        attempt, call_id)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'running', $9, $10, $11,
+       $12, $13
+WHERE $14::text IS NULL OR EXISTS (
     SELECT 1 FROM turn_jobs
-    WHERE tenant_id = $1 AND snapshot_id = $2 AND owner = $12::text)
+    WHERE tenant_id = $1 AND snapshot_id = $2 AND owner = $14::text)
 ON CONFLICT DO NOTHING
 RETURNING call_key
 `
@@ -463,6 +471,8 @@ type StartToolCallParams struct {
 	Restart   bool
 	Actor     string
 	EndUser   *string
+	Attempt   int32
+	CallID    *string
 	JobOwner  *string
 }
 
@@ -484,6 +494,8 @@ func (q *Queries) StartToolCall(ctx context.Context, arg StartToolCallParams) (s
 		arg.Restart,
 		arg.Actor,
 		arg.EndUser,
+		arg.Attempt,
+		arg.CallID,
 		arg.JobOwner,
 	)
 	var call_key string

@@ -81,10 +81,14 @@ ALTER TABLE interrupt_events ADD CONSTRAINT interrupt_events_type_check CHECK (
     OR (interrupt_id IS NULL AND type IN ('turn.completed', 'turn.failed', 'tool.called')));
 
 -- How many times an approved call ran: a failed one may be retried (same
--- call id) up to its policy's attempts.
+-- call id) up to its policy's attempts. call_id is the id the tool was
+-- given when it is not turn_id/call_key: a retry's, which keeps the first
+-- attempt's, so a receiver deduplicating by it sees one call.
 ALTER TABLE tool_calls ADD COLUMN attempt integer NOT NULL DEFAULT 1;
+ALTER TABLE tool_calls ADD COLUMN call_id text;
 
 -- +goose Down
+ALTER TABLE tool_calls DROP COLUMN call_id;
 ALTER TABLE tool_calls DROP COLUMN attempt;
 DELETE FROM interrupt_events WHERE type IN ('voted', 'escalated');
 ALTER TABLE interrupt_events DROP CONSTRAINT interrupt_events_type_check;

@@ -204,3 +204,11 @@ RETURNING approvals_given, approvals_needed, proposed_input;
 SELECT * FROM interrupt_votes
 WHERE tenant_id = @tenant_id AND interrupt_id = @interrupt_id
 ORDER BY created_at, voter;
+
+-- name: ReopenDecision :execrows
+-- Gives a decided interrupt back to its decision for a retry of the
+-- approved call that failed in the turn it resumed (from_snapshot): of
+-- concurrent retries exactly one changes the row; the retry's guard then
+-- takes the decision again (GuardDecidedInterrupt).
+UPDATE interrupts SET resumed_snapshot_id = NULL
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'resolved' AND resumed_snapshot_id = @from_snapshot::text;

@@ -41,7 +41,7 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 		return nil, Errorf(CodeNotFound, "agent %q not found", agent)
 	}
 	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx),
-		headCached: headCached && a.Turn == nil, detStream: detachedStreamFrom(ctx)}
+		headCached: headCached && a.Turn == nil, detStream: detachedStreamFrom(ctx), retry: retryFrom(ctx)}
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, inv.orHeadMoved(ctx, err)
 	}
@@ -60,6 +60,11 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 
 	done := inv.start(ctx, inputs)
 	out, err := inv.await(done)
+	if rc := retryInsteadOf(err); rc != nil {
+		// The same resume, sent again after its approved call failed:
+		// the call is retried (see retryApproved).
+		return r.retryApproved(ctx, c, rc)
+	}
 	if err != nil {
 		return nil, inv.orHeadMoved(ctx, err)
 	}
@@ -358,6 +363,8 @@ type invocation struct {
 
 	cancelWork context.CancelFunc
 	rejectCh   chan error
+	// retry is the failed approved call this invocation runs again.
+	retry *retryOf
 	// rejected is set when the invocation answers with an error rather
 	// than a failed output (see reject).
 	rejected atomic.Bool

@@ -62,6 +62,11 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 			Retry:      &RetryAdvice{DecisionRecorded: true, RetrySafe: true, Retry: RetryOutcome, InterruptID: it.ID.String(), ResumedSnapshotID: it.ResumedSnapshotID},
 		}
 	}
+	if snap.Status == StatusFailed {
+		if rc := inv.retryableIn(ctx, snap.SnapshotID); rc != nil {
+			return &retryInstead{rc}
+		}
+	}
 	return &replayed{out: snapshotOutput(snap)}
 }
 

@@ -138,6 +138,10 @@ type Store interface {
 	// DecideInterrupt records an operator's decision on a pending interrupt
 	// and reports whether it was the last one its snapshot waited for.
 	DecideInterrupt(ctx context.Context, p DecideInterruptParams) (*Decision, error)
+	// ReopenDecision gives a decided interrupt back to its decision for a
+	// retry of the approved call that failed in fromSnapshot, the turn it
+	// resumed; false when another retry took it.
+	ReopenDecision(ctx context.Context, tenantID string, id uuid.UUID, fromSnapshot string) (bool, error)
 	// ListVotes returns the votes on an interrupt, oldest first.
 	ListVotes(ctx context.Context, tenantID string, id uuid.UUID) ([]Vote, error)
 	// SweepDueInterrupts applies the deadlines of up to limit due
@@ -465,6 +469,11 @@ type ToolCallRecord struct {
 	Error *ErrorDetails `json:"error,omitempty"`
 	// Restart says the call restarted an interrupted request.
 	Restart bool `json:"restart,omitempty"`
+	// Attempt counts the runs of an approved call (1, then each retry);
+	// CallID is the id the tool was given when it is not TurnID/CallKey
+	// (a retry keeps the first attempt's).
+	Attempt int    `json:"attempt,omitempty"`
+	CallID  string `json:"callId,omitempty"`
 	// HTTPStatus and Attempts are an HTTP tool's last response status and
 	// how many times it was called.
 	HTTPStatus int        `json:"httpStatus,omitempty"`

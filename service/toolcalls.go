@@ -46,12 +46,13 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, tool *Tool, r 
 		return nil, nil, err
 	}
 	started := rerun
+	callID, rowCallID, attempt := callIdentity(inv.retry, turnID, key)
 	if !rerun {
 		var err error
 		started, err = inv.rt.store.StartToolCall(ctx, tenant, &ToolCallRecord{
 			TurnID: turnID, CallKey: key, SessionID: inv.sess.id, Agent: inv.agent.Name,
 			Tool: req.Name, Ref: req.Ref, Input: req.Input, Restart: r.restart,
-			Actor: inv.caller.Actor, EndUser: inv.caller.EndUser,
+			Actor: inv.caller.Actor, EndUser: inv.caller.EndUser, Attempt: attempt, CallID: rowCallID,
 		}, owner)
 		if err != nil {
 			return nil, nil, err
@@ -62,7 +63,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, tool *Tool, r 
 	}
 	t.ranTool = true
 	trace := &ToolTrace{}
-	resp, irq, runErr := inv.execTool(ctx, t, tool, part, r.resumed, turnID+"/"+key, trace, prepared)
+	resp, irq, runErr := inv.execTool(ctx, t, tool, part, r.resumed, callID, trace, prepared)
 	outcome := outcomeOf(key, trace, resp, irq, runErr)
 	if !inv.det.journal {
 		t.outcomes = append(t.outcomes, outcome)

@@ -70,6 +70,12 @@ func (r *Runtime) CancelToolCall(ctx context.Context, c Caller, id uuid.UUID, no
 // outcome. The guarded update from unknown to running is the claim: of
 // concurrent retries exactly one runs the tool.
 func (r *Runtime) RetryToolCall(ctx context.Context, c Caller, id uuid.UUID, note string) (*ToolCallRecord, error) {
+	if rec, err := r.store.GetToolCallByID(ctx, c.TenantID, id); err == nil && rec.Status == ToolCallFailed {
+		// An approved call that failed: retried on a turn that continues
+		// its session (see retryApproved).
+		retried, _, err := r.RetryApprovedCall(ctx, c, rec)
+		return retried, err
+	}
 	rec, err := r.unknownCall(ctx, c, id)
 	if err != nil {
 		return nil, err

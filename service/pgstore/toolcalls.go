@@ -21,6 +21,7 @@ func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *service
 			TenantID: tenantID, TurnID: c.TurnID, CallKey: c.CallKey, SessionID: c.SessionID,
 			Agent: c.Agent, Tool: c.Tool, Ref: c.Ref, Input: nullableJSON(c.Input), Restart: c.Restart,
 			Actor: orSystem(c.Actor), EndUser: strPtr(c.EndUser), JobOwner: strPtr(jobOwner),
+			Attempt: int32(max(c.Attempt, 1)), CallID: strPtr(c.CallID),
 		})
 		return err
 	})
@@ -143,6 +144,7 @@ func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
 		Tool: r.Tool, Ref: r.Ref, Input: rawOrNilBytes(r.Input), Status: r.Status, Output: rawOrNilBytes(r.Output),
 		Restart: r.Restart, Actor: r.Actor, EndUser: deref(r.EndUser), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		ID: r.ID, Decision: deref(r.Decision), DecidedBy: deref(r.DecidedBy), DecidedAt: r.DecidedAt, Note: deref(r.Note),
+		Attempt: int(r.Attempt), CallID: deref(r.CallID),
 	}
 	if len(r.Error) > 0 {
 		var e service.ErrorDetails
@@ -238,4 +240,15 @@ func (s *PgStore) DecideToolCall(ctx context.Context, p service.DecideToolCallPa
 	}
 	out := toolCallFromRow(db.ToolCall(row))
 	return &out, nil
+}
+
+// ReopenDecision implements Store.
+func (s *PgStore) ReopenDecision(ctx context.Context, tenantID string, id uuid.UUID, fromSnapshot string) (bool, error) {
+	var n int64
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		n, err = q.ReopenDecision(ctx, db.ReopenDecisionParams{TenantID: tenantID, ID: id, FromSnapshot: fromSnapshot})
+		return err
+	})
+	return n == 1, err
 }
