@@ -227,6 +227,9 @@ func (a *Agent) validate() error {
 				return fmt.Errorf("agent %q: tool %q: its %s schema is not a valid JSON Schema: %v", a.Name, t.Name, what, err)
 			}
 		}
+		if err := a.validateApproval(t); err != nil {
+			return err
+		}
 		if t.OnExpire != nil && !isNull(t.OutputSchema) {
 			if v := validateAgainstSchema(t.OutputSchema, rawOr(t.OnExpire.Output, "null")); len(v) > 0 {
 				return fmt.Errorf("agent %q: tool %q: its on-expire output does not match its output schema: %s", a.Name, t.Name, strings.Join(v, "; "))

@@ -206,3 +206,23 @@ func checkEdit(it *Interrupt, tool *Tool, input json.RawMessage) error {
 	}
 	return nil
 }
+
+// validateApproval checks a tool's approval policy against its agent: an
+// interrupt never runs (nothing to gate), and a maker-checker policy is
+// decided in the inbox, which only server-managed sessions reach.
+func (a *Agent) validateApproval(t *Tool) error {
+	p := t.Approval
+	if p == nil {
+		return nil
+	}
+	if t.Interrupt {
+		return fmt.Errorf("agent %q: tool %q is an interrupt, which never runs: it takes no approval policy", a.Name, t.Name)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("agent %q: tool %q: approval policy: %w", a.Name, t.Name, err)
+	}
+	if p.MakerChecker() && !a.ServerManaged {
+		return fmt.Errorf("agent %q: tool %q: a policy with a scope or several approvals is decided in the inbox, which a client-managed agent's sessions never reach", a.Name, t.Name)
+	}
+	return nil
+}

@@ -422,7 +422,9 @@ You pay.
 	if err != nil || out.FinishReason != "interrupted" || string(out.Message.Content[0].Metadata["interrupt"]) != `{"confirm":"really pay?"}` {
 		t.Fatalf("confirmation: %v %+v", err, out)
 	}
-	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0]}}}}
+	// A restart tells it only with `resumed` metadata (as the reference).
+	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0],
+		Metadata: service.Metadata{"resumed": json.RawMessage(`true`)}}}}}
 	if done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "confirm"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` {
 		t.Fatalf("confirmed: %v %+v", err, done)
 	}
