@@ -114,18 +114,18 @@ func TestApprovalPolicy(t *testing.T) {
 func TestCompileCondition(t *testing.T) {
 	t.Parallel()
 	for expr, ok := range map[string]bool{
-		"input.amount > 1000":                           true,
-		"input":                                         true, // dyn: checked when it runs
+		"input.amount > 1000": true,
+		"input":               true, // dyn: checked when it runs
 		"has(input.to) && input.to.startsWith('DE')":    true,
 		"input.amount > 1000 && size(input.lines) < 10": true,
-		"input.amount":                                  true,
-		"input.amount + 1 > 2":                          true,
-		"1 + 1":                                         false,
-		"'yes'":                                         false,
-		"size(input)":                                   false,
-		"input.":                                        false,
-		"":                                              false,
-		"env.secret == 1":                               false,
+		"input.amount":         true,
+		"input.amount + 1 > 2": true,
+		"1 + 1":                false,
+		"'yes'":                false,
+		"size(input)":          false,
+		"input.":               false,
+		"":                     false,
+		"env.secret == 1":      false,
 	} {
 		_, err := agentdef.CompileCondition(expr)
 		if (err == nil) != ok {
