@@ -54,10 +54,7 @@ type Escalation struct {
 // it once per agent version (compiling costs more than evaluating). tool
 // names the tool in errors.
 func (a *Approval) Policy(tool string) (*service.ApprovalPolicy, error) {
-	p := &service.ApprovalPolicy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
-	if a.Escalate != nil {
-		p.Escalate = &service.Escalation{After: a.Escalate.After, Scope: a.Escalate.Scope}
-	}
+	p := a.bounds()
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("tool %s: approval: %w", tool, err)
 	}
@@ -75,6 +72,15 @@ func (a *Approval) Policy(tool string) (*service.ApprovalPolicy, error) {
 		}
 	}
 	return p, nil
+}
+
+// bounds is the runtime's policy of a without its condition.
+func (a *Approval) bounds() *service.ApprovalPolicy {
+	p := &service.ApprovalPolicy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
+	if a.Escalate != nil {
+		p.Escalate = &service.Escalation{After: a.Escalate.After, Scope: a.Escalate.Scope}
+	}
+	return p
 }
 
 // Condition is a compiled approval condition.
@@ -197,8 +203,8 @@ func (b *builder) approvalPolicy(m map[string]any, p path, tool string) (*Approv
 	if a.Escalate, err = b.escalation(m, p); err != nil {
 		return nil, err
 	}
-	if _, err := a.Policy(tool); err != nil { // what the checks above missed
-		return nil, b.errf(p, "%s", err)
+	if err := a.bounds().Validate(); err != nil { // what the checks above missed
+		return nil, b.errf(p, "tool %s: %s", tool, err)
 	}
 	return a, nil
 }
