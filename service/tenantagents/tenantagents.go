@@ -313,9 +313,9 @@ func (m *Manager) prepareHTTP(ctx context.Context, tenantID string) (any, error)
 
 // httpRun is an HTTP tool's Run: it POSTs the signed call and reads the
 // endpoint's answer (a gated tool's call has been approved by then: the
-// platform asks before Run runs). The signed body
-// names the tenant, the agent, the tool and the URL, so that the call
-// cannot be replayed to another tool's endpoint (httptool.VerifyToolCall).
+// platform asks before Run runs). The signed body names the tenant, the
+// agent, the tool and the URL, so that the call cannot be replayed to
+// another tool's endpoint (httptool.VerifyToolCall).
 func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Context, service.ToolCall) (json.RawMessage, error) {
 	tenantID := src.tenantID
 	return func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
