@@ -95,6 +95,10 @@ func TestTenantAgentRoutes(t *testing.T) {
 		"text/plain body":           {"notes", "text/plain", notesPrompt, 400, "INVALID_ARGUMENT"},
 		"bad agent name":            {"no%20spaces", "application/json", `{"model":"demo"}`, 400, "agent name"},
 		"JSON form garbage":         {"notes", "application/json", `{"model":"demo","holdpoint":{"interupts":[]}}`, 400, "holdpoint"},
+		"approval condition does not compile": {"notes", "application/json", `{"model":"demo","holdpoint":{"httpTools":[{"name":"pay","url":"https://pay.example.com/pay",` +
+			`"approval":{"when":"input.amount >"},"input":{"schema":{"amount":"number"}},"output":{"schema":{"ok":"boolean"}}}]}}`, 400,
+			`tool pay: the condition \"input.amount \u003e\" does not compile`},
+		"approval on an interrupt": {"notes", "text/x-dotprompt", strings.Replace(notesPrompt, "    - name: ask\n", "    - name: ask\n      approval: true\n", 1), 400, `"field":"holdpoint.interrupts[0].approval"`},
 	} {
 		if r := put(admin, tc.agent, tc.ctype, tc.body); r.status != tc.status || !strings.Contains(string(r.body), tc.want) {
 			t.Errorf("%s: %d %s", name, r.status, r.body)

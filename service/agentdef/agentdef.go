@@ -79,8 +79,9 @@ type HTTPTool struct {
 	URL string
 	// Timeout bounds one call (10s unless given, 60s at most).
 	Timeout time.Duration
-	// Approval makes the platform ask a human before each call.
-	Approval bool
+	// Approval makes the platform ask a human before a call runs (nil:
+	// calls run when the model asks).
+	Approval *Approval
 }
 
 // Error is a definition error: what is wrong, and where.
@@ -215,9 +216,39 @@ type jsonHTTPTool struct {
 	Description string      `json:"description,omitempty"`
 	URL         string      `json:"url"`
 	Timeout     string      `json:"timeout,omitempty"`
-	Approval    bool        `json:"approval,omitempty"`
+	Approval    any         `json:"approval,omitempty"` // true or a jsonApproval
 	Input       *jsonSchema `json:"input,omitempty"`
 	Output      *jsonSchema `json:"output,omitempty"`
+}
+
+type jsonApproval struct {
+	When      string          `json:"when,omitempty"`
+	Scope     string          `json:"scope,omitempty"`
+	Approvals int             `json:"approvals,omitempty"`
+	AllowEdit bool            `json:"allowEdit,omitempty"`
+	Attempts  int             `json:"attempts,omitempty"`
+	Escalate  *jsonEscalation `json:"escalate,omitempty"`
+}
+
+type jsonEscalation struct {
+	After string `json:"after"`
+	Scope string `json:"scope"`
+}
+
+// encodeApproval writes an approval: nothing when none, true when it is
+// the empty policy, else its mapping.
+func encodeApproval(a *Approval) any {
+	switch {
+	case a == nil:
+		return nil
+	case *a == Approval{}:
+		return true
+	}
+	ja := &jsonApproval{When: a.When, Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
+	if a.Escalate != nil {
+		ja.Escalate = &jsonEscalation{After: formatDuration(a.Escalate.After), Scope: a.Escalate.Scope}
+	}
+	return ja
 }
 
 type jsonSchema struct {
@@ -266,7 +297,7 @@ func encode(d *Definition) ([]byte, error) {
 			Name:        t.Name,
 			Description: t.Description,
 			URL:         t.URL,
-			Approval:    t.Approval,
+			Approval:    encodeApproval(t.Approval),
 			Input:       schemaOrNil(t.Input),
 			Output:      schemaOrNil(t.Output),
 		}

@@ -144,7 +144,7 @@ func TestParsePromptBanking(t *testing.T) {
 	}
 	tool := d.HTTPTools[0]
 	if tool.Name != "transferMoney" || tool.Description != "Transfer money to a specified account." ||
-		tool.URL != "https://bank.example.com/tools/transfer" || tool.Timeout != 10*time.Second || tool.Approval {
+		tool.URL != "https://bank.example.com/tools/transfer" || tool.Timeout != 10*time.Second || tool.Approval != nil {
 		t.Errorf("http tool = %+v", tool)
 	}
 	jsonEqual(t, "transferMoney input", tool.Input, `{"type": "object",
@@ -190,7 +190,7 @@ func TestParsePromptFull(t *testing.T) {
 	jsonEqual(t, "pickOption input.options", pick.Properties["options"], `{"type": "array", "items": {"type": "string"}}`)
 
 	refund := d.HTTPTools[0]
-	if refund.URL != "http://refunds.internal.example:8080/v1/refund?source=agent" || refund.Timeout != time.Minute || !refund.Approval {
+	if refund.URL != "http://refunds.internal.example:8080/v1/refund?source=agent" || refund.Timeout != time.Minute || refund.Approval == nil || *refund.Approval != (agentdef.Approval{}) {
 		t.Errorf("refund = %+v", refund)
 	}
 	for doc, want := range map[string]bool{
@@ -222,7 +222,7 @@ func TestParseJSONMinimal(t *testing.T) {
 
 func TestMarshalRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"testdata/banking.prompt", "testdata/full.prompt", "testdata/minimal.json"} {
+	for _, name := range []string{"testdata/banking.prompt", "testdata/full.prompt", "testdata/minimal.json", "testdata/payments.prompt"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			d := mustParse(t, readFile(t, name))

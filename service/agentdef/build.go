@@ -390,13 +390,21 @@ func (b *builder) toolName(m map[string]any, item path) (string, error) {
 	return name, nil
 }
 
+// interruptKeys are the keys of an interrupt.
+func interruptKeys(k string) (bool, string) {
+	if k == "approval" {
+		return false, "is for HTTP tools: an interrupt already asks a human, whose answer is its output"
+	}
+	return allowOnly("name", "description", "input", "output", "expiresAfter", "onExpire")(k)
+}
+
 // interrupt reads holdpoint.interrupts[i].
 func (b *builder) interrupt(v any, item path) (*Interrupt, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, b.errf(item, "must be a mapping (%s)", kind(v))
 	}
-	if err := b.checkKeys(m, item, allowOnly("name", "description", "input", "output", "expiresAfter", "onExpire")); err != nil {
+	if err := b.checkKeys(m, item, interruptKeys); err != nil {
 		return nil, err
 	}
 	it := &Interrupt{}
@@ -471,12 +479,8 @@ func (b *builder) httpTool(v any, item path) (*HTTPTool, error) {
 		}
 		t.Timeout = d
 	}
-	if v := m["approval"]; v != nil {
-		a, ok := v.(bool)
-		if !ok {
-			return nil, b.errf(item.key("approval"), "must be true or false (%s)", kind(v))
-		}
-		t.Approval = a
+	if t.Approval, err = b.approval(m["approval"], item.key("approval"), t.Name); err != nil {
+		return nil, err
 	}
 	if t.Input, err = b.schema(m, item, "input", true); err != nil {
 		return nil, err

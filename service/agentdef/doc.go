@@ -94,15 +94,39 @@
 //   - httpTools: a list of tools the platform runs by calling a URL. Each
 //     has a name, a description, url (required: an absolute http or https
 //     URL; where it may point is the caller's policy), timeout (a duration
-//     from more than 0 to 60s; 10s when absent), approval (true: a human
-//     approves each call before it is made; false when absent), input and
-//     output (both required).
+//     from more than 0 to 60s; 10s when absent), approval (below; none
+//     when absent or false), input and output (both required).
 //   - maxToolRounds: how many model/tool rounds one turn may take, a whole
 //     number from 1 to 50 (the runtime's default when absent).
 //   - resume: which version of the agent a resumed session runs: session
 //     (the default: the version the session started with) or latest. A
 //     turn paused on interrupts resumes on the version that paused it
 //     either way.
+//
+// An HTTP tool's approval makes the platform, not the model, ask a human
+// before a call runs: the turn pauses on an approval interrupt whose input
+// is the call the model asked for, and only an approved call is made.
+// approval: true asks for every call, one approval from whoever may decide
+// the session's interrupts. The mapping form sets the policy:
+//
+//	approval:
+//	  when: "input.amount > 1000"   # only these calls; every call when absent
+//	  scope: approve:payments       # approvers' keys must hold this scope
+//	  approvals: 2                  # distinct approvers, 1 to 10 (1)
+//	  allowEdit: true               # an approver may change the input (false)
+//	  attempts: 3                   # runs of an approved call, 1 to 20 (3)
+//	  escalate: {after: 30m, scope: approve:payments-lead}
+//
+// when is a CEL expression (https://cel.dev) over one variable, input, the
+// call's input as decoded JSON (numbers are doubles; comparing them with
+// whole numbers works), of type bool: at most 1000 bytes, compiled when the
+// definition is parsed (an expression that does not compile, or is not a
+// boolean, is refused there) and bounded in cost when it runs. A call whose
+// condition fails (a missing key: guard it with has(input.key), the cost
+// bound, a result that is not a boolean) is not run: its turn fails. A
+// scope is 1-64 letters, digits or :._-; escalate hands a call still
+// pending after "after" (a positive duration) to its scope. Interrupts take
+// no approval: they already ask a human.
 //
 // Interrupts and HTTP tools share one namespace: two of them may not have
 // the same name. A null value (a key with nothing after the colon) is the

@@ -8,6 +8,20 @@
 // validates every input the model sends before a tool runs or an interrupt
 // reaches a human, and every output a tool returns or a human gives.
 //
+// A tool whose calls a human must approve declares it: its [Approval]
+// (which calls, from their typed input; whose scope approves; how many
+// approvers; whether they may edit the input) makes the platform pause a
+// call before Run runs, so the model cannot skip the approval:
+//
+//	transferMoney := agentkit.Tool[Transfer, Receipt]{
+//		Name: "transferMoney",
+//		Run:  transfer,
+//		Approval: &agentkit.Approval[Transfer]{
+//			When:  func(_ context.Context, in Transfer) bool { return in.Amount > 1000 },
+//			Scope: "approve:payments", Approvals: 2,
+//		},
+//	}
+//
 // A tool pauses its turn for a confirmation by returning [Pause] and learns,
 // when the client restarts it, how it was resumed ([Resumed]): the Genkit
 // guide's "let the tool actually run". [SessionOf] gives a tool the

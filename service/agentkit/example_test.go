@@ -86,6 +86,40 @@ func ExampleTool() {
 	// {"success":true,"transactionId":"tx-t1"} <nil>
 }
 
+// A transfer the platform gates: above 1000, nothing runs until two
+// holders of approve:payments approve it (one of them may correct the
+// amount first); after an hour unanswered it goes to the leads. Run only
+// ever sees an approved input, however the model phrases its request.
+func ExampleApproval() {
+	transferMoney := agentkit.Tool[Transfer, Receipt]{
+		Name:        "transferMoney",
+		Description: "Transfer money to an account.",
+		Run: func(ctx context.Context, in Transfer) (Receipt, error) {
+			return Receipt{Success: true, TransactionID: "tx-" + agentkit.RefOf(ctx)}, nil
+		},
+		Approval: &agentkit.Approval[Transfer]{
+			When:      func(_ context.Context, in Transfer) bool { return in.Amount > 1000 },
+			Scope:     "approve:payments",
+			Approvals: 2,
+			AllowEdit: true,
+			Escalate:  &service.Escalation{After: time.Hour, Scope: "approve:payments-lead"},
+		},
+	}
+	tool, err := transferMoney.ServiceTool()
+	if err != nil {
+		panic(err)
+	}
+	for _, in := range []string{`{"amount":50,"toAccount":"12345"}`, `{"amount":5000,"toAccount":"12345"}`} {
+		gated, err := tool.Approval.When(context.Background(), json.RawMessage(in))
+		fmt.Println(in, "needs approval:", gated, err)
+	}
+	fmt.Println("maker-checker:", tool.Approval.MakerChecker())
+	// Output:
+	// {"amount":50,"toAccount":"12345"} needs approval: false <nil>
+	// {"amount":5000,"toAccount":"12345"} needs approval: true <nil>
+	// maker-checker: true
+}
+
 // The seed's banking agent: the model asks userApproval before it calls
 // transferMoney. Serve it with app.Main(app.Platform{Agents: ...}).
 func ExampleAgent() {

@@ -75,11 +75,68 @@ type Tool[In, Out any] struct {
 	// Description tells the model what the tool does.
 	Description string
 	// Run does the work. It may return [Pause] to pause the turn instead
-	// (a confirmation before something irreversible), and learns with
+	// (a confirmation it decides on as it runs; an approval before it
+	// runs is the Approval field's), and learns with
 	// [Resumed] whether it runs again after a restart. An error of type
 	// *service.Error reaches the client as it is; any other error is
 	// logged and the client gets a generic message.
 	Run func(ctx context.Context, in In) (Out, error)
+	// Approval makes the platform ask a human before Run runs (nil: it
+	// runs when the model asks). Unlike a [Pause] in Run, the model
+	// cannot talk its way past it: Run only ever sees an approved input.
+	Approval *Approval[In]
+}
+
+// Approval is a tool's approval policy: the platform pauses a call the
+// policy picks before the tool runs, on an approval interrupt whose input
+// is the call, and runs it once enough humans approve (see
+// service.ApprovalPolicy). The zero Approval asks for every call, one
+// approval from whoever may decide the session's interrupts.
+type Approval[In any] struct {
+	// When picks the calls that need approval, from their input (already
+	// valid against In's schema); nil: every call does. It runs before
+	// the call is recorded and may run again when a turn is replayed, so
+	// it must not have side effects.
+	When func(ctx context.Context, in In) bool
+	// Scope is the scope an approver's key must hold (e.g.
+	// approve:payments); empty: any operator. A scope, or more than one
+	// approval, makes the approval maker-checker: the end user who asked
+	// never counts.
+	Scope string
+	// Approvals is how many distinct approvers are needed (0: one; at
+	// most service.MaxApprovals). One denial ends the call.
+	Approvals int
+	// AllowEdit lets an approver change the input before approving; the
+	// edited input is what Run gets.
+	AllowEdit bool
+	// Attempts bounds how many times an approved call runs (0:
+	// service.DefaultApprovalAttempts; at most
+	// service.MaxApprovalAttempts).
+	Attempts int
+	// Escalate hands a call still pending after a while to another scope.
+	Escalate *service.Escalation
+}
+
+// policy is the runtime's policy of a, for the tool named name.
+func (a *Approval[In]) policy(name string) (*service.ApprovalPolicy, error) {
+	p := &service.ApprovalPolicy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
+	if a.Escalate != nil {
+		e := *a.Escalate
+		p.Escalate = &e
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("tool %s: approval: %w", name, err)
+	}
+	if when := a.When; when != nil {
+		p.When = func(ctx context.Context, input json.RawMessage) (bool, error) {
+			var v In
+			if err := decodeInput(input, &v); err != nil {
+				return false, service.Errorf(service.CodeInvalidArgument, "tool %s: input: %v", name, err)
+			}
+			return when(ctx, v), nil
+		}
+	}
+	return p, nil
 }
 
 // ServiceTool implements [ToolDef].
@@ -95,10 +152,16 @@ func (t Tool[In, Out]) ServiceTool() (*service.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: output: %w", t.Name, err)
 	}
+	var approval *service.ApprovalPolicy
+	if t.Approval != nil {
+		if approval, err = t.Approval.policy(t.Name); err != nil {
+			return nil, err
+		}
+	}
 	run := t.Run
 	name := t.Name
 	return &service.Tool{
-		Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out,
+		Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out, Approval: approval,
 		Run: func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
 			var v In
 			if err := decodeInput(call.Input, &v); err != nil {

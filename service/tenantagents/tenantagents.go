@@ -98,7 +98,10 @@ func (m *Manager) Put(ctx context.Context, c service.Caller, name string, src []
 	}
 	// The runtime's own checks (schemas compile, names, ...), on a scratch
 	// runtime, with a stand-in model: the real one is built at the first turn.
-	a := m.agent(c.TenantID, def, 1, standIn{})
+	a, err := m.agent(c.TenantID, def, 1, standIn{})
+	if err != nil {
+		return nil, service.Errorf(service.CodeInvalidArgument, "invalid agent definition: %v", err)
+	}
 	if err := service.NewRuntime(nil, service.Options{}).Register(a); err != nil {
 		return nil, service.Errorf(service.CodeInvalidArgument, "%v", err)
 	}
@@ -177,7 +180,9 @@ func (m *Manager) TenantAgent(ctx context.Context, tenantID, name string, versio
 		if err != nil {
 			return nil, service.Errorf(service.CodeFailedPrecondition, "agent %q: model %s is not available on this server: %v", name, def.Model, err)
 		}
-		a = m.agent(tenantID, def, rec.Version, model)
+		if a, err = m.agent(tenantID, def, rec.Version, model); err != nil {
+			return nil, fmt.Errorf("stored definition of %s version %d: %w", name, rec.Version, err)
+		}
 		m.mu.Lock()
 		if m.built == nil {
 			m.built = map[string]*service.Agent{}
@@ -208,8 +213,9 @@ func (m *Manager) TenantAgentNames(ctx context.Context, tenantID string) ([]stri
 	return names, nil
 }
 
-// agent builds the runtime's agent of a definition.
-func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, model service.Model) *service.Agent {
+// agent builds the runtime's agent of a definition, with its tools'
+// approval conditions compiled (once per version: TenantAgent keeps it).
+func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, model service.Model) (*service.Agent, error) {
 	a := &service.Agent{
 		Name: def.Name, Description: def.Description, ServerManaged: true, System: def.System, Model: model,
 		Config: def.Config, MaxToolRounds: def.MaxToolRounds, Version: version, ResumeLatest: def.Resume == "latest",
@@ -230,16 +236,23 @@ func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, 
 		if !offered(h.Name) {
 			continue
 		}
+		var approval *service.ApprovalPolicy
+		if h.Approval != nil {
+			var err error
+			if approval, err = h.Approval.Policy(h.Name); err != nil {
+				return nil, err
+			}
+		}
 		// The receiver deduplicates by call id (the contract of an HTTP
-		// tool), so a turn taken over may call again, except a call a
-		// human approved: whether it ran is never left to the receiver's
-		// keeping of that contract. Its call becomes unknown, and a human
-		// confirms, cancels or retries it (on the same call id).
+		// tool), so a turn taken over may call again, except a gated
+		// call: whether a call a human approved ran is never left to the
+		// receiver's keeping of that contract. Its call becomes unknown,
+		// and a human confirms, cancels or retries it (on the same call id).
 		a.Tools = append(a.Tools, &service.Tool{Name: h.Name, Description: h.Description, InputSchema: h.Input,
 			OutputSchema: h.Output, Run: m.httpRun(toolSource{tenantID, def.Name, version}, h), Prepare: m.prepareHTTP,
-			Idempotent: !h.Approval})
+			Idempotent: approval == nil, Approval: approval})
 	}
-	return a
+	return a, nil
 }
 
 // policy is the tenant's tool URL policy.
@@ -298,20 +311,14 @@ func (m *Manager) prepareHTTP(ctx context.Context, tenantID string) (any, error)
 	return &preparedHTTP{secrets: secrets, policy: policy}, nil
 }
 
-// httpRun is an HTTP tool's Run: it asks for approval first when the
-// definition says so (the client approves by restarting the request), then
-// POSTs the signed call and reads the endpoint's answer. The signed body
-// names the tenant, the agent, the tool and the URL, so that the call
-// cannot be replayed to another tool's endpoint (httptool.VerifyToolCall).
+// httpRun is an HTTP tool's Run: it POSTs the signed call and reads the
+// endpoint's answer (a gated tool's call has been approved by then: the
+// platform asks before Run runs). The signed body names the tenant, the
+// agent, the tool and the URL, so that the call cannot be replayed to
+// another tool's endpoint (httptool.VerifyToolCall).
 func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Context, service.ToolCall) (json.RawMessage, error) {
 	tenantID := src.tenantID
 	return func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
-		if h.Approval && call.Resumed == nil {
-			return nil, service.InterruptWith(map[string]any{
-				"approval": "required",
-				"message":  fmt.Sprintf("%s needs your approval: restart this request to run it, or respond with its output to skip it.", h.Name),
-			})
-		}
 		p, ok := call.Prepared.(*preparedHTTP)
 		if !ok {
 			v, err := m.prepareHTTP(ctx, tenantID)
@@ -341,7 +348,7 @@ func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Cont
 		}
 		if err != nil {
 			m.logRefusal(src, h.Name, err)
-			return nil, callError(h.Name, h.Approval, err)
+			return nil, callError(h.Name, h.Approval != nil, err)
 		}
 		var ans toolAnswer
 		if err := json.Unmarshal(res.Body, &ans); err != nil || (ans.Output == nil) == (ans.Interrupt == nil) {
@@ -376,9 +383,10 @@ func (m *Manager) logRefusal(src toolSource, tool string, err error) {
 
 // callError is what the client learns of a failed call: what went wrong,
 // never the tenant's URL, the host, the address it resolved to or the
-// endpoint's body. An approved call the endpoint received and never
-// answered may have run (service.ErrMayHaveRun): it is recorded unknown.
-func callError(tool string, approved bool, err error) error {
+// endpoint's body. A gated (so approved) call the endpoint received and
+// never answered may have run (service.ErrMayHaveRun): it is recorded
+// unknown.
+func callError(tool string, gated bool, err error) error {
 	var ce *httptool.CallError
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -386,7 +394,7 @@ func callError(tool string, approved bool, err error) error {
 		}
 		return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint could not be called", tool)
 	}
-	if ce.MayHaveRun && approved {
+	if ce.MayHaveRun && gated {
 		// An approved call is never left to the receiver's keeping of
 		// the idempotency contract (see Idempotent above).
 		return fmt.Errorf("%w: %w", service.ErrMayHaveRun, service.Errorf(service.CodeAborted,
