@@ -43,8 +43,10 @@ var refund = agentkit.Tool[RefundRequest, Refund]{
 	Name:        "refund",
 	Description: "Refund an order. A refund above $100 waits for a confirmation.",
 	Run: func(ctx context.Context, in RefundRequest) (Refund, error) {
-		// A restart of the paused request confirms it, whatever its
-		// metadata.resumed says (true, {"confirmed": true}, an operator's note).
+		// A restart of the paused request that carries metadata.resumed
+		// confirms it, whatever that says (true, {"confirmed": true}, an
+		// operator's note); a plain restart reaches the tool without it
+		// (as in Genkit) and pauses again.
 		_, restarted, _ := agentkit.Resumed[any](ctx)
 		if in.Amount > refundLimit && !restarted {
 			return Refund{}, agentkit.Pause(map[string]any{"reason": "above the refund limit", "limit": refundLimit})

@@ -430,7 +430,8 @@ You pay.
 	}
 
 	// A tool that needs approval is not called until the client approves
-	// (restarts) it.
+	// (restarts) it; its endpoint then answers.
+	e.recv.answer.Store(func(w http.ResponseWriter, _ map[string]any) { fmt.Fprint(w, `{"output":{"ok":true}}`) })
 	before := e.recv.hits.Load()
 	out, err = e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "guard"}, user(`guarded {"amount":5}`), nil)
 	if err != nil || out.FinishReason != "interrupted" || e.recv.hits.Load() != before {
