@@ -431,6 +431,9 @@ func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration
 		if _, err := r.SweepDeadlines(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("deadline sweep failed", "err", err)
 		}
+		if _, err := r.SweepEscalations(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("escalation sweep failed", "err", err)
+		}
 		if _, err := r.SweepLostToolCalls(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("lost tool call sweep failed", "err", err)
 		}

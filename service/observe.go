@@ -30,6 +30,9 @@ type Observer interface {
 	InterruptResolved(agent, tool string)
 	// InterruptExpired: a deadline answered an interrupt.
 	InterruptExpired(agent, tool string)
+	// InterruptEscalated: an approval policy's escalation handed a
+	// pending interrupt to another scope.
+	InterruptEscalated(agent, tool string)
 	// ResumeConflict: a resume named an interrupt already resolved (409).
 	ResumeConflict(agent string)
 	// SessionHeadMoved: a turn that started from this instance's cached
@@ -82,6 +85,9 @@ func (NopObserver) InterruptResolved(string, string) {}
 
 // InterruptExpired implements Observer.
 func (NopObserver) InterruptExpired(string, string) {}
+
+// InterruptEscalated implements Observer.
+func (NopObserver) InterruptEscalated(string, string) {}
 
 // ResumeConflict implements Observer.
 func (NopObserver) ResumeConflict(string) {}

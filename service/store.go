@@ -148,6 +148,10 @@ type Store interface {
 	// interrupts (any tenant) and returns the snapshots that became fully
 	// decided and must be resumed.
 	SweepDueInterrupts(ctx context.Context, limit int) ([]SweptInterrupt, []DecidedSnapshot, error)
+	// EscalateDue hands up to limit pending interrupts (any tenant) whose
+	// policy's escalation is due to the escalation's scope, once each,
+	// with an escalated event, and returns them.
+	EscalateDue(ctx context.Context, limit int) ([]EscalatedInterrupt, error)
 	// ReportInterrupts returns the interrupt figures of a tenant.
 	ReportInterrupts(ctx context.Context, p ReportInterruptsParams) ([]ReportRow, error)
 }

@@ -25,6 +25,7 @@ const (
 	MetricInterruptsCreated = "holdpoint_interrupts_created_total"
 	MetricInterruptsResolve = "holdpoint_interrupts_resolved_total"
 	MetricInterruptsExpired = "holdpoint_interrupts_expired_total"
+	MetricEscalations       = "holdpoint_interrupts_escalated_total"
 	MetricPending           = "holdpoint_interrupts_pending"
 	MetricOldestPending     = "holdpoint_interrupt_oldest_pending_age_seconds"
 	MetricResumeConflicts   = "holdpoint_resume_conflicts_total"
@@ -72,6 +73,7 @@ type Metrics struct {
 	created         *prometheus.CounterVec
 	resolved        *prometheus.CounterVec
 	expired         *prometheus.CounterVec
+	escalated       *prometheus.CounterVec
 	conflicts       *prometheus.CounterVec
 	headMoves       prometheus.Counter
 	jobsRunning     prometheus.Gauge
@@ -88,6 +90,7 @@ type Metrics struct {
 	createdChildren children[[2]string, prometheus.Counter]
 	resolvedChild   children[[2]string, prometheus.Counter]
 	expiredChildren children[[2]string, prometheus.Counter]
+	escalatedChild  children[[2]string, prometheus.Counter]
 	conflictChild   children[string, prometheus.Counter]
 	webhookChild    children[string, prometheus.Counter]
 	webhookHist     children[string, prometheus.Observer]
@@ -135,6 +138,9 @@ func New(opts Options) *Metrics {
 	m.expired = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricInterruptsExpired, Help: "Interrupts whose deadline expired them, by agent and tool.",
 	}, []string{"agent", "tool"})
+	m.escalated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricEscalations, Help: "Pending approvals their policy's escalation handed to another scope, by agent and tool.",
+	}, []string{"agent", "tool"})
 	m.conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricResumeConflicts, Help: "Resumes refused because an interrupt they answer was already resolved (409), by agent.",
 	}, []string{"agent"})
@@ -158,7 +164,7 @@ func New(opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnSeconds, m.modelSeconds, m.toolSeconds, m.created, m.resolved, m.expired,
-		m.conflicts, m.headMoves, m.jobsRunning, m.jobsTakenOver, m.recoveries, m.webhooks, m.webhookSeconds, m.httpRequests, m.httpSeconds,
+		m.escalated, m.conflicts, m.headMoves, m.jobsRunning, m.jobsTakenOver, m.recoveries, m.webhooks, m.webhookSeconds, m.httpRequests, m.httpSeconds,
 	)
 	if opts.Pending != nil {
 		m.reg.MustRegister(newPendingCollector(opts))
@@ -216,6 +222,11 @@ func (m *Metrics) InterruptResolved(agent, tool string) {
 // InterruptExpired implements service.Observer.
 func (m *Metrics) InterruptExpired(agent, tool string) {
 	m.expiredChildren.get([2]string{agent, tool}, func() prometheus.Counter { return m.expired.WithLabelValues(agent, tool) }).Inc()
+}
+
+// InterruptEscalated implements service.Observer.
+func (m *Metrics) InterruptEscalated(agent, tool string) {
+	m.escalatedChild.get([2]string{agent, tool}, func() prometheus.Counter { return m.escalated.WithLabelValues(agent, tool) }).Inc()
 }
 
 // ResumeConflict implements service.Observer.

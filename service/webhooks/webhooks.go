@@ -30,6 +30,8 @@ var EventTypes = []string{
 	"interrupt.resolved",  // decided (respond or restart), recorded with who and what
 	"interrupt.expired",   // its deadline passed
 	"interrupt.cancelled", // its session moved on without it
+	"interrupt.voted",     // an approver approved or denied a gated call (every vote; the deciding one is followed by interrupt.resolved)
+	"interrupt.escalated", // its approval policy handed it to another scope (its deadline still applies)
 	"turn.completed",      // a turn ended (finish reason stop, interrupted, ...)
 	"turn.failed",         // a turn failed
 	"tool.called",         // a tool ran (its outcome recorded)

@@ -113,7 +113,7 @@
   const events = new EventSource('/api/v1/events');
   events.onopen = () => { live.textContent = 'live'; live.dataset.state = 'live'; reload(); };
   events.onerror = () => { live.textContent = 'reconnecting…'; live.dataset.state = 'reconnecting'; };
-  for (const type of ['created', 'claimed', 'released', 'resolved', 'expired']) {
+  for (const type of ['created', 'claimed', 'released', 'resolved', 'expired', 'voted', 'escalated']) {
     events.addEventListener('interrupt.' + type, reload);
   }
 })();

@@ -1,0 +1,46 @@
+package service
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// EscalatedInterrupt is a pending approval the escalation sweep handed to
+// another scope.
+type EscalatedInterrupt struct {
+	TenantID string
+	ID       uuid.UUID
+	Agent    string
+	Tool     string
+	// From is the scope it needed before ("" for any operator); To the
+	// escalation's scope, which it needs now.
+	From, To string
+}
+
+// escalationBatch is how many interrupts one statement of the sweep
+// escalates.
+const escalationBatch = 100
+
+// SweepEscalations hands the pending approvals (all tenants) whose
+// policy's Escalate.After has passed to the escalation's scope, once
+// each: from then on only holders of that scope list and decide them.
+// Each gets an escalated event (webhooks' interrupt.escalated). The
+// tool's deadline is not moved: the deadline sweep applies it as before.
+func (r *Runtime) SweepEscalations(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		done, err := r.store.EscalateDue(ctx, escalationBatch)
+		if err != nil {
+			return total, err
+		}
+		total += len(done)
+		for _, e := range done {
+			r.obs.InterruptEscalated(r.metricAgent(e.Agent), r.metricTool(e.Agent, e.Tool))
+			r.log.Info("interrupt escalated", "tenant", e.TenantID, "interrupt", e.ID, "from", e.From, "to", e.To)
+		}
+		if len(done) < escalationBatch {
+			return total, nil
+		}
+	}
+}
