@@ -21,6 +21,7 @@ type APIKey struct {
 	CreatedAt  time.Time
 	RevokedAt  *time.Time
 	LastUsedAt *time.Time
+	Scopes     []string
 }
 
 type CompiledAgent struct {
@@ -70,6 +71,12 @@ type Interrupt struct {
 	CreatedAt         time.Time
 	OnExpire          []byte
 	PreviousID        pgtype.UUID
+	Policy            []byte
+	Scope             *string
+	ApprovalsNeeded   int32
+	EndUser           *string
+	EscalateAt        *time.Time
+	EscalatedAt       *time.Time
 }
 
 type InterruptDaily struct {
@@ -113,6 +120,18 @@ type InterruptFact struct {
 	Approved        interface{}
 	DecisionSeconds pgtype.Numeric
 	PendingSeconds  interface{}
+}
+
+type InterruptVote struct {
+	TenantID    string
+	InterruptID uuid.UUID
+	Voter       string
+	KeyID       pgtype.UUID
+	KeyName     string
+	Vote        string
+	Input       []byte
+	Note        *string
+	CreatedAt   time.Time
 }
 
 type Message struct {
@@ -229,6 +248,7 @@ type ToolCall struct {
 	DecidedAt  *time.Time
 	Decision   *string
 	Note       *string
+	Attempt    int32
 }
 
 type TurnJob struct {

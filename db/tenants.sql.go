@@ -13,7 +13,7 @@ import (
 )
 
 const getAPIKeyByHash = `-- name: GetAPIKeyByHash :one
-SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM holdpoint_api_key_by_hash($1)
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at, scopes FROM holdpoint_api_key_by_hash($1)
 `
 
 // Authentication: the tenant is not known yet. A system function
@@ -31,6 +31,7 @@ func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (APIKey, 
 		&i.CreatedAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.Scopes,
 	)
 	return i, err
 }
@@ -140,7 +141,7 @@ func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Ten
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
+SELECT tenant_id, id, name, role, key_hash, key_prefix, created_at, revoked_at, last_used_at, scopes FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
@@ -162,6 +163,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, e
 			&i.CreatedAt,
 			&i.RevokedAt,
 			&i.LastUsedAt,
+			&i.Scopes,
 		); err != nil {
 			return nil, err
 		}

@@ -19,13 +19,13 @@ WITH decided AS (
         finished_at = CASE WHEN $1::text = 'running' THEN NULL ELSE now() END,
         decided_by = $3::text, decided_at = now(), decision = $4::text, note = $5::text
     WHERE t.tenant_id = $6::text AND t.id = $7::uuid AND t.status = 'unknown'
-    RETURNING t.tenant_id, t.turn_id, t.call_key, t.session_id, t.agent, t.tool, t.ref, t.input, t.status, t.output, t.error, t.restart, t.actor, t.end_user, t.started_at, t.finished_at, t.http_status, t.attempts, t.id, t.decided_by, t.decided_at, t.decision, t.note
+    RETURNING t.tenant_id, t.turn_id, t.call_key, t.session_id, t.agent, t.tool, t.ref, t.input, t.status, t.output, t.error, t.restart, t.actor, t.end_user, t.started_at, t.finished_at, t.http_status, t.attempts, t.id, t.decided_by, t.decided_at, t.decision, t.note, t.attempt
 ), events AS (
     INSERT INTO interrupt_events (tenant_id, type, actor, payload)
     SELECT $6::text, 'tool.called', $3::text, jsonb_build_object('snapshotId', decided.turn_id, 'callKey', decided.call_key)
     FROM decided WHERE $1::text <> 'running'
 )
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM decided
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM decided
 `
 
 type DecideToolCallParams struct {
@@ -62,6 +62,7 @@ type DecideToolCallRow struct {
 	DecidedAt  *time.Time
 	Decision   *string
 	Note       *string
+	Attempt    int32
 }
 
 // A human's decision on an unknown call: confirmed (succeeded, with the
@@ -104,6 +105,7 @@ func (q *Queries) DecideToolCall(ctx context.Context, arg DecideToolCallParams) 
 		&i.DecidedAt,
 		&i.Decision,
 		&i.Note,
+		&i.Attempt,
 	)
 	return i, err
 }
@@ -159,7 +161,7 @@ func (q *Queries) FinishToolCalls(ctx context.Context, arg FinishToolCallsParams
 }
 
 const getToolCall = `-- name: GetToolCall :one
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = $2 AND call_key = $3
 `
 
@@ -196,12 +198,13 @@ func (q *Queries) GetToolCall(ctx context.Context, arg GetToolCallParams) (ToolC
 		&i.DecidedAt,
 		&i.Decision,
 		&i.Note,
+		&i.Attempt,
 	)
 	return i, err
 }
 
 const getToolCallByID = `-- name: GetToolCallByID :one
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls WHERE tenant_id = $1 AND id = $2
 `
 
 type GetToolCallByIDParams struct {
@@ -236,12 +239,13 @@ func (q *Queries) GetToolCallByID(ctx context.Context, arg GetToolCallByIDParams
 		&i.DecidedAt,
 		&i.Decision,
 		&i.Note,
+		&i.Attempt,
 	)
 	return i, err
 }
 
 const listSessionToolCalls = `-- name: ListSessionToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls
 WHERE tenant_id = $1 AND session_id = $2
   AND ($3::timestamptz IS NULL
        OR (started_at, turn_id, call_key) > ($3, $4::text, $5::text))
@@ -301,6 +305,7 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 			&i.DecidedAt,
 			&i.Decision,
 			&i.Note,
+			&i.Attempt,
 		); err != nil {
 			return nil, err
 		}
@@ -313,7 +318,7 @@ func (q *Queries) ListSessionToolCalls(ctx context.Context, arg ListSessionToolC
 }
 
 const listTurnToolCalls = `-- name: ListTurnToolCalls :many
-SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note FROM tool_calls
+SELECT tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, output, error, restart, actor, end_user, started_at, finished_at, http_status, attempts, id, decided_by, decided_at, decision, note, attempt FROM tool_calls
 WHERE tenant_id = $1 AND turn_id = ANY($2::text[])
 ORDER BY started_at, turn_id, call_key
 `
@@ -358,6 +363,7 @@ func (q *Queries) ListTurnToolCalls(ctx context.Context, arg ListTurnToolCallsPa
 			&i.DecidedAt,
 			&i.Decision,
 			&i.Note,
+			&i.Attempt,
 		); err != nil {
 			return nil, err
 		}

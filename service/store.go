@@ -514,6 +514,9 @@ type Interrupt struct {
 	// same request that interrupted again.
 	PreviousID *uuid.UUID      `json:"previousId,omitempty"`
 	OnExpire   json.RawMessage `json:"-"`
+	// EndUser is who asked: the end user of the session when the turn
+	// paused ("" when it had none).
+	EndUser string `json:"endUser,omitempty"`
 }
 
 // InterruptEvent is one entry of an interrupt's audit trail.
