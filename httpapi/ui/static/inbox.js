@@ -67,7 +67,7 @@
       const tr = document.createElement('tr');
       tr.className = 'empty';
       const td = cell('Nothing is waiting.');
-      td.colSpan = 6;
+      td.colSpan = 7;
       tr.append(td);
       body.append(tr);
       return;
@@ -87,6 +87,10 @@
       input.className = 'input';
       appendVisible(input, summary(it.input));
       flagHidden(input, summary(it.input));
+      const user = document.createElement('td');
+      user.className = 'end-user';
+      appendVisible(user, it.endUser || '');
+      flagHidden(user, it.endUser || '');
       let deadline = '';
       let cls = '';
       if (it.expiresAt) {
@@ -94,7 +98,7 @@
         deadline = left <= 0 ? 'overdue' : age(new Date(Date.now() - left).toISOString()) + ' left';
         cls = left <= 0 ? 'overdue' : '';
       }
-      tr.append(cell(it.agent), tool, input, sess, cell(age(it.createdAt)), cell(deadline, cls));
+      tr.append(cell(it.agent), tool, input, user, sess, cell(age(it.createdAt)), cell(deadline, cls));
       body.append(tr);
     }
   }
