@@ -369,7 +369,12 @@ func (a *api) uiSession(c echo.Context) error {
 	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps, calls})
 }
 
-// uiSessions finds sessions by id or end user: GET /ui/sessions?q=...
+// recentSessions is how many sessions the sessions page lists before a
+// search.
+const recentSessions = 20
+
+// uiSessions finds sessions by id or end user (GET /ui/sessions?q=...),
+// and without a search lists the latest updated ones.
 func (a *api) uiSessions(c echo.Context) error {
 	caller, err := a.uiCaller(c)
 	if err != nil {
@@ -378,9 +383,12 @@ func (a *api) uiSessions(c echo.Context) error {
 	q := c.QueryParam("q")
 	var found []service.SessionSummary
 	if q != "" {
-		if found, err = a.rt.FindSessions(c.Request().Context(), caller, q); err != nil {
-			return err
-		}
+		found, err = a.rt.FindSessions(c.Request().Context(), caller, q)
+	} else {
+		found, err = a.rt.RecentSessions(c.Request().Context(), caller, recentSessions)
+	}
+	if err != nil {
+		return err
 	}
 	return a.render(c, "sessions.html", struct {
 		page

@@ -110,6 +110,10 @@ func TestDashboardPages(t *testing.T) {
 	if status, _, page := get("/ui/sessions?q=ui-1"); status != 200 || !strings.Contains(page, `href="/ui/sessions/ui-1?agent=asker"`) {
 		t.Fatalf("session search: %d\n%s", status, page)
 	}
+	if status, _, page := get("/ui/sessions"); status != 200 || !strings.Contains(page, `id="recent"`) ||
+		!strings.Contains(page, `href="/ui/sessions/ui-1?agent=asker"`) || !strings.Contains(page, `<span class="status status-completed">completed</span> <span class="muted">interrupted</span>`) {
+		t.Fatalf("recent sessions: %d\n%s", status, page)
+	}
 	if status, _, page := get("/ui/sessions?q=nobody"); status != 200 || !strings.Contains(page, "No session has that id") {
 		t.Fatalf("empty session search: %d\n%s", status, page)
 	}
