@@ -19,7 +19,7 @@
     for (const b of form.querySelectorAll('button')) b.disabled = on;
   }
   function decidedBy(it) {
-    return 'Already decided by ' + (it.resolvedBy || 'someone') + (it.resolvedAt ? ' at ' + it.resolvedAt : '') + '.';
+    return 'Already decided by ' + (it.resolvedBy || 'someone') + (it.resolvedAt ? ' at ' + new Date(it.resolvedAt).toISOString().slice(0, 19).replace('T', ' ') + ' UTC' : '') + '.';
   }
   // refresh reads the interrupt again and shows its status; a decision that
   // landed elsewhere closes the form.
@@ -40,6 +40,9 @@
   if (badge.dataset.status === 'pending') {
     const events = new EventSource('/api/v1/events?type=interrupt.claimed,interrupt.released,interrupt.resolved,interrupt.expired,interrupt.cancelled');
     events.onopen = refresh;
+    // A page left (or kept in the back-forward cache) gives its stream
+    // back: the browser holds few connections per server.
+    window.addEventListener('pagehide', () => events.close());
     for (const type of ['claimed', 'released', 'resolved', 'expired', 'cancelled']) {
       events.addEventListener('interrupt.' + type, (ev) => {
         let n = {};

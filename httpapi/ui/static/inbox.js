@@ -115,6 +115,9 @@
     if (res.ok) render((await res.json()).items);
   }
   const events = new EventSource('/api/v1/events');
+  // A page left (or kept in the back-forward cache) gives its stream back:
+  // the browser holds few connections per server.
+  window.addEventListener('pagehide', () => events.close());
   events.onopen = () => { live.textContent = 'live'; live.dataset.state = 'live'; reload(); };
   events.onerror = () => { live.textContent = 'reconnecting…'; live.dataset.state = 'reconnecting'; };
   for (const type of ['created', 'claimed', 'released', 'resolved', 'expired']) {
