@@ -142,6 +142,40 @@ func (q *Queries) ClaimInterruptsByKey(ctx context.Context, arg ClaimInterruptsB
 	return items, nil
 }
 
+const countApproval = `-- name: CountApproval :one
+UPDATE interrupts
+SET approvals_given = CASE WHEN $1::jsonb IS NOT NULL
+                            AND $1::jsonb IS DISTINCT FROM coalesce(proposed_input, input)
+                           THEN 1 ELSE approvals_given + 1 END,
+    proposed_input = CASE WHEN $1::jsonb IS NOT NULL
+                           AND $1::jsonb IS DISTINCT FROM coalesce(proposed_input, input)
+                          THEN $1::jsonb ELSE proposed_input END
+WHERE tenant_id = $2 AND id = $3 AND status = 'pending'
+RETURNING approvals_given, approvals_needed, proposed_input
+`
+
+type CountApprovalParams struct {
+	Input    []byte
+	TenantID string
+	ID       uuid.UUID
+}
+
+type CountApprovalRow struct {
+	ApprovalsGiven  int32
+	ApprovalsNeeded int32
+	ProposedInput   []byte
+}
+
+// Counts an approval of a pending interrupt (locked by the caller): an
+// approval of another input than the current proposal (an edit) makes it
+// the proposal, with this approval its first.
+func (q *Queries) CountApproval(ctx context.Context, arg CountApprovalParams) (CountApprovalRow, error) {
+	row := q.db.QueryRow(ctx, countApproval, arg.Input, arg.TenantID, arg.ID)
+	var i CountApprovalRow
+	err := row.Scan(&i.ApprovalsGiven, &i.ApprovalsNeeded, &i.ProposedInput)
+	return i, err
+}
+
 const countPendingInterrupts = `-- name: CountPendingInterrupts :many
 SELECT agent, tool, count(*) AS pending FROM interrupts
 WHERE tenant_id = $1 AND status = 'pending'
@@ -197,7 +231,7 @@ func (q *Queries) ExpireInterrupt(ctx context.Context, arg ExpireInterruptParams
 }
 
 const getInterrupt = `-- name: GetInterrupt :one
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
 FROM interrupts
 LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = $1 AND interrupts.id = $2
@@ -243,6 +277,8 @@ func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Get
 		&i.Interrupt.EndUser,
 		&i.Interrupt.EscalateAt,
 		&i.Interrupt.EscalatedAt,
+		&i.Interrupt.ApprovalsGiven,
+		&i.Interrupt.ProposedInput,
 		&i.AskedBy,
 	)
 	return i, err
@@ -295,6 +331,42 @@ func (q *Queries) InsertInterruptEvents(ctx context.Context, arg InsertInterrupt
 	return err
 }
 
+const insertVote = `-- name: InsertVote :execrows
+INSERT INTO interrupt_votes (tenant_id, interrupt_id, voter, key_id, key_name, vote, input, note)
+VALUES ($1, $2, $3, $4::uuid, $5, $6, $7::jsonb, $8)
+ON CONFLICT DO NOTHING
+`
+
+type InsertVoteParams struct {
+	TenantID    string
+	InterruptID uuid.UUID
+	Voter       string
+	KeyID       pgtype.UUID
+	KeyName     string
+	Vote        string
+	Input       []byte
+	Note        *string
+}
+
+// One vote per person and interrupt (the key): a second vote of the same
+// voter inserts nothing.
+func (q *Queries) InsertVote(ctx context.Context, arg InsertVoteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertVote,
+		arg.TenantID,
+		arg.InterruptID,
+		arg.Voter,
+		arg.KeyID,
+		arg.KeyName,
+		arg.Vote,
+		arg.Input,
+		arg.Note,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const listInterruptEvents = `-- name: ListInterruptEvents :many
 SELECT tenant_id, id, interrupt_id, type, actor, payload, created_at, xid FROM interrupt_events
 WHERE tenant_id = $1 AND interrupt_id = $2
@@ -336,7 +408,7 @@ func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEven
 }
 
 const listInterrupts = `-- name: ListInterrupts :many
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
 FROM interrupts
 LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = $1
@@ -348,10 +420,12 @@ WHERE interrupts.tenant_id = $1
        SELECT s.id FROM sessions s WHERE s.tenant_id = $1 AND s.end_user = $6))
   AND ($7::timestamptz IS NULL OR interrupts.created_at < $7)
   AND ($8::timestamptz IS NULL OR interrupts.created_at > $8)
-  AND ($9::timestamptz IS NULL
-       OR (interrupts.created_at, interrupts.id) < ($9, $10::uuid))
+  -- A gated call needing a scope is listed only to holders of it.
+  AND (interrupts.scope IS NULL OR $9::boolean OR interrupts.scope = ANY ($10::text[]))
+  AND ($11::timestamptz IS NULL
+       OR (interrupts.created_at, interrupts.id) < ($11, $12::uuid))
 ORDER BY interrupts.created_at DESC, interrupts.id DESC
-LIMIT $11
+LIMIT $13
 `
 
 type ListInterruptsParams struct {
@@ -363,6 +437,8 @@ type ListInterruptsParams struct {
 	EndUser         *string
 	CreatedBefore   *time.Time
 	CreatedAfter    *time.Time
+	AllScopes       bool
+	Scopes          []string
 	CursorCreatedAt *time.Time
 	CursorID        pgtype.UUID
 	PageSize        int32
@@ -386,6 +462,8 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 		arg.EndUser,
 		arg.CreatedBefore,
 		arg.CreatedAfter,
+		arg.AllScopes,
+		arg.Scopes,
 		arg.CursorCreatedAt,
 		arg.CursorID,
 		arg.PageSize,
@@ -422,6 +500,8 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 			&i.Interrupt.EndUser,
 			&i.Interrupt.EscalateAt,
 			&i.Interrupt.EscalatedAt,
+			&i.Interrupt.ApprovalsGiven,
+			&i.Interrupt.ProposedInput,
 			&i.AskedBy,
 		); err != nil {
 			return nil, err
@@ -479,7 +559,7 @@ func (q *Queries) ListInterruptsBySnapshot(ctx context.Context, arg ListInterrup
 }
 
 const listInterruptsBySnapshotForUpdate = `-- name: ListInterruptsBySnapshotForUpdate :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at FROM interrupts
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at, approvals_given, proposed_input FROM interrupts
 WHERE tenant_id = $1 AND snapshot_id = $2
 ORDER BY id
 FOR UPDATE
@@ -526,6 +606,8 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 			&i.EndUser,
 			&i.EscalateAt,
 			&i.EscalatedAt,
+			&i.ApprovalsGiven,
+			&i.ProposedInput,
 		); err != nil {
 			return nil, err
 		}
@@ -538,7 +620,7 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 }
 
 const listInterruptsOldest = `-- name: ListInterruptsOldest :many
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
 FROM interrupts
 LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = $1
@@ -550,10 +632,12 @@ WHERE interrupts.tenant_id = $1
        SELECT s.id FROM sessions s WHERE s.tenant_id = $1 AND s.end_user = $6))
   AND ($7::timestamptz IS NULL OR interrupts.created_at < $7)
   AND ($8::timestamptz IS NULL OR interrupts.created_at > $8)
-  AND ($9::timestamptz IS NULL
-       OR (interrupts.created_at, interrupts.id) > ($9, $10::uuid))
+  -- A gated call needing a scope is listed only to holders of it.
+  AND (interrupts.scope IS NULL OR $9::boolean OR interrupts.scope = ANY ($10::text[]))
+  AND ($11::timestamptz IS NULL
+       OR (interrupts.created_at, interrupts.id) > ($11, $12::uuid))
 ORDER BY interrupts.created_at, interrupts.id
-LIMIT $11
+LIMIT $13
 `
 
 type ListInterruptsOldestParams struct {
@@ -565,6 +649,8 @@ type ListInterruptsOldestParams struct {
 	EndUser         *string
 	CreatedBefore   *time.Time
 	CreatedAfter    *time.Time
+	AllScopes       bool
+	Scopes          []string
 	CursorCreatedAt *time.Time
 	CursorID        pgtype.UUID
 	PageSize        int32
@@ -587,6 +673,8 @@ func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOl
 		arg.EndUser,
 		arg.CreatedBefore,
 		arg.CreatedAfter,
+		arg.AllScopes,
+		arg.Scopes,
 		arg.CursorCreatedAt,
 		arg.CursorID,
 		arg.PageSize,
@@ -623,6 +711,8 @@ func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOl
 			&i.Interrupt.EndUser,
 			&i.Interrupt.EscalateAt,
 			&i.Interrupt.EscalatedAt,
+			&i.Interrupt.ApprovalsGiven,
+			&i.Interrupt.ProposedInput,
 			&i.AskedBy,
 		); err != nil {
 			return nil, err
@@ -673,6 +763,47 @@ func (q *Queries) ListStrandedDecisions(ctx context.Context, arg ListStrandedDec
 	return items, nil
 }
 
+const listVotes = `-- name: ListVotes :many
+SELECT tenant_id, interrupt_id, voter, key_id, key_name, vote, input, note, created_at FROM interrupt_votes
+WHERE tenant_id = $1 AND interrupt_id = $2
+ORDER BY created_at, voter
+`
+
+type ListVotesParams struct {
+	TenantID    string
+	InterruptID uuid.UUID
+}
+
+func (q *Queries) ListVotes(ctx context.Context, arg ListVotesParams) ([]InterruptVote, error) {
+	rows, err := q.db.Query(ctx, listVotes, arg.TenantID, arg.InterruptID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InterruptVote{}
+	for rows.Next() {
+		var i InterruptVote
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.InterruptID,
+			&i.Voter,
+			&i.KeyID,
+			&i.KeyName,
+			&i.Vote,
+			&i.Input,
+			&i.Note,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listenInterruptEvents = `-- name: ListenInterruptEvents :exec
 LISTEN holdpoint_events
 `
@@ -685,7 +816,7 @@ func (q *Queries) ListenInterruptEvents(ctx context.Context) error {
 }
 
 const lockDueInterrupts = `-- name: LockDueInterrupts :many
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at FROM holdpoint_lock_due_interrupts($1::integer)
+SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at, approvals_given, proposed_input FROM holdpoint_lock_due_interrupts($1::integer)
 `
 
 // The sweeper's batch of due interrupts of every tenant, locked for this
@@ -724,6 +855,8 @@ func (q *Queries) LockDueInterrupts(ctx context.Context, batchSize int32) ([]Int
 			&i.EndUser,
 			&i.EscalateAt,
 			&i.EscalatedAt,
+			&i.ApprovalsGiven,
+			&i.ProposedInput,
 		); err != nil {
 			return nil, err
 		}

@@ -77,6 +77,8 @@ type Interrupt struct {
 	EndUser           *string
 	EscalateAt        *time.Time
 	EscalatedAt       *time.Time
+	ApprovalsGiven    int32
+	ProposedInput     []byte
 }
 
 type InterruptDaily struct {

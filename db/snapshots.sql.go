@@ -219,33 +219,38 @@ WITH snap AS (
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
+    -- A gated call's interrupt carries its approval policy (policy), and
+    -- from it the scope a decision needs, the approvals it needs and when
+    -- it escalates; end_user is who asked.
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
-                            previous_id)
+                            previous_id, policy, scope, approvals_needed, end_user, escalate_at)
     SELECT $6, i.id, $7, $8, $9, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire,
            CASE WHEN i.repause THEN (
                SELECT p.id FROM interrupts p
                WHERE p.tenant_id = $6 AND p.snapshot_id = $10 AND p.tool = i.tool AND p.ref = i.ref
-           ) END
+           ) END,
+           i.policy, nullif(i.policy->>'scope', ''), coalesce((i.policy->>'approvals')::integer, 1), $22,
+           CASE WHEN i.policy ? 'escalate' THEN now() + (i.policy->'escalate'->>'afterMs')::bigint * interval '1 millisecond' END
     FROM (
         SELECT unnest($4::uuid[]) AS id, unnest($26::text[]) AS tool, unnest($27::text[]) AS ref,
                unnest($28::jsonb[]) AS input, unnest($29::jsonb[]) AS metadata,
                unnest($30::bigint[]) AS expires_in_ms, unnest($31::jsonb[]) AS on_expire,
-               unnest($32::boolean[]) AS repause
+               unnest($32::boolean[]) AS repause, unnest($33::jsonb[]) AS policy
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)
     SELECT $6, e.interrupt_id, e.type, $23::text, e.payload
     FROM (
-        SELECT unnest($33::uuid[]) AS interrupt_id, unnest($34::text[]) AS type,
-               unnest($35::jsonb[]) AS payload
+        SELECT unnest($34::uuid[]) AS interrupt_id, unnest($35::text[]) AS type,
+               unnest($36::jsonb[]) AS payload
         UNION ALL
         SELECT c.id, 'resolved', jsonb_build_object('resumedSnapshotId', $8::text) FROM claim c
         UNION ALL
         -- The turn's own event (turn.completed, turn.failed), last.
-        SELECT NULL::uuid, $36::text, jsonb_build_object('snapshotId', $8::text)
-        WHERE $36::text <> ''
+        SELECT NULL::uuid, $37::text, jsonb_build_object('snapshotId', $8::text)
+        WHERE $37::text <> ''
     ) AS e
 )
 SELECT CASE
@@ -298,6 +303,7 @@ type WriteTurnParams struct {
 	ExpiresInMs       []int64
 	OnExpires         [][]byte
 	Repauses          []bool
+	Policies          [][]byte
 	EventInterruptIDs []uuid.UUID
 	EventTypes        []string
 	EventPayloads     [][]byte
@@ -353,6 +359,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.ExpiresInMs,
 		arg.OnExpires,
 		arg.Repauses,
+		arg.Policies,
 		arg.EventInterruptIDs,
 		arg.EventTypes,
 		arg.EventPayloads,

@@ -92,8 +92,8 @@ func (q *Queries) GetTokenVerification(ctx context.Context, arg GetTokenVerifica
 }
 
 const insertAPIKey = `-- name: InsertAPIKey :exec
-INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix, scopes)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text[])
 `
 
 type InsertAPIKeyParams struct {
@@ -103,6 +103,7 @@ type InsertAPIKeyParams struct {
 	Role      string
 	KeyHash   []byte
 	KeyPrefix string
+	Scopes    []string
 }
 
 func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) error {
@@ -113,6 +114,7 @@ func (q *Queries) InsertAPIKey(ctx context.Context, arg InsertAPIKeyParams) erro
 		arg.Role,
 		arg.KeyHash,
 		arg.KeyPrefix,
+		arg.Scopes,
 	)
 	return err
 }

@@ -33,6 +33,32 @@ func (q *Queries) GetUISessionByHash(ctx context.Context, tokenHash []byte) (UiS
 	return i, err
 }
 
+const getUISessionKey = `-- name: GetUISessionKey :one
+SELECT name, scopes FROM api_keys
+WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL
+`
+
+type GetUISessionKeyParams struct {
+	TenantID string
+	ID       uuid.UUID
+}
+
+type GetUISessionKeyRow struct {
+	Name   string
+	Scopes []string
+}
+
+// The name and scopes of a session's key, read when the session is
+// resolved (ui_sessions keeps neither). A query of its own, scoped to the
+// session's tenant: row-level security hides api_keys from the system
+// lookup above, so it cannot be a join there.
+func (q *Queries) GetUISessionKey(ctx context.Context, arg GetUISessionKeyParams) (GetUISessionKeyRow, error) {
+	row := q.db.QueryRow(ctx, getUISessionKey, arg.TenantID, arg.ID)
+	var i GetUISessionKeyRow
+	err := row.Scan(&i.Name, &i.Scopes)
+	return i, err
+}
+
 const insertUISession = `-- name: InsertUISession :exec
 INSERT INTO ui_sessions (token_hash, tenant_id, key_id, actor, csrf, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6)

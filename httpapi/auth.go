@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
@@ -131,7 +132,7 @@ func (a *api) resolveAccess(c echo.Context) (*access, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &access{caller: service.Caller{TenantID: s.TenantID, Actor: s.Actor}, level: levelAdmin,
+			return &access{caller: keyCaller(s.TenantID, s.KeyID, s.KeyName, s.Scopes), level: levelAdmin,
 				rateKey: "key:" + s.KeyID.String(), ui: s, uiToken: cookie.Value}, nil
 		}
 	}
@@ -149,11 +150,10 @@ func (a *api) resolveAccess(c echo.Context) (*access, error) {
 		if p.Role == service.RoleAdmin {
 			level = levelAdmin
 		}
-		keyID := p.KeyID.String()
 		return &access{
-			caller:  service.Caller{TenantID: p.TenantID, Actor: "key:" + keyID},
+			caller:  keyCaller(p.TenantID, p.KeyID, p.KeyName, p.Scopes),
 			level:   level,
-			rateKey: "key:" + keyID,
+			rateKey: "key:" + p.KeyID.String(),
 		}, nil
 	}
 	caller, err := a.opts.Auth.VerifyUserToken(ctx, cred)
@@ -166,6 +166,13 @@ func (a *api) resolveAccess(c echo.Context) (*access, error) {
 		rateKey:   "user:" + caller.TenantID + "\x00" + caller.EndUser,
 		userToken: true,
 	}, nil
+}
+
+// keyCaller is the caller of an API key, or of a dashboard session of one:
+// the same key is the same caller, and the same actor, either way.
+func keyCaller(tenantID string, keyID uuid.UUID, name string, scopes []string) service.Caller {
+	id := keyID.String()
+	return service.Caller{TenantID: tenantID, Actor: service.ActorOfKey(id, name), KeyID: id, KeyName: name, Scopes: scopes}
 }
 
 // bearer extracts the credential of a single "Authorization: Bearer X"

@@ -267,7 +267,7 @@ func TestRoles(t *testing.T) {
 	}
 
 	// The actor of every audit row names the credential.
-	for cred, actor := range map[string]string{admin: "key:" + adminID.String(), client: "key:" + clientID.String(), alice: "user:alice"} {
+	for cred, actor := range map[string]string{admin: "key:admin key/" + adminID.String(), client: "key:client key/" + clientID.String(), alice: "user:alice"} {
 		out := s.send(t, cred, demo.BankingAgentName, "Transfer $50 to account 12345", nil)
 		if out.FinishReason != service.FinishInterrupted {
 			t.Fatalf("banking turn %+v, want interrupted", out)

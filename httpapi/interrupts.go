@@ -291,7 +291,10 @@ func interruptItems[T any](a *api, c echo.Context, list func(context.Context, se
 // decisionRequest is the body of respond and restart.
 type decisionRequest struct {
 	Output json.RawMessage `json:"output"`
-	Note   *string         `json:"note"`
+	// Input, on restart, is an approver's edit of a gated call's input
+	// (where its policy allows edits).
+	Input json.RawMessage `json:"input"`
+	Note  *string         `json:"note"`
 }
 
 // respondInterrupt decides an interrupt with an output on the user's
@@ -323,7 +326,7 @@ func (a *api) restartInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.RestartInterrupt(ctx, caller, id, noteOf(req))
+	res, err := a.rt.ApproveInterrupt(ctx, caller, id, req.Input, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -376,6 +379,12 @@ func (a *api) beginDecision(c echo.Context, withOutput bool) (service.Caller, uu
 	}
 	if !withOutput && req.Output != nil {
 		return caller, uuid.Nil, req, invalid("restart takes no output: it runs the tool again with its original input")
+	}
+	if withOutput && req.Input != nil {
+		return caller, uuid.Nil, req, invalid("respond takes no input: it answers with an output")
+	}
+	if string(req.Input) == "null" {
+		return caller, uuid.Nil, req, invalid("input must be the edited input (a JSON value other than null)")
 	}
 	if req.Note != nil && utf8.RuneCountInString(*req.Note) > maxNoteLength {
 		return caller, uuid.Nil, req, invalid("note must be at most %d characters", maxNoteLength)

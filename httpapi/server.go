@@ -110,8 +110,9 @@ type Options struct {
 }
 
 // DevCaller is the caller every request acts for when no authentication is
-// configured (serve --dev); X-End-User narrows it to one end user.
-var DevCaller = service.Caller{TenantID: "default", Actor: "dev"}
+// configured (serve --dev); X-End-User narrows it to one end user. It holds
+// every scope.
+var DevCaller = service.Caller{TenantID: "default", Actor: "dev", KeyName: "dev", Scopes: []string{service.ScopeAll}}
 
 // readyTimeout bounds a readiness probe so a hung database answers 503
 // rather than hanging the prober.

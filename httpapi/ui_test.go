@@ -143,7 +143,7 @@ func TestDashboardSignIn(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", "admin")
+	admin, adminID := s.key(t, "acme", "admin")
 	client, _ := s.key(t, "acme", "client")
 	out := s.send(t, admin, "bankingAgent", "Transfer $50 to account 12345", nil)
 	if out.FinishReason != "interrupted" {
@@ -221,8 +221,8 @@ func TestDashboardSignIn(t *testing.T) {
 		t.Fatalf("decision with a session: %d", res.StatusCode)
 	}
 	var actor string
-	if err := s.owner.QueryRow(context.Background(), "SELECT resolved_by FROM interrupts WHERE id = $1", items.Items[0].ID).Scan(&actor); err != nil || actor != "key:admin key" {
-		t.Fatalf("decided by %q (%v), want the key's name", actor, err)
+	if err := s.owner.QueryRow(context.Background(), "SELECT resolved_by FROM interrupts WHERE id = $1", items.Items[0].ID).Scan(&actor); err != nil || actor != "key:admin key/"+adminID.String() {
+		t.Fatalf("decided by %q (%v), want the key's name and id", actor, err)
 	}
 	if res := do("POST", "/ui/session/end", cookie.Value, csrf, s.srv.URL, ""); res.StatusCode != 204 {
 		t.Fatalf("sign-out: %d", res.StatusCode)

@@ -20,12 +20,17 @@ ALTER TABLE api_keys ADD COLUMN scopes text[] NOT NULL DEFAULT '{}';
 --   never one of the approvers of a maker-checker policy.
 -- escalate_at / escalated_at: when the policy hands the interrupt to
 --   another scope, and when it did.
+-- approvals_given: approvals of the current proposal so far;
+--   proposed_input: an approver's edit, when one edited (what the next
+--   approvals approve, and what runs; an edit starts the count again).
 ALTER TABLE interrupts ADD COLUMN policy jsonb;
 ALTER TABLE interrupts ADD COLUMN scope text;
 ALTER TABLE interrupts ADD COLUMN approvals_needed integer NOT NULL DEFAULT 1 CHECK (approvals_needed BETWEEN 1 AND 10);
 ALTER TABLE interrupts ADD COLUMN end_user text;
 ALTER TABLE interrupts ADD COLUMN escalate_at timestamptz;
 ALTER TABLE interrupts ADD COLUMN escalated_at timestamptz;
+ALTER TABLE interrupts ADD COLUMN approvals_given integer NOT NULL DEFAULT 0;
+ALTER TABLE interrupts ADD COLUMN proposed_input jsonb;
 
 -- The escalation sweep reads only the interrupts still waiting for theirs.
 CREATE INDEX interrupts_escalation_idx ON interrupts (escalate_at)
@@ -89,6 +94,8 @@ ALTER TABLE interrupt_events ADD CONSTRAINT interrupt_events_type_check CHECK (
 DROP TABLE interrupt_votes;
 DROP FUNCTION interrupt_votes_append_only();
 DROP INDEX interrupts_escalation_idx;
+ALTER TABLE interrupts DROP COLUMN proposed_input;
+ALTER TABLE interrupts DROP COLUMN approvals_given;
 ALTER TABLE interrupts DROP COLUMN escalated_at;
 ALTER TABLE interrupts DROP COLUMN escalate_at;
 ALTER TABLE interrupts DROP COLUMN end_user;

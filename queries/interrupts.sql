@@ -59,6 +59,8 @@ WHERE interrupts.tenant_id = @tenant_id
        SELECT s.id FROM sessions s WHERE s.tenant_id = @tenant_id AND s.end_user = sqlc.narg(end_user)))
   AND (sqlc.narg(created_before)::timestamptz IS NULL OR interrupts.created_at < sqlc.narg(created_before))
   AND (sqlc.narg(created_after)::timestamptz IS NULL OR interrupts.created_at > sqlc.narg(created_after))
+  -- A gated call needing a scope is listed only to holders of it.
+  AND (interrupts.scope IS NULL OR @all_scopes::boolean OR interrupts.scope = ANY (@scopes::text[]))
   AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
        OR (interrupts.created_at, interrupts.id) < (sqlc.narg(cursor_created_at), sqlc.narg(cursor_id)::uuid))
 ORDER BY interrupts.created_at DESC, interrupts.id DESC
@@ -79,6 +81,8 @@ WHERE interrupts.tenant_id = @tenant_id
        SELECT s.id FROM sessions s WHERE s.tenant_id = @tenant_id AND s.end_user = sqlc.narg(end_user)))
   AND (sqlc.narg(created_before)::timestamptz IS NULL OR interrupts.created_at < sqlc.narg(created_before))
   AND (sqlc.narg(created_after)::timestamptz IS NULL OR interrupts.created_at > sqlc.narg(created_after))
+  -- A gated call needing a scope is listed only to holders of it.
+  AND (interrupts.scope IS NULL OR @all_scopes::boolean OR interrupts.scope = ANY (@scopes::text[]))
   AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
        OR (interrupts.created_at, interrupts.id) > (sqlc.narg(cursor_created_at), sqlc.narg(cursor_id)::uuid))
 ORDER BY interrupts.created_at, interrupts.id
@@ -184,3 +188,29 @@ FROM holdpoint_stranded_decisions(@older_seconds::float8, @batch_size::integer) 
 -- changed, and the caller gives up.
 UPDATE interrupts SET resumed_snapshot_id = @resumed_snapshot_id::text
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'resolved' AND resumed_snapshot_id IS NULL;
+
+-- name: InsertVote :execrows
+-- One vote per person and interrupt (the key): a second vote of the same
+-- voter inserts nothing.
+INSERT INTO interrupt_votes (tenant_id, interrupt_id, voter, key_id, key_name, vote, input, note)
+VALUES (@tenant_id, @interrupt_id, @voter, sqlc.narg(key_id)::uuid, @key_name, @vote, sqlc.narg(input)::jsonb, sqlc.narg(note))
+ON CONFLICT DO NOTHING;
+
+-- name: CountApproval :one
+-- Counts an approval of a pending interrupt (locked by the caller): an
+-- approval of another input than the current proposal (an edit) makes it
+-- the proposal, with this approval its first.
+UPDATE interrupts
+SET approvals_given = CASE WHEN sqlc.narg(input)::jsonb IS NOT NULL
+                            AND sqlc.narg(input)::jsonb IS DISTINCT FROM coalesce(proposed_input, input)
+                           THEN 1 ELSE approvals_given + 1 END,
+    proposed_input = CASE WHEN sqlc.narg(input)::jsonb IS NOT NULL
+                           AND sqlc.narg(input)::jsonb IS DISTINCT FROM coalesce(proposed_input, input)
+                          THEN sqlc.narg(input)::jsonb ELSE proposed_input END
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'pending'
+RETURNING approvals_given, approvals_needed, proposed_input;
+
+-- name: ListVotes :many
+SELECT * FROM interrupt_votes
+WHERE tenant_id = @tenant_id AND interrupt_id = @interrupt_id
+ORDER BY created_at, voter;

@@ -119,20 +119,25 @@ WITH snap AS (
 ), irq AS (
     -- A re-paused request (a restart that interrupted again) links to the
     -- interrupt of the same request in the parent snapshot.
+    -- A gated call's interrupt carries its approval policy (policy), and
+    -- from it the scope a decision needs, the approvals it needs and when
+    -- it escalates; end_user is who asked.
     INSERT INTO interrupts (tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, expires_at, on_expire,
-                            previous_id)
+                            previous_id, policy, scope, approvals_needed, end_user, escalate_at)
     SELECT @tenant_id, i.id, @session_id, @snapshot_id, @agent, i.tool, i.ref, i.input, i.metadata,
            CASE WHEN i.expires_in_ms > 0 THEN now() + i.expires_in_ms * interval '1 millisecond' END,
            i.on_expire,
            CASE WHEN i.repause THEN (
                SELECT p.id FROM interrupts p
                WHERE p.tenant_id = @tenant_id AND p.snapshot_id = @parent_id AND p.tool = i.tool AND p.ref = i.ref
-           ) END
+           ) END,
+           i.policy, nullif(i.policy->>'scope', ''), coalesce((i.policy->>'approvals')::integer, 1), @end_user,
+           CASE WHEN i.policy ? 'escalate' THEN now() + (i.policy->'escalate'->>'afterMs')::bigint * interval '1 millisecond' END
     FROM (
         SELECT unnest(@interrupt_ids::uuid[]) AS id, unnest(@tools::text[]) AS tool, unnest(@refs::text[]) AS ref,
                unnest(@inputs::jsonb[]) AS input, unnest(@metadatas::jsonb[]) AS metadata,
                unnest(@expires_in_ms::bigint[]) AS expires_in_ms, unnest(@on_expires::jsonb[]) AS on_expire,
-               unnest(@repauses::boolean[]) AS repause
+               unnest(@repauses::boolean[]) AS repause, unnest(@policies::jsonb[]) AS policy
     ) AS i
 ), ev AS (
     INSERT INTO interrupt_events (tenant_id, interrupt_id, type, actor, payload)

@@ -60,8 +60,8 @@ VALUES (@tenant_id, @end_user, date_trunc('second', now()) + interval '1 second'
 ON CONFLICT (tenant_id, end_user) DO UPDATE SET not_before = EXCLUDED.not_before;
 
 -- name: InsertAPIKey :exec
-INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix)
-VALUES (@tenant_id, @id, @name, @role, @key_hash, @key_prefix);
+INSERT INTO api_keys (tenant_id, id, name, role, key_hash, key_prefix, scopes)
+VALUES (@tenant_id, @id, @name, @role, @key_hash, @key_prefix, @scopes::text[]);
 
 -- name: GetAPIKeyByHash :one
 -- Authentication: the tenant is not known yet. A system function

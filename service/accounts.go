@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,13 +40,23 @@ type APIKey struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
 	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	// Scopes are what the key may decide beyond any operator (see
+	// ApprovalPolicy.Scope); "*" is every scope. Never null.
+	Scopes []string `json:"scopes"`
 }
 
 // Principal is who a valid API key authenticates.
 type Principal struct {
 	TenantID string
 	KeyID    uuid.UUID
+	KeyName  string
 	Role     string
+	Scopes   []string
+}
+
+// Actor is how the key is recorded on what it does (ActorOfKey).
+func (p *Principal) Actor() string {
+	return ActorOfKey(p.KeyID.String(), p.KeyName)
 }
 
 // AccountStore is the persistence of tenants, their API keys, keys and
@@ -57,8 +68,8 @@ type AccountStore interface {
 	CreateTenant(ctx context.Context, id, name string) (*Tenant, error)
 	// ListTenants lists every tenant.
 	ListTenants(ctx context.Context) ([]Tenant, error)
-	// CreateAPIKey stores a key by the hash of its secret (NOT_FOUND for
-	// an unknown tenant).
+	// CreateAPIKey stores a key, its scopes included, by the hash of its
+	// secret (NOT_FOUND for an unknown tenant).
 	CreateAPIKey(ctx context.Context, key *APIKey, hash []byte) error
 	// ListAPIKeys lists a tenant's keys.
 	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
@@ -71,7 +82,8 @@ type AccountStore interface {
 	// CreateUISession stores a dashboard session by the hash of its token.
 	CreateUISession(ctx context.Context, s *UISession, hash []byte) error
 	// UISessionByHash returns the live session whose token has that hash,
-	// its key not revoked (ErrNotFound when none).
+	// its key not revoked (ErrNotFound when none), with the key's name and
+	// scopes, and ActorOfKey for its actor.
 	UISessionByHash(ctx context.Context, hash []byte) (*UISession, error)
 	// RevokeUISession ends a session.
 	RevokeUISession(ctx context.Context, tenantID string, hash []byte) error
@@ -143,14 +155,24 @@ func (a *Accounts) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return a.store.ListTenants(ctx)
 }
 
-// CreateKey creates an API key for a tenant and returns it in clear, once:
-// only its hash is stored.
-func (a *Accounts) CreateKey(ctx context.Context, tenantID, role, name string) (string, *APIKey, error) {
+// MaxKeyScopes bounds the scopes of one API key.
+const MaxKeyScopes = 20
+
+// ScopeAll is the scope that holds every scope.
+const ScopeAll = "*"
+
+// CreateKey creates an API key for a tenant, with scopes (see
+// NormalizeScopes), and returns it in clear, once: only its hash is stored.
+func (a *Accounts) CreateKey(ctx context.Context, tenantID, role, name string, scopes ...string) (string, *APIKey, error) {
 	if role != RoleClient && role != RoleAdmin {
 		return "", nil, Errorf(CodeInvalidArgument, "role must be client or admin")
 	}
 	if len(name) > 256 {
 		return "", nil, Errorf(CodeInvalidArgument, "key name must be at most 256 bytes")
+	}
+	scopes, err := NormalizeScopes(scopes)
+	if err != nil {
+		return "", nil, err
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
@@ -158,11 +180,33 @@ func (a *Accounts) CreateKey(ctx context.Context, tenantID, role, name string) (
 	}
 	plain := KeyPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	hash := sha256.Sum256([]byte(plain))
-	key := &APIKey{ID: uuid.New(), TenantID: tenantID, Name: name, Role: role, Prefix: plain[:len(KeyPrefix)+6], CreatedAt: time.Now()}
+	key := &APIKey{ID: uuid.New(), TenantID: tenantID, Name: name, Role: role, Prefix: plain[:len(KeyPrefix)+6],
+		CreatedAt: time.Now(), Scopes: scopes}
 	if err := a.store.CreateAPIKey(ctx, key, hash[:]); err != nil {
 		return "", nil, err
 	}
 	return plain, key, nil
+}
+
+// NormalizeScopes checks a key's scopes (each spelled as ValidateScope
+// wants, or "*" for all of them; at most MaxKeyScopes) and drops repeats,
+// keeping the first of each. INVALID_ARGUMENT names the scope at fault.
+func NormalizeScopes(scopes []string) ([]string, error) {
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		if s != ScopeAll {
+			if err := ValidateScope(s, false); err != nil {
+				return nil, Errorf(CodeInvalidArgument, "%s (or %q: every scope)", err.Error(), ScopeAll)
+			}
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) > MaxKeyScopes {
+		return nil, Errorf(CodeInvalidArgument, "a key has at most %d scopes, not %d", MaxKeyScopes, len(out))
+	}
+	return out, nil
 }
 
 // ListKeys lists a tenant's keys (never the keys themselves).
@@ -215,7 +259,7 @@ func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, 
 	if err != nil {
 		return nil, err
 	}
-	p = &Principal{TenantID: key.TenantID, KeyID: key.ID, Role: key.Role}
+	p = &Principal{TenantID: key.TenantID, KeyID: key.ID, KeyName: key.Name, Role: key.Role, Scopes: key.Scopes}
 	a.keys.put(hash, p, revocations)
 	return p, nil
 }
@@ -255,9 +299,12 @@ func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, g
 // UISession is an operator's dashboard session: an admin key exchanged
 // for an opaque token kept in a cookie.
 type UISession struct {
-	TenantID  string
-	KeyID     uuid.UUID
-	Actor     string // recorded on the decisions made in it
+	TenantID string
+	KeyID    uuid.UUID
+	// KeyName and Scopes are the key's, read with the session.
+	KeyName   string
+	Scopes    []string
+	Actor     string // recorded on the decisions made in it: ActorOfKey
 	CSRF      string // the token state-changing requests must echo
 	ExpiresAt time.Time
 }
@@ -277,16 +324,9 @@ func (a *Accounts) SignInUI(ctx context.Context, plain string) (*UISession, stri
 	if p.Role != RoleAdmin {
 		return nil, "", Errorf(CodePermissionDenied, "only an admin key signs in to the dashboard")
 	}
-	actor := "key:" + p.KeyID.String()
-	if keys, err := a.store.ListAPIKeys(ctx, p.TenantID); err == nil {
-		for _, k := range keys {
-			if k.ID == p.KeyID && k.Name != "" {
-				actor = "key:" + k.Name
-			}
-		}
-	}
 	token, csrf := randomToken(), randomToken()
-	s := &UISession{TenantID: p.TenantID, KeyID: p.KeyID, Actor: actor, CSRF: csrf, ExpiresAt: time.Now().Add(UISessionTTL)}
+	s := &UISession{TenantID: p.TenantID, KeyID: p.KeyID, KeyName: p.KeyName, Scopes: p.Scopes, Actor: p.Actor(),
+		CSRF: csrf, ExpiresAt: time.Now().Add(UISessionTTL)}
 	hash := sha256.Sum256([]byte(token))
 	if err := a.store.CreateUISession(ctx, s, hash[:]); err != nil {
 		return nil, "", err

@@ -179,3 +179,30 @@ func ActorOfKey(id, name string) string {
 	}
 	return "key:" + name + "/" + id
 }
+
+// voteOf is the vote a decision of c on it records: nil for an interrupt
+// no policy made; for a gated call, the checks of its policy first (the
+// scope, the requester's exclusion).
+func voteOf(c Caller, it *Interrupt, vote string, input json.RawMessage, note string) (*Vote, error) {
+	if it.Policy == nil {
+		return nil, nil
+	}
+	if !c.HasScope(it.Scope) {
+		return nil, Errorf(CodePermissionDenied, "deciding interrupt %s needs the scope %s, which this key does not hold", it.ID, it.Scope)
+	}
+	if it.Policy.MakerChecker() && it.EndUser != "" && c.EndUser == it.EndUser {
+		return nil, Errorf(CodePermissionDenied, "%s asked for this call and cannot approve or deny it: its policy needs someone else", it.EndUser)
+	}
+	return &Vote{Voter: c.Voter(), KeyID: c.KeyID, KeyName: c.KeyName, Vote: vote, Input: input, Note: note}, nil
+}
+
+// checkEdit checks an approver's edit of a gated call's input.
+func checkEdit(it *Interrupt, tool *Tool, input json.RawMessage) error {
+	if it.Policy == nil || !it.Policy.AllowEdit {
+		return Errorf(CodeInvalidArgument, "the approval policy of %s does not allow editing its input", it.Tool)
+	}
+	if err := checkToolInput(tool, &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: input}); err != nil {
+		return Errorf(CodeInvalidArgument, "the edited input does not match the input schema of %s: %s", it.Tool, AsError(err).Message)
+	}
+	return nil
+}

@@ -102,6 +102,10 @@ func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *tur
 	if err != nil {
 		return Message{}, false, err
 	}
+	if err := checkGatedResume(plan, inv.sess.messages[len(inv.sess.messages)-1], a, inv.preclaimed != nil); err != nil {
+		inv.reject(err)
+		return Message{}, false, err
+	}
 	if err := checkRespondOutputs(plan, a); err != nil {
 		// Answered 400 before anything is claimed or run.
 		inv.reject(err)
@@ -281,9 +285,10 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 	var responses []Part
 	interrupted := false
 	ran := false // a tool of this round ran
+	explanation := explanationOf(msg)
 	for _, i := range requests {
 		part := msg.Content[i]
-		out, irq, err := inv.runTool(ctx, t, callKey(round, i, part.ToolRequest), part, nil)
+		out, irq, err := inv.runTool(ctx, t, toolRun{key: callKey(round, i, part.ToolRequest), part: part, explanation: explanation})
 		if err != nil {
 			// What the tools before this one did is in no message.
 			t.unrecorded = t.unrecorded || ran
@@ -324,9 +329,16 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 // deadline.
 func (inv *invocation) newInterrupt(req *ToolRequest, meta json.RawMessage) NewInterrupt {
 	ni := NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: meta}
-	if tool := inv.agent.tool(req.Name); tool != nil && tool.ExpiresAfter > 0 {
+	tool := inv.agent.tool(req.Name)
+	if tool == nil {
+		return ni
+	}
+	if tool.ExpiresAfter > 0 {
 		ni.ExpiresIn = tool.ExpiresAfter
 		ni.OnExpire = tool.onExpireJSON()
+	}
+	if tool.Approval != nil && gateOf(Part{Metadata: Metadata{metaInterrupt: meta}}) != nil {
+		ni.Policy, _ = json.Marshal(tool.Approval.stored())
 	}
 	return ni
 }
@@ -341,19 +353,39 @@ func (inv *invocation) reject(err error) {
 	}
 }
 
+// toolRun is one request for a tool: the model's (fresh), or a resume's
+// restart of an interrupted one.
+type toolRun struct {
+	key  string // the call's key within its turn (callKey)
+	part Part
+	// restart says a resume restarts the request; resumed is its
+	// metadata.resumed (nil when the client sent none).
+	restart bool
+	resumed json.RawMessage
+	// explanation is the model's text beside a fresh request.
+	explanation string
+}
+
 // runTool runs the tool a request names. It returns the response part, or
 // the interrupted request part when the tool paused the turn. A tool that
-// runs is recorded (tool_calls); an interrupt does not run.
-func (inv *invocation) runTool(ctx context.Context, t *Turn, key string, part Part, resumed json.RawMessage) (*Part, *Part, error) {
-	req := part.ToolRequest
+// runs is recorded (tool_calls); an interrupt does not run. A fresh call
+// of a gated tool pauses for approval first (gate): nothing of it runs,
+// and no row is written, until a decision restarts it.
+func (inv *invocation) runTool(ctx context.Context, t *Turn, r toolRun) (*Part, *Part, error) {
+	req := r.part.ToolRequest
 	tool := inv.agent.tool(req.Name)
 	if tool == nil {
 		return nil, nil, Errorf(CodeNotFound, "Tool %s not found", req.Name)
 	}
-	if !tool.Interrupt {
-		return inv.recordedTool(ctx, t, key, tool, part, resumed)
+	if !r.restart {
+		if irq, err := inv.gate(ctx, tool, r.part, r.explanation); irq != nil || err != nil {
+			return nil, irq, err
+		}
 	}
-	return inv.execTool(ctx, t, tool, part, resumed, "", nil, nil)
+	if !tool.Interrupt {
+		return inv.recordedTool(ctx, t, tool, r)
+	}
+	return inv.execTool(ctx, t, tool, r.part, r.resumed, "", nil, nil)
 }
 
 // callKey names a tool call within its turn for the journal: by ref when
@@ -382,10 +414,8 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	req := part.ToolRequest
 	// What the model sends is checked before a tool runs or a question
 	// reaches a human: a request its schema refuses fails the turn.
-	if violations := validateAgainstSchema(tool.InputSchema, rawOr(req.Input, "null")); len(violations) > 0 {
-		e := Errorf(CodeInvalidArgument, "The model called '%s%s' with input that does not match its input schema: %s", req.Name, refSuffix(req.Ref), strings.Join(violations, "; "))
-		e.Details = map[string]any{"violations": violations}
-		return nil, nil, e
+	if err := checkToolInput(tool, req); err != nil {
+		return nil, nil, err
 	}
 	if tool.Interrupt {
 		return nil, interruptedPart(part, nil), nil
@@ -418,7 +448,7 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	}
 	if err != nil {
 		if ie, ok := asInterrupt(err); ok {
-			return nil, interruptedPart(part, ie.Metadata), nil
+			return nil, interruptedPart(part, stripGate(ie.Metadata)), nil
 		}
 		if errors.Is(err, ErrMayHaveRun) {
 			// Kept in the chain: the call is recorded unknown.
@@ -441,14 +471,14 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 // in the history (newest first) and that a restart repeats its input
 // exactly, so a client cannot forge a tool call.
 func validateResumeAgainstHistory(res *Resume, history []Message) error {
-	find := func(name, ref string) *ToolRequest {
+	find := func(name, ref string) *Part {
 		for i := len(history) - 1; i >= 0; i-- {
 			if history[i].Role != RoleModel {
 				continue
 			}
-			for _, p := range history[i].Content {
+			for j, p := range history[i].Content {
 				if tr := p.ToolRequest; tr != nil && tr.Name == name && tr.Ref == ref {
-					return tr
+					return &history[i].Content[j]
 				}
 			}
 		}
@@ -463,7 +493,9 @@ func validateResumeAgainstHistory(res *Resume, history []Message) error {
 		if match == nil {
 			return Errorf(CodeInvalidArgument, "resume.restart references tool '%s'%s which was not found in session history.", tr.Name, refNote(tr.Ref))
 		}
-		if !jsonEqual(tr.Input, match.Input) {
+		// A gate that allows edits takes an edited input (checked
+		// against the policy and the schema by checkGatedResume).
+		if g := gateOf(*match); !jsonEqual(tr.Input, match.ToolRequest.Input) && (g == nil || !g.AllowEdit) {
 			return Errorf(CodeInvalidArgument, "resume.restart for tool '%s'%s has modified inputs that do not match the original tool request in session history. Restart inputs must exactly match the interrupted tool request.", tr.Name, refNote(tr.Ref))
 		}
 	}
@@ -566,7 +598,13 @@ func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
 		}
 		if r := findRequest(res.Restart, tr.Name, tr.Ref); r != nil {
 			plan.steps[i] = resumeStep{kind: stepRestart, restart: r}
-			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: json.RawMessage(`{"restart":true}`)})
+			resolution := json.RawMessage(`{"restart":true}`)
+			if !jsonEqual(r.ToolRequest.Input, tr.Input) {
+				// An approver's edit (a gate that allows it) is recorded
+				// with the decision.
+				resolution, _ = json.Marshal(map[string]any{"restart": true, "input": rawOr(r.ToolRequest.Input, "null")})
+			}
+			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: resolution})
 			continue
 		}
 		return nil, Errorf(CodeInvalidArgument, "Unresolved tool request '%s%s' was not handled by the 'resume' argument. You must supply replies or restarts for all interrupted tool requests.", tr.Name, refSuffix(tr.Ref))
@@ -626,11 +664,16 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 			responses = append(responses, step.respond.Clone())
 			p.Metadata = resolvedMeta(p.Metadata)
 		case stepRestart:
+			// As the reference: the tool sees `resumed` only when the
+			// restart's metadata carries it.
 			resumed := step.restart.Metadata[metaResumed]
 			if isNull(resumed) {
-				resumed = jsonTrue
+				resumed = nil
 			}
-			out, irq, err := inv.runTool(ctx, t, "restart:"+callKey(-1, i, step.restart.ToolRequest), step.restart.Clone(), resumed)
+			if !jsonEqual(step.restart.ToolRequest.Input, p.ToolRequest.Input) {
+				p = editedRequest(p, step.restart.ToolRequest.Input)
+			}
+			out, irq, err := inv.runTool(ctx, t, toolRun{key: "restart:" + callKey(-1, i, step.restart.ToolRequest), part: step.restart.Clone(), restart: true, resumed: resumed})
 			if err != nil {
 				return Message{}, false, err
 			}

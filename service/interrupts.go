@@ -35,6 +35,7 @@ func (r *Runtime) ListInterrupts(ctx context.Context, c Caller, f InterruptFilte
 	if f.Limit > MaxInboxPage {
 		return nil, Errorf(CodeInvalidArgument, "limit must be at most %d", MaxInboxPage)
 	}
+	f.Scopes, f.AllScopes = c.Scopes, c.HasScope("*")
 	return r.store.ListInterrupts(ctx, c.TenantID, f)
 }
 
@@ -49,6 +50,24 @@ type InterruptDetail struct {
 	// retry those calls (UnknownToolCalls).
 	Execution        string           `json:"execution,omitempty"`
 	UnknownToolCalls []ToolCallRecord `json:"unknownToolCalls,omitempty"`
+	// Votes are the votes on a gated call, oldest first.
+	Votes []Vote `json:"votes,omitempty"`
+}
+
+// visibleInterrupt reads an interrupt the caller may see: one needing a
+// scope the caller lacks is refused (403).
+func (r *Runtime) visibleInterrupt(ctx context.Context, c Caller, id uuid.UUID) (*Interrupt, error) {
+	it, err := r.store.GetInterrupt(ctx, c.TenantID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "interrupt %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !c.HasScope(it.Scope) {
+		return nil, Errorf(CodePermissionDenied, "interrupt %s needs the scope %s, which this key does not hold", id, it.Scope)
+	}
+	return it, nil
 }
 
 // ExecutionUnknown is InterruptDetail.Execution when a call of the
@@ -58,14 +77,16 @@ const ExecutionUnknown = "unknown"
 // GetInterrupt returns an interrupt with the last few messages of the
 // snapshot that paused on it.
 func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, lastMessages int) (*InterruptDetail, error) {
-	it, err := r.store.GetInterrupt(ctx, c.TenantID, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "interrupt %s not found", id)
-	}
+	it, err := r.visibleInterrupt(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
 	out := &InterruptDetail{Interrupt: *it, Messages: []Message{}}
+	if it.Policy != nil {
+		if out.Votes, err = r.store.ListVotes(ctx, c.TenantID, id); err != nil {
+			return nil, err
+		}
+	}
 	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: it.Agent, ID: it.SnapshotID, WithState: true})
 	if err != nil {
 		return nil, err
@@ -92,9 +113,7 @@ func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, last
 
 // InterruptEvents returns an interrupt's audit trail.
 func (r *Runtime) InterruptEvents(ctx context.Context, c Caller, id uuid.UUID) ([]InterruptEvent, error) {
-	if _, err := r.store.GetInterrupt(ctx, c.TenantID, id); errors.Is(err, ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "interrupt %s not found", id)
-	} else if err != nil {
+	if _, err := r.visibleInterrupt(ctx, c, id); err != nil {
 		return nil, err
 	}
 	events, err := r.store.ListInterruptEvents(ctx, c.TenantID, id)
@@ -113,9 +132,14 @@ func (r *Runtime) InterruptEvents(ctx context.Context, c Caller, id uuid.UUID) (
 // output when it was the last decision the snapshot waited for, otherwise
 // the interrupts still waiting.
 type DecisionResult struct {
-	Status     string       `json:"status"` // "resumed" or "recorded"
+	// Status is "resumed", "recorded" (the snapshot waits for other
+	// interrupts) or "voted" (the call waits for more approvals).
+	Status     string       `json:"status"`
 	Output     *AgentOutput `json:"output,omitempty"`
 	WaitingFor []Interrupt  `json:"waitingFor,omitempty"`
+	// Approvals of Needed, after a vote that did not complete them.
+	Approvals int `json:"approvals,omitempty"`
+	Needed    int `json:"needed,omitempty"`
 }
 
 // RespondInterrupt decides an interrupt on the user's behalf with output,
@@ -134,7 +158,11 @@ func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 		e.Details = map[string]any{"violations": violations}
 		return nil, e
 	}
-	return r.decide(ctx, c, it, resolution)
+	vote, err := voteOf(c, it, VoteDeny, nil, note)
+	if err != nil {
+		return nil, err
+	}
+	return r.decide(ctx, c, it, resolution, vote)
 }
 
 // orSameDecision answers a decision refused with err: the first outcome
@@ -153,6 +181,14 @@ func (r *Runtime) orSameDecision(ctx context.Context, c Caller, id uuid.UUID, re
 // RestartInterrupt decides an interrupt by running its tool again with the
 // original input (and `resumed` metadata).
 func (r *Runtime) RestartInterrupt(ctx context.Context, c Caller, id uuid.UUID, note string) (*DecisionResult, error) {
+	return r.ApproveInterrupt(ctx, c, id, nil, note)
+}
+
+// ApproveInterrupt restarts an interrupt's tool: for a gated call, it is
+// the caller's approval (a vote, which runs the call once the policy's
+// approvals are given), with input an edit of the call's input where the
+// policy allows it (nil: as asked, or as the last edit proposed).
+func (r *Runtime) ApproveInterrupt(ctx context.Context, c Caller, id uuid.UUID, input json.RawMessage, note string) (*DecisionResult, error) {
 	resolution := decisionResolution(ctx, "restart", jsonTrue, note)
 	it, tool, err := r.interruptTool(ctx, c, id)
 	if err != nil {
@@ -161,7 +197,22 @@ func (r *Runtime) RestartInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 	if tool.Interrupt {
 		return nil, Errorf(CodeFailedPrecondition, "%s is an interrupt that asks a human; it cannot be restarted, respond instead", it.Tool)
 	}
-	return r.decide(ctx, c, it, resolution)
+	if input != nil && it.ProposedInput == nil && jsonEqual(input, it.Input) {
+		input = nil // not an edit
+	}
+	if input != nil {
+		if err := checkEdit(it, tool, input); err != nil {
+			return nil, err
+		}
+	}
+	vote, err := voteOf(c, it, VoteApprove, input, note)
+	if err != nil {
+		return nil, err
+	}
+	if vote == nil && input != nil {
+		return nil, Errorf(CodeInvalidArgument, "only a gated call's input can be edited")
+	}
+	return r.decide(ctx, c, it, resolution, vote)
 }
 
 // decisionKeyCtx is the context key of a decision's idempotency key.
@@ -240,13 +291,16 @@ func (r *Runtime) snapshotAgent(ctx context.Context, c Caller, agent, snapshotID
 
 // decide records a decision and, when it was the last one the snapshot
 // waited for, runs the resume turn with every decision together.
-func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolution json.RawMessage) (*DecisionResult, error) {
-	d, err := r.store.DecideInterrupt(ctx, DecideInterruptParams{TenantID: c.TenantID, ID: it.ID, Resolution: resolution, Actor: c.Actor})
+func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolution json.RawMessage, vote *Vote) (*DecisionResult, error) {
+	d, err := r.store.DecideInterrupt(ctx, DecideInterruptParams{TenantID: c.TenantID, ID: it.ID, Resolution: resolution, Actor: c.Actor, Vote: vote})
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "interrupt %s not found", it.ID)
 	}
 	if err != nil {
 		return r.orSameDecision(ctx, c, it.ID, resolution, err)
+	}
+	if d.Voted {
+		return &DecisionResult{Status: "voted", Approvals: d.Approvals, Needed: d.Needed}, nil
 	}
 	r.obs.InterruptResolved(r.metricAgent(it.Agent), r.metricTool(it.Agent, it.Tool))
 	if len(d.Batch) == 0 {
@@ -285,6 +339,7 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 		var decision struct {
 			Respond json.RawMessage `json:"respond"`
 			Restart bool            `json:"restart"`
+			Input   json.RawMessage `json:"input"`
 			Note    string          `json:"note"`
 		}
 		if err := json.Unmarshal(it.Resolution, &decision); err != nil {
@@ -295,7 +350,11 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 			if decision.Note != "" {
 				meta[metaResumed], _ = json.Marshal(map[string]string{"note": decision.Note})
 			}
-			res.Restart = append(res.Restart, Part{ToolRequest: &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: it.Input}, Metadata: meta})
+			input := it.Input
+			if decision.Input != nil {
+				input = decision.Input // an approver's edit
+			}
+			res.Restart = append(res.Restart, Part{ToolRequest: &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: input}, Metadata: meta})
 			continue
 		}
 		res.Respond = append(res.Respond, Part{ToolResponse: &ToolResponse{Name: it.Tool, Ref: it.Ref, Output: rawOr(decision.Respond, "null")}})

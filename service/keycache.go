@@ -3,6 +3,7 @@ package service
 import (
 	"container/list"
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,8 +100,7 @@ func (c *keyCache) get(hash [sha256.Size]byte) (p *Principal, found bool, revoca
 	if e.principal == nil {
 		return nil, true, c.revocations
 	}
-	cp := *e.principal
-	return &cp, true, c.revocations
+	return e.principal.clone(), true, c.revocations
 }
 
 // put caches the answer of a lookup (nil: a bad key). revocations is what
@@ -114,8 +114,7 @@ func (c *keyCache) put(hash [sha256.Size]byte, p *Principal, revocations uint64)
 		if revocations != c.revocations {
 			return
 		}
-		cp := *p
-		p, ttl = &cp, c.hitTTL
+		p, ttl = p.clone(), c.hitTTL
 	}
 	e := &keyCacheEntry{hash: hash, principal: p, expires: c.now().Add(ttl)}
 	if el, ok := c.entries[hash]; ok {
@@ -149,4 +148,12 @@ func (c *keyCache) forget(keyID uuid.UUID) {
 func (c *keyCache) remove(el *list.Element) {
 	delete(c.entries, el.Value.(*keyCacheEntry).hash)
 	c.order.Remove(el)
+}
+
+// clone copies a principal, its scopes included, so that no caller changes
+// what the cache holds.
+func (p *Principal) clone() *Principal {
+	cp := *p
+	cp.Scopes = slices.Clone(p.Scopes)
+	return &cp
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"crypto/sha256"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestKeyCacheExpiryBoundAndForget(t *testing.T) {
 	c := newKeyCache(KeyCacheConfig{HitTTL: 5 * time.Second, MissTTL: 30 * time.Second, MaxEntries: 3})
 	now := time.Unix(1_700_000_000, 0)
 	c.now = func() time.Time { return now }
-	alice := &Principal{TenantID: "acme", KeyID: uuid.New(), Role: RoleClient}
+	alice := &Principal{TenantID: "acme", KeyID: uuid.New(), KeyName: "alice", Role: RoleClient, Scopes: []string{"approve:payments"}}
 	found := func(key string) bool {
 		_, ok, _ := c.get(hashOf(key))
 		return ok
@@ -26,7 +27,7 @@ func TestKeyCacheExpiryBoundAndForget(t *testing.T) {
 	_, _, rev := c.get(hashOf("good"))
 	c.put(hashOf("good"), alice, rev)
 	c.put(hashOf("bad"), nil, rev)
-	if p, ok, _ := c.get(hashOf("good")); !ok || p == nil || *p != *alice {
+	if p, ok, _ := c.get(hashOf("good")); !ok || p == nil || !reflect.DeepEqual(p, alice) {
 		t.Fatalf("good key = %+v %v", p, ok)
 	}
 	if p, ok, _ := c.get(hashOf("bad")); !ok || p != nil {
@@ -35,7 +36,8 @@ func TestKeyCacheExpiryBoundAndForget(t *testing.T) {
 	// Callers get copies.
 	p, _, _ := c.get(hashOf("good"))
 	p.TenantID = "mallory"
-	if p, _, _ := c.get(hashOf("good")); p.TenantID != "acme" {
+	p.Scopes[0] = "*"
+	if p, _, _ := c.get(hashOf("good")); p.TenantID != "acme" || p.Scopes[0] != "approve:payments" {
 		t.Fatalf("a caller changed the cached principal to %+v", p)
 	}
 	now = now.Add(5 * time.Second)

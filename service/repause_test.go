@@ -102,7 +102,7 @@ func TestRestartThatInterruptsAgainRepauses(t *testing.T) {
 		t.Fatalf("restart that interrupts again: %v %+v", err, second)
 	}
 	got := interruptedRefs(second.Message)
-	if got["q"] != `pending:"yes"` || got["p"] != `interrupt:{"confirm":5,"restarted":true}` {
+	if got["q"] != `pending:"yes"` || got["p"] != `interrupt:{"confirm":5,"restarted":false}` {
 		t.Fatalf("re-paused message: %v", got)
 	}
 	if paid.Load() != 0 {
@@ -223,7 +223,8 @@ func TestFailedResumeAfterAToolRanCanGoOn(t *testing.T) {
 		t.Fatalf("first turn: %v %+v", err, paused)
 	}
 	down.Store(true)
-	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{}`)}}}}}
+	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{}`)},
+		Metadata: service.Metadata{"resumed": json.RawMessage(`true`)}}}}}
 	failed, err := rt.InvokeOne(ctx, testCaller, "payer2", init, restart, nil)
 	if err != nil || failed.FinishReason != "failed" || failed.Error.Status != service.CodeUnavailable || runs.Load() != 1 {
 		t.Fatalf("restart with the model down: %v %+v, %d runs", err, failed, runs.Load())

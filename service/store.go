@@ -142,6 +142,8 @@ type Store interface {
 	// DecideInterrupt records an operator's decision on a pending interrupt
 	// and reports whether it was the last one its snapshot waited for.
 	DecideInterrupt(ctx context.Context, p DecideInterruptParams) (*Decision, error)
+	// ListVotes returns the votes on an interrupt, oldest first.
+	ListVotes(ctx context.Context, tenantID string, id uuid.UUID) ([]Vote, error)
 	// SweepDueInterrupts applies the deadlines of up to limit due
 	// interrupts (any tenant) and returns the snapshots that became fully
 	// decided and must be resumed.
@@ -231,7 +233,28 @@ type DecideInterruptParams struct {
 	ID         uuid.UUID
 	Resolution json.RawMessage
 	Actor      string
+	// Vote, for a gated call, is recorded with the decision (one per
+	// voter: a second is refused); an approval short of the approvals
+	// needed records only the vote (Decision.Voted).
+	Vote *Vote
 }
+
+// Vote is one approver's vote on a gated call (interrupt_votes).
+type Vote struct {
+	Voter   string          `json:"voter"`
+	KeyID   string          `json:"keyId,omitempty"`
+	KeyName string          `json:"keyName,omitempty"`
+	Vote    string          `json:"vote"` // approve or deny
+	Input   json.RawMessage `json:"input,omitempty"`
+	Note    string          `json:"note,omitempty"`
+	At      time.Time       `json:"at"`
+}
+
+// Votes.
+const (
+	VoteApprove = "approve"
+	VoteDeny    = "deny"
+)
 
 // ReportInterruptsParams select the figures of Store.ReportInterrupts.
 type ReportInterruptsParams struct {
@@ -363,6 +386,8 @@ type NewInterrupt struct {
 	// Repause says a restart of the same request interrupted again: the
 	// new interrupt is linked to the parent snapshot's one (previousId).
 	Repause bool
+	// Policy is a gated call's approval policy (StoredPolicy as JSON).
+	Policy json.RawMessage
 }
 
 // Interrupt statuses (interrupts.status).
@@ -381,6 +406,11 @@ const (
 	EventResolved  = "resolved"
 	EventExpired   = "expired"
 	EventCancelled = "cancelled"
+	// EventVoted: an approver voted on a gated call (payload: the vote,
+	// the voter, the approvals so far and needed).
+	EventVoted = "voted"
+	// EventEscalated: a policy handed the interrupt to another scope.
+	EventEscalated = "escalated"
 )
 
 // Tool call statuses.
@@ -523,9 +553,18 @@ type Interrupt struct {
 	// same request that interrupted again.
 	PreviousID *uuid.UUID      `json:"previousId,omitempty"`
 	OnExpire   json.RawMessage `json:"-"`
-	// EndUser is who asked: the end user of the session when the turn
-	// paused ("" when it had none).
+	// EndUser is who asked (the session's end user when it paused).
 	EndUser string `json:"endUser,omitempty"`
+	// Policy is a gated call's approval policy; Scope the scope deciding
+	// it needs now (the policy's, or its escalation's); Approvals of
+	// ApprovalsNeeded given so far for the current proposal, and
+	// ProposedInput an approver's edit of the input, when there is one.
+	Policy          *StoredPolicy   `json:"policy,omitempty"`
+	Scope           string          `json:"scope,omitempty"`
+	Approvals       int             `json:"approvals,omitempty"`
+	ApprovalsNeeded int             `json:"approvalsNeeded,omitempty"`
+	ProposedInput   json.RawMessage `json:"proposedInput,omitempty"`
+	EscalatedAt     *time.Time      `json:"escalatedAt,omitempty"`
 }
 
 // InterruptEvent is one entry of an interrupt's audit trail.
@@ -544,6 +583,11 @@ type InterruptEvent struct {
 
 // InterruptFilter selects a page of the inbox.
 type InterruptFilter struct {
+	// Scopes are the caller's (an interrupt needing another scope is not
+	// listed), AllScopes a caller holding every scope; ListInterrupts sets
+	// them from its caller.
+	Scopes    []string
+	AllScopes bool
 	Status    string
 	Agent     string
 	Tool      string
@@ -570,6 +614,10 @@ type Decision struct {
 	// Batch is set when the decision was the last one: every decided
 	// interrupt of the snapshot, to resume together.
 	Batch []Interrupt
+	// Voted says the vote was recorded and the interrupt still waits for
+	// approvals: Approvals of Needed so far.
+	Voted             bool
+	Approvals, Needed int
 }
 
 // SweptInterrupt is an interrupt a deadline answered: Status is expired,

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestUserTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := service.Caller{TenantID: "a", EndUser: "user-1@example.com", Actor: "user:user-1@example.com"}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("caller %+v, want %+v", c, want)
 	}
 	// The claims are the documented ones.

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,7 +18,8 @@ import (
 // takes the turn over after a crash reuses it instead of running the tool
 // again, and refuses to repeat a call that started but never finished: it
 // may have had its effect, and a tool call is never run twice.
-func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, tool *Tool, part Part, resumed json.RawMessage) (*Part, *Part, error) {
+func (inv *invocation) recordedTool(ctx context.Context, t *Turn, tool *Tool, r toolRun) (*Part, *Part, error) {
+	key, part := r.key, r.part
 	// No tool runs on a history that may be stale.
 	if err := inv.checkHead(ctx); err != nil {
 		return nil, nil, err
@@ -50,7 +50,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 		var err error
 		started, err = inv.rt.store.StartToolCall(ctx, tenant, &ToolCallRecord{
 			TurnID: turnID, CallKey: key, SessionID: inv.sess.id, Agent: inv.agent.Name,
-			Tool: req.Name, Ref: req.Ref, Input: req.Input, Restart: resumed != nil,
+			Tool: req.Name, Ref: req.Ref, Input: req.Input, Restart: r.restart,
 			Actor: inv.caller.Actor, EndUser: inv.caller.EndUser,
 		}, owner)
 		if err != nil {
@@ -62,7 +62,7 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, key string, to
 	}
 	t.ranTool = true
 	trace := &ToolTrace{}
-	resp, irq, runErr := inv.execTool(ctx, t, tool, part, resumed, turnID+"/"+key, trace, prepared)
+	resp, irq, runErr := inv.execTool(ctx, t, tool, part, r.resumed, turnID+"/"+key, trace, prepared)
 	outcome := outcomeOf(key, trace, resp, irq, runErr)
 	if !inv.det.journal {
 		t.outcomes = append(t.outcomes, outcome)

@@ -53,8 +53,12 @@ func respond(req *service.ToolRequest, output string) service.Part {
 	return service.Part{ToolResponse: &service.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(output)}}
 }
 
+// restart restarts a request with `resumed` metadata, as the demo's
+// transfer over the limit wants (a plain restart reaches the tool without
+// it, and pauses again).
 func restart(req *service.ToolRequest) service.Part {
-	return service.Part{ToolRequest: &service.ToolRequest{Name: req.Name, Ref: req.Ref, Input: req.Input}}
+	return service.Part{ToolRequest: &service.ToolRequest{Name: req.Name, Ref: req.Ref, Input: req.Input},
+		Metadata: service.Metadata{"resumed": json.RawMessage(`{"confirmed":true}`)}}
 }
 
 // sessionTransfers is the custom state's list of transfers.

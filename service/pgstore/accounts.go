@@ -86,6 +86,7 @@ func (s *PgStore) CreateAPIKey(ctx context.Context, key *service.APIKey, hash []
 		}
 		return q.InsertAPIKey(ctx, db.InsertAPIKeyParams{
 			TenantID: key.TenantID, ID: key.ID, Name: key.Name, Role: key.Role, KeyHash: hash, KeyPrefix: key.Prefix,
+			Scopes: nonNil(key.Scopes),
 		})
 	})
 }
@@ -107,7 +108,16 @@ func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]service.A
 
 func keyFromRow(r db.APIKey) service.APIKey {
 	return service.APIKey{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: r.Role, Prefix: r.KeyPrefix,
-		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt}
+		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt, Scopes: nonNil(r.Scopes)}
+}
+
+// nonNil is scopes, or an empty list for none (the column is NOT NULL, and
+// the JSON of a key shows [] rather than null).
+func nonNil(scopes []string) []string {
+	if scopes == nil {
+		return []string{}
+	}
+	return scopes
 }
 
 // RevokeAPIKey implements service.AccountStore (in a transaction: the
@@ -196,7 +206,10 @@ func (s *PgStore) CreateUISession(ctx context.Context, u *service.UISession, has
 }
 
 // UISessionByHash implements service.AccountStore: a live session whose
-// key is not revoked (a system function: the cookie decides the tenant).
+// key is not revoked (a system function: the cookie decides the tenant),
+// then, scoped to its tenant, the key's name and scopes. The actor is
+// made from the key again rather than read from the row, so a session
+// signed in before actors had one format records the same one as its key.
 func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*service.UISession, error) {
 	var row db.UiSession
 	err := s.piped(ctx, "", func(q *db.Queries) error {
@@ -207,7 +220,18 @@ func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*service.UI
 	if err != nil {
 		return nil, err
 	}
-	return &service.UISession{TenantID: row.TenantID, KeyID: row.KeyID, Actor: row.Actor, CSRF: row.Csrf, ExpiresAt: row.ExpiresAt}, nil
+	var key db.GetUISessionKeyRow
+	err = s.piped(ctx, row.TenantID, func(q *db.Queries) error {
+		var err error
+		key, err = q.GetUISessionKey(ctx, db.GetUISessionKeyParams{TenantID: row.TenantID, ID: row.KeyID})
+		return err
+	})
+	if err != nil {
+		// Revoked between the two reads: no session, as for the first.
+		return nil, err
+	}
+	return &service.UISession{TenantID: row.TenantID, KeyID: row.KeyID, KeyName: key.Name, Scopes: nonNil(key.Scopes),
+		Actor: service.ActorOfKey(row.KeyID.String(), key.Name), CSRF: row.Csrf, ExpiresAt: row.ExpiresAt}, nil
 }
 
 // RevokeUISession implements service.AccountStore.

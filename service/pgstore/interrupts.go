@@ -230,9 +230,6 @@ func interruptFromRow(r db.Interrupt) service.Interrupt {
 	if r.ResolvedBy != nil {
 		out.ResolvedBy = *r.ResolvedBy
 	}
-	if r.EndUser != nil {
-		out.EndUser = *r.EndUser
-	}
 	if r.ResumedSnapshotID != nil {
 		out.ResumedSnapshotID = *r.ResumedSnapshotID
 	}
@@ -240,6 +237,21 @@ func interruptFromRow(r db.Interrupt) service.Interrupt {
 		id := uuid.UUID(r.PreviousID.Bytes)
 		out.PreviousID = &id
 	}
+	if r.EndUser != nil {
+		out.EndUser = *r.EndUser
+	}
+	if len(r.Policy) > 0 {
+		var p service.StoredPolicy
+		if json.Unmarshal(r.Policy, &p) == nil {
+			out.Policy = &p
+			out.Approvals, out.ApprovalsNeeded = int(r.ApprovalsGiven), int(r.ApprovalsNeeded)
+		}
+	}
+	if r.Scope != nil {
+		out.Scope = *r.Scope
+	}
+	out.ProposedInput = rawOrNilBytes(r.ProposedInput)
+	out.EscalatedAt = r.EscalatedAt
 	return out
 }
 
@@ -263,6 +275,11 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 		CreatedAfter:    f.CreatedAfter,
 		CursorCreatedAt: f.AfterCreatedAt,
 		PageSize:        int32(f.Limit),
+		AllScopes:       f.AllScopes,
+		Scopes:          f.Scopes,
+	}
+	if f.Scopes == nil {
+		p.Scopes = []string{}
 	}
 	if f.AfterCreatedAt != nil {
 		p.CursorID = pgtype.UUID{Bytes: f.AfterID, Valid: true}
@@ -352,6 +369,15 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 		if err := refuse(row.ID, row.Tool, row.Ref, row.Status, false); err != nil {
 			return err
 		}
+		var events eventBatch
+		if p.Vote != nil {
+			d, err := s.vote(ctx, q, row, p, &events)
+			if err != nil || d != nil {
+				out = d
+				return err
+			}
+			resolution = withProposal(resolution, row.ProposedInput)
+		}
 		n, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
 			TenantID: tenantID, ID: id, Resolution: nullableJSON(resolution), ResolvedBy: strPtr(actor),
 		})
@@ -361,7 +387,6 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 		if n == 0 {
 			return service.Errorf(service.CodeAborted, "interrupt %s was decided concurrently", id)
 		}
-		var events eventBatch
 		events.decided(id, resolution)
 		if err := events.insert(ctx, q, tenantID, actor); err != nil {
 			return err
@@ -608,6 +633,94 @@ func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration
 		}
 		out, err = decidedSnapshots(ctx, q, touched)
 		return err
+	})
+	return out, err
+}
+
+// vote records p.Vote on the locked pending row: a second vote of the same
+// voter is refused; an approval short of the approvals needed returns the
+// decision that only records it (with its event), else nil to go on with
+// the decision (row.ProposedInput then is the input approved).
+func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p service.DecideInterruptParams, events *eventBatch) (*service.Decision, error) {
+	v := p.Vote
+	var keyID pgtype.UUID
+	if id, err := uuid.Parse(v.KeyID); err == nil {
+		keyID = pgtype.UUID{Bytes: id, Valid: true}
+	}
+	n, err := q.InsertVote(ctx, db.InsertVoteParams{
+		TenantID: p.TenantID, InterruptID: row.ID, Voter: v.Voter, KeyID: keyID, KeyName: v.KeyName,
+		Vote: v.Vote, Input: nullableJSON(v.Input), Note: strPtr(v.Note),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, service.Errorf(service.CodeAborted, "%s has already voted on interrupt %s: one person counts once", v.Voter, row.ID)
+	}
+	payload := map[string]any{"vote": v.Vote, "voter": v.Voter, "keyId": v.KeyID, "keyName": v.KeyName}
+	if v.Vote == service.VoteApprove {
+		c, err := q.CountApproval(ctx, db.CountApprovalParams{TenantID: p.TenantID, ID: row.ID, Input: nullableJSON(v.Input)})
+		if err != nil {
+			return nil, err
+		}
+		row.ProposedInput = c.ProposedInput
+		payload["approvals"], payload["needed"] = c.ApprovalsGiven, c.ApprovalsNeeded
+		if len(v.Input) > 0 {
+			payload["input"] = v.Input
+		}
+		if c.ApprovalsGiven < c.ApprovalsNeeded {
+			raw, _ := json.Marshal(payload)
+			events.add(row.ID, service.EventVoted, raw)
+			if err := events.insert(ctx, q, p.TenantID, p.Actor); err != nil {
+				return nil, err
+			}
+			it := interruptFromRow(*row)
+			it.Approvals, it.ProposedInput = int(c.ApprovalsGiven), rawOrNilBytes(c.ProposedInput)
+			return &service.Decision{Interrupt: &it, Voted: true, Approvals: int(c.ApprovalsGiven), Needed: int(c.ApprovalsNeeded)}, nil
+		}
+	}
+	raw, _ := json.Marshal(payload)
+	events.add(row.ID, service.EventVoted, raw)
+	return nil, nil
+}
+
+// withProposal is the resolution of an approval that reached its count,
+// with the input it approved when an approver edited it.
+func withProposal(resolution json.RawMessage, proposed []byte) json.RawMessage {
+	if len(proposed) == 0 {
+		return resolution
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(resolution, &m) != nil {
+		return resolution
+	}
+	if _, ok := m["restart"]; !ok {
+		return resolution
+	}
+	m["input"] = proposed
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// ListVotes implements Store.
+func (s *PgStore) ListVotes(ctx context.Context, tenantID string, id uuid.UUID) ([]service.Vote, error) {
+	var out []service.Vote
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		rows, err := q.ListVotes(ctx, db.ListVotesParams{TenantID: tenantID, InterruptID: id})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			v := service.Vote{Voter: r.Voter, KeyName: r.KeyName, Vote: r.Vote, Input: rawOrNilBytes(r.Input), At: r.CreatedAt}
+			if r.KeyID.Valid {
+				v.KeyID = uuid.UUID(r.KeyID.Bytes).String()
+			}
+			if r.Note != nil {
+				v.Note = *r.Note
+			}
+			out = append(out, v)
+		}
+		return nil
 	})
 	return out, err
 }

@@ -377,6 +377,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		p.ExpiresInMs = append(p.ExpiresInMs, in.ExpiresIn.Milliseconds())
 		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
 		p.Repauses = append(p.Repauses, in.Repause)
+		p.Policies = append(p.Policies, nullableJSON(in.Policy))
 		events.created(id, w.SnapshotID)
 	}
 	if w.ResolvedEvents {

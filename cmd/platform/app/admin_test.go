@@ -39,6 +39,20 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("keys list = %d %q (must not show the key)", code, list)
 	}
 	keyID := strings.Fields(strings.Split(list, "\n")[1])[0]
+	if !strings.Contains(strings.Split(list, "\n")[1], " - ") {
+		t.Errorf("a key without scopes lists %q, want a dash", list)
+	}
+	code, _, errOut = runCLI("keys", "create", "--tenant", "acme", "--role", "admin", "--name", "ops",
+		"--scope", "approve:payments", "--scope", "refunds", "--scope", "approve:payments")
+	if code != 0 || !strings.Contains(errOut, "with scopes approve:payments, refunds.") {
+		t.Fatalf("keys create --scope = %d %q", code, errOut)
+	}
+	if code, list, _ := runCLI("keys", "list", "--tenant", "acme"); code != 0 || !strings.Contains(list, "approve:payments,refunds") {
+		t.Errorf("keys list = %d %q, want the scopes", code, list)
+	}
+	if code, _, errOut := runCLI("keys", "create", "--tenant", "acme", "--role", "admin", "--scope", "ok", "--scope", "no way"); code != 2 || !strings.Contains(errOut, `"no way"`) {
+		t.Errorf("keys create with a bad scope = %d %q, want the usage error naming it", code, errOut)
+	}
 	// Flags after the positional argument work too.
 	if code, out, errOut := runCLI("keys", "revoke", keyID, "--tenant", "acme"); code != 0 || !strings.Contains(out, keyID) {
 		t.Errorf("keys revoke = %d %q %q", code, out, errOut)

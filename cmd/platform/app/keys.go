@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,12 +14,18 @@ import (
 )
 
 const keysUsage = `Usage:
-  platform keys create --tenant ID --role client|admin [--name N]   create a key and print it (once)
-  platform keys list --tenant ID                                   list a tenant's keys
-  platform keys revoke --tenant ID KEY_ID                          revoke a key (servers refuse it within 5 s)
+  platform keys create --tenant ID --role client|admin [--name N] [--scope S]...
+                                      create a key and print it (once)
+  platform keys list --tenant ID      list a tenant's keys
+  platform keys revoke --tenant ID KEY_ID
+                                      revoke a key (servers refuse it within 5 s)
 
 client keys may use the agent protocol routes (/api/agents/...); admin keys
 every route, including /api/v1 (inbox, decisions, reports, events, tokens).
+--scope (repeated, at most 20) gives a key what an approval policy may ask
+for (e.g. approve:payments; "*" holds every scope). What a key does is
+recorded as key:NAME/ID (key:ID for a key without a name), through the API
+and the dashboard alike.
 The database comes from DATABASE_URL; run "platform migrate up" first.
 `
 
@@ -43,10 +50,12 @@ func requireTenant(cmd *adminCommand, tenant string, stderr io.Writer) int {
 
 // keysCreate runs `platform keys create`.
 func keysCreate(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform keys create", "platform keys create --tenant ID --role client|admin [--name N]", stderr)
+	cmd := newAdminCommand("platform keys create", "platform keys create --tenant ID --role client|admin [--name N] [--scope S]...", stderr)
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
 	role := cmd.fs.String("role", "", "client (protocol routes) or admin (every route) (required)")
 	name := cmd.fs.String("name", "", "a name to recognize the key by")
+	var scopes scopesFlag
+	cmd.fs.Var(&scopes, "scope", `a scope the key holds, e.g. approve:payments ("*": every scope); repeat for more`)
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
 		return code
 	}
@@ -57,13 +66,18 @@ func keysCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --role must be client or admin\n", cmd.name)
 		return 2
 	}
+	if _, err := service.NormalizeScopes(scopes); err != nil {
+		fmt.Fprintf(stderr, "%s: --scope: %s\n", cmd.name, service.AsError(err).Message)
+		return 2
+	}
 	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
-		plain, key, err := acc.CreateKey(ctx, *tenant, *role, *name)
+		plain, key, err := acc.CreateKey(ctx, *tenant, *role, *name, scopes...)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, plain)
-		fmt.Fprintf(stderr, "Created %s key %s for tenant %s. The key is shown only this once: store it now.\n", key.Role, key.ID, key.TenantID)
+		fmt.Fprintf(stderr, "Created %s key %s for tenant %s%s. The key is shown only this once: store it now.\n",
+			key.Role, key.ID, key.TenantID, scopesNote(key.Scopes))
 		return nil
 	})
 }
@@ -84,10 +98,10 @@ func keysList(args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tROLE\tPREFIX\tNAME\tCREATED\tLAST USED\tREVOKED")
+		fmt.Fprintln(w, "ID\tROLE\tPREFIX\tNAME\tSCOPES\tCREATED\tLAST USED\tREVOKED")
 		for _, k := range keys {
-			fmt.Fprintf(w, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Role, k.Prefix, orDash(k.Name),
-				k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt))
+			fmt.Fprintf(w, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Role, k.Prefix, orDash(k.Name),
+				orDash(strings.Join(k.Scopes, ",")), k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt))
 		}
 		return w.Flush()
 	})
@@ -116,6 +130,25 @@ func keysRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "revoked %s\n", id)
 		return nil
 	})
+}
+
+// scopesFlag is a repeated --scope.
+type scopesFlag []string
+
+func (f *scopesFlag) String() string { return strings.Join(*f, ",") }
+
+// Set adds one scope; NormalizeScopes checks them all.
+func (f *scopesFlag) Set(s string) error {
+	*f = append(*f, s)
+	return nil
+}
+
+// scopesNote is ", with scopes a, b" for a key that has some.
+func scopesNote(scopes []string) string {
+	if len(scopes) == 0 {
+		return ""
+	}
+	return ", with scopes " + strings.Join(scopes, ", ")
 }
 
 // orDash shows an empty column as a dash, so the table stays aligned.
