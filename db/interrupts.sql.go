@@ -231,7 +231,10 @@ func (q *Queries) ExpireInterrupt(ctx context.Context, arg ExpireInterruptParams
 }
 
 const getInterrupt = `-- name: GetInterrupt :one
-SELECT tenant_id, id, session_id, snapshot_id, agent, tool, ref, input, metadata, status, expires_at, resolution, resolved_by, resolved_at, resumed_snapshot_id, created_at, on_expire, previous_id, policy, scope, approvals_needed, end_user, escalate_at, escalated_at, approvals_given, proposed_input FROM interrupts WHERE tenant_id = $1 AND id = $2
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
+WHERE interrupts.tenant_id = $1 AND interrupts.id = $2
 `
 
 type GetInterruptParams struct {
@@ -239,36 +242,44 @@ type GetInterruptParams struct {
 	ID       uuid.UUID
 }
 
-func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Interrupt, error) {
+type GetInterruptRow struct {
+	Interrupt Interrupt
+	AskedBy   string
+}
+
+// asked_by: who asked, the interrupt's end user (or, for one paused
+// before it was recorded, its session's).
+func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (GetInterruptRow, error) {
 	row := q.db.QueryRow(ctx, getInterrupt, arg.TenantID, arg.ID)
-	var i Interrupt
+	var i GetInterruptRow
 	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.SessionID,
-		&i.SnapshotID,
-		&i.Agent,
-		&i.Tool,
-		&i.Ref,
-		&i.Input,
-		&i.Metadata,
-		&i.Status,
-		&i.ExpiresAt,
-		&i.Resolution,
-		&i.ResolvedBy,
-		&i.ResolvedAt,
-		&i.ResumedSnapshotID,
-		&i.CreatedAt,
-		&i.OnExpire,
-		&i.PreviousID,
-		&i.Policy,
-		&i.Scope,
-		&i.ApprovalsNeeded,
-		&i.EndUser,
-		&i.EscalateAt,
-		&i.EscalatedAt,
-		&i.ApprovalsGiven,
-		&i.ProposedInput,
+		&i.Interrupt.TenantID,
+		&i.Interrupt.ID,
+		&i.Interrupt.SessionID,
+		&i.Interrupt.SnapshotID,
+		&i.Interrupt.Agent,
+		&i.Interrupt.Tool,
+		&i.Interrupt.Ref,
+		&i.Interrupt.Input,
+		&i.Interrupt.Metadata,
+		&i.Interrupt.Status,
+		&i.Interrupt.ExpiresAt,
+		&i.Interrupt.Resolution,
+		&i.Interrupt.ResolvedBy,
+		&i.Interrupt.ResolvedAt,
+		&i.Interrupt.ResumedSnapshotID,
+		&i.Interrupt.CreatedAt,
+		&i.Interrupt.OnExpire,
+		&i.Interrupt.PreviousID,
+		&i.Interrupt.Policy,
+		&i.Interrupt.Scope,
+		&i.Interrupt.ApprovalsNeeded,
+		&i.Interrupt.EndUser,
+		&i.Interrupt.EscalateAt,
+		&i.Interrupt.EscalatedAt,
+		&i.Interrupt.ApprovalsGiven,
+		&i.Interrupt.ProposedInput,
+		&i.AskedBy,
 	)
 	return i, err
 }
@@ -397,7 +408,9 @@ func (q *Queries) ListInterruptEvents(ctx context.Context, arg ListInterruptEven
 }
 
 const listInterrupts = `-- name: ListInterrupts :many
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input FROM interrupts
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = $1
   AND interrupts.status = $2
   AND ($3::text IS NULL OR interrupts.agent = $3)
@@ -431,9 +444,15 @@ type ListInterruptsParams struct {
 	PageSize        int32
 }
 
+type ListInterruptsRow struct {
+	Interrupt Interrupt
+	AskedBy   string
+}
+
 // The approvals inbox, newest first, with keyset pagination on
-// (created_at, id) so every page is a scan of interrupts_inbox_idx.
-func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) ([]Interrupt, error) {
+// (created_at, id) so every page is a scan of interrupts_inbox_idx;
+// asked_by as in GetInterrupt.
+func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) ([]ListInterruptsRow, error) {
 	rows, err := q.db.Query(ctx, listInterrupts,
 		arg.TenantID,
 		arg.Status,
@@ -453,36 +472,37 @@ func (q *Queries) ListInterrupts(ctx context.Context, arg ListInterruptsParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Interrupt{}
+	items := []ListInterruptsRow{}
 	for rows.Next() {
-		var i Interrupt
+		var i ListInterruptsRow
 		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.SessionID,
-			&i.SnapshotID,
-			&i.Agent,
-			&i.Tool,
-			&i.Ref,
-			&i.Input,
-			&i.Metadata,
-			&i.Status,
-			&i.ExpiresAt,
-			&i.Resolution,
-			&i.ResolvedBy,
-			&i.ResolvedAt,
-			&i.ResumedSnapshotID,
-			&i.CreatedAt,
-			&i.OnExpire,
-			&i.PreviousID,
-			&i.Policy,
-			&i.Scope,
-			&i.ApprovalsNeeded,
-			&i.EndUser,
-			&i.EscalateAt,
-			&i.EscalatedAt,
-			&i.ApprovalsGiven,
-			&i.ProposedInput,
+			&i.Interrupt.TenantID,
+			&i.Interrupt.ID,
+			&i.Interrupt.SessionID,
+			&i.Interrupt.SnapshotID,
+			&i.Interrupt.Agent,
+			&i.Interrupt.Tool,
+			&i.Interrupt.Ref,
+			&i.Interrupt.Input,
+			&i.Interrupt.Metadata,
+			&i.Interrupt.Status,
+			&i.Interrupt.ExpiresAt,
+			&i.Interrupt.Resolution,
+			&i.Interrupt.ResolvedBy,
+			&i.Interrupt.ResolvedAt,
+			&i.Interrupt.ResumedSnapshotID,
+			&i.Interrupt.CreatedAt,
+			&i.Interrupt.OnExpire,
+			&i.Interrupt.PreviousID,
+			&i.Interrupt.Policy,
+			&i.Interrupt.Scope,
+			&i.Interrupt.ApprovalsNeeded,
+			&i.Interrupt.EndUser,
+			&i.Interrupt.EscalateAt,
+			&i.Interrupt.EscalatedAt,
+			&i.Interrupt.ApprovalsGiven,
+			&i.Interrupt.ProposedInput,
+			&i.AskedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -600,7 +620,9 @@ func (q *Queries) ListInterruptsBySnapshotForUpdate(ctx context.Context, arg Lis
 }
 
 const listInterruptsOldest = `-- name: ListInterruptsOldest :many
-SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input FROM interrupts
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = $1
   AND interrupts.status = $2
   AND ($3::text IS NULL OR interrupts.agent = $3)
@@ -634,9 +656,14 @@ type ListInterruptsOldestParams struct {
 	PageSize        int32
 }
 
+type ListInterruptsOldestRow struct {
+	Interrupt Interrupt
+	AskedBy   string
+}
+
 // The inbox oldest first (what has waited longest): ListInterrupts the
 // other way round.
-func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOldestParams) ([]Interrupt, error) {
+func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOldestParams) ([]ListInterruptsOldestRow, error) {
 	rows, err := q.db.Query(ctx, listInterruptsOldest,
 		arg.TenantID,
 		arg.Status,
@@ -656,36 +683,37 @@ func (q *Queries) ListInterruptsOldest(ctx context.Context, arg ListInterruptsOl
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Interrupt{}
+	items := []ListInterruptsOldestRow{}
 	for rows.Next() {
-		var i Interrupt
+		var i ListInterruptsOldestRow
 		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.SessionID,
-			&i.SnapshotID,
-			&i.Agent,
-			&i.Tool,
-			&i.Ref,
-			&i.Input,
-			&i.Metadata,
-			&i.Status,
-			&i.ExpiresAt,
-			&i.Resolution,
-			&i.ResolvedBy,
-			&i.ResolvedAt,
-			&i.ResumedSnapshotID,
-			&i.CreatedAt,
-			&i.OnExpire,
-			&i.PreviousID,
-			&i.Policy,
-			&i.Scope,
-			&i.ApprovalsNeeded,
-			&i.EndUser,
-			&i.EscalateAt,
-			&i.EscalatedAt,
-			&i.ApprovalsGiven,
-			&i.ProposedInput,
+			&i.Interrupt.TenantID,
+			&i.Interrupt.ID,
+			&i.Interrupt.SessionID,
+			&i.Interrupt.SnapshotID,
+			&i.Interrupt.Agent,
+			&i.Interrupt.Tool,
+			&i.Interrupt.Ref,
+			&i.Interrupt.Input,
+			&i.Interrupt.Metadata,
+			&i.Interrupt.Status,
+			&i.Interrupt.ExpiresAt,
+			&i.Interrupt.Resolution,
+			&i.Interrupt.ResolvedBy,
+			&i.Interrupt.ResolvedAt,
+			&i.Interrupt.ResumedSnapshotID,
+			&i.Interrupt.CreatedAt,
+			&i.Interrupt.OnExpire,
+			&i.Interrupt.PreviousID,
+			&i.Interrupt.Policy,
+			&i.Interrupt.Scope,
+			&i.Interrupt.ApprovalsNeeded,
+			&i.Interrupt.EndUser,
+			&i.Interrupt.EscalateAt,
+			&i.Interrupt.EscalatedAt,
+			&i.Interrupt.ApprovalsGiven,
+			&i.Interrupt.ProposedInput,
+			&i.AskedBy,
 		); err != nil {
 			return nil, err
 		}

@@ -126,6 +126,69 @@ func (q *Queries) GetSession(ctx context.Context, arg GetSessionParams) (Session
 	return i, err
 }
 
+const listRecentSessions = `-- name: ListRecentSessions :many
+SELECT s.id, s.agent, s.end_user, s.latest_snapshot_id, s.created_at, s.updated_at,
+       sn.status AS snapshot_status, sn.finish_reason, sn.heartbeat_at
+FROM sessions s
+LEFT JOIN snapshots sn ON sn.tenant_id = s.tenant_id AND sn.id = s.latest_snapshot_id
+WHERE s.tenant_id = $1
+  AND ($2::text IS NULL OR s.end_user = $2)
+ORDER BY s.updated_at DESC, s.id
+LIMIT $3
+`
+
+type ListRecentSessionsParams struct {
+	TenantID string
+	EndUser  *string
+	MaxRows  int32
+}
+
+type ListRecentSessionsRow struct {
+	ID               string
+	Agent            string
+	EndUser          *string
+	LatestSnapshotID *string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	SnapshotStatus   *string
+	FinishReason     *string
+	HeartbeatAt      *time.Time
+}
+
+// A tenant's most recently updated sessions (of one end user, when named)
+// with their latest snapshot's status: the dashboard's sessions page. No
+// index orders a tenant's sessions by updated_at, so this reads the
+// tenant's range of the primary key and keeps the top rows.
+func (q *Queries) ListRecentSessions(ctx context.Context, arg ListRecentSessionsParams) ([]ListRecentSessionsRow, error) {
+	rows, err := q.db.Query(ctx, listRecentSessions, arg.TenantID, arg.EndUser, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListRecentSessionsRow{}
+	for rows.Next() {
+		var i ListRecentSessionsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Agent,
+			&i.EndUser,
+			&i.LatestSnapshotID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SnapshotStatus,
+			&i.FinishReason,
+			&i.HeartbeatAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listSessionSnapshots = `-- name: ListSessionSnapshots :many
 SELECT id, parent_id, status, finish_reason, error, agent_version, created_at, updated_at FROM snapshots
 WHERE tenant_id = $1 AND session_id = $2

@@ -67,16 +67,7 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 		}
 		return ""
 	},
-	"json": func(raw json.RawMessage) string {
-		if len(raw) == 0 {
-			return ""
-		}
-		var b bytes.Buffer
-		if err := json.Compact(&b, raw); err != nil {
-			return string(raw)
-		}
-		return unescapeHidden(b.String())
-	},
+	"json":  compactJSON,
 	"deref": func(s *string) string { return *s },
 	"sub":   func(a, b int) int { return a - b },
 	"secs": func(v *float64) string {
@@ -92,6 +83,7 @@ var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"visible":      visible,
 	"warnHidden":   warnHidden,
 	"fields":       inputFields,
+	"outcome":      outcomeLine,
 }).ParseFS(uiFiles, "ui/*.html"))
 
 // registerUI adds the dashboard's routes.
@@ -338,11 +330,11 @@ func (a *api) uiInterrupt(c echo.Context) error {
 		page
 		Interrupt service.Interrupt
 		Messages  []service.Message
-		Events    []service.InterruptEvent
+		Events    []eventLine
 		Form      uiForm
 		ToolCalls []service.ToolCallRecord
 		Execution string
-	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, events, form, calls, it.Execution})
+	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, eventLines(events), form, calls, it.Execution})
 }
 
 func (a *api) uiSession(c echo.Context) error {
@@ -377,7 +369,12 @@ func (a *api) uiSession(c echo.Context) error {
 	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps, calls})
 }
 
-// uiSessions finds sessions by id or end user: GET /ui/sessions?q=...
+// recentSessions is how many sessions the sessions page lists before a
+// search.
+const recentSessions = 20
+
+// uiSessions finds sessions by id or end user (GET /ui/sessions?q=...),
+// and without a search lists the latest updated ones.
 func (a *api) uiSessions(c echo.Context) error {
 	caller, err := a.uiCaller(c)
 	if err != nil {
@@ -386,9 +383,12 @@ func (a *api) uiSessions(c echo.Context) error {
 	q := c.QueryParam("q")
 	var found []service.SessionSummary
 	if q != "" {
-		if found, err = a.rt.FindSessions(c.Request().Context(), caller, q); err != nil {
-			return err
-		}
+		found, err = a.rt.FindSessions(c.Request().Context(), caller, q)
+	} else {
+		found, err = a.rt.RecentSessions(c.Request().Context(), caller, recentSessions)
+	}
+	if err != nil {
+		return err
 	}
 	return a.render(c, "sessions.html", struct {
 		page

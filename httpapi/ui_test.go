@@ -76,7 +76,7 @@ func TestDashboardPages(t *testing.T) {
 		"pay &lt;b&gt;now&lt;/b&gt;",                         // messages as text
 		`class="approve"`, `class="deny"`,                    // approved: Approve/Deny
 		`name="feedback" data-type="string"`, `name="limit" data-type="number"`, `<option>high</option>`,
-		"created", // audit trail
+		"Raised by a turn of test", // audit trail, as sentences
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("decision page lacks %q:\n%s", want, page)
@@ -95,7 +95,7 @@ func TestDashboardPages(t *testing.T) {
 		t.Fatalf("older than an hour: %d\n%s", status, page)
 	}
 	if status, _, page := get("/ui/?tool=userApproval&order=oldest&endUser="); status != 200 || !strings.Contains(page, `data-id="`+ids[0]+`"`) ||
-		!strings.Contains(page, `<a href="/ui/?agent=asker">asker</a> 1`) {
+		!strings.Contains(page, `<a href="/ui/?agent=asker">asker</a> 1`) || strings.Contains(page, "1 · \n") || strings.Contains(page, "1 · </p>") {
 		t.Fatalf("filtered inbox with counts: %d\n%s", status, page)
 	}
 	if status, _, _ := get("/ui/?age=2d"); status != 400 {
@@ -109,6 +109,10 @@ func TestDashboardPages(t *testing.T) {
 	}
 	if status, _, page := get("/ui/sessions?q=ui-1"); status != 200 || !strings.Contains(page, `href="/ui/sessions/ui-1?agent=asker"`) {
 		t.Fatalf("session search: %d\n%s", status, page)
+	}
+	if status, _, page := get("/ui/sessions"); status != 200 || !strings.Contains(page, `id="recent"`) ||
+		!strings.Contains(page, `href="/ui/sessions/ui-1?agent=asker"`) || !strings.Contains(page, `<span class="status status-completed">completed</span> <span class="muted">interrupted</span>`) {
+		t.Fatalf("recent sessions: %d\n%s", status, page)
 	}
 	if status, _, page := get("/ui/sessions?q=nobody"); status != 200 || !strings.Contains(page, "No session has that id") {
 		t.Fatalf("empty session search: %d\n%s", status, page)

@@ -47,7 +47,7 @@ type series struct {
 
 // barChart lays out grouped bars of the series over labels.
 func barChart(title, unit string, labels []string, ss []series) chart {
-	const w, h, top, bottom, left = 640, 220, 10, 30, 40
+	const w, h, top, bottom, left, maxGroup = 640, 220, 10, 30, 40, 60
 	c := chart{Title: title, Unit: unit, Width: w, Height: h}
 	maxV := 0.0
 	for _, s := range ss {
@@ -61,11 +61,16 @@ func barChart(title, unit string, labels []string, ss []series) chart {
 		return c
 	}
 	c.Max = strconv.FormatFloat(maxV, 'f', -1, 64) + unit
-	group := float64(w-left) / float64(len(labels))
+	// A group is at most maxGroup wide, so that one day is not a bar half
+	// the chart wide; at most about a dozen labels fit under the axis.
+	group := math.Min(float64(w-left)/float64(len(labels)), maxGroup)
 	barW := group * 0.8 / float64(len(ss))
+	every := (len(labels) + 11) / 12
 	for i, l := range labels {
 		x0 := float64(left) + float64(i)*group + group*0.1
-		c.Labels = append(c.Labels, axisLabel{X: x0 + group*0.4, Text: l})
+		if i%every == 0 {
+			c.Labels = append(c.Labels, axisLabel{X: x0 + group*0.4, Text: axisText(l)})
+		}
 		for j, s := range ss {
 			v := 0.0
 			if i < len(s.Values) {
@@ -77,6 +82,14 @@ func barChart(title, unit string, labels []string, ss []series) chart {
 		}
 	}
 	return c
+}
+
+// axisText is a label as the axis shows it: a day without its year.
+func axisText(l string) string {
+	if _, err := time.Parse(time.DateOnly, l); err == nil {
+		return l[5:]
+	}
+	return l
 }
 
 // reportRange reads from and to (dates, YYYY-MM-DD) with the last 7 days
@@ -105,11 +118,54 @@ func reportRange(c echo.Context) (time.Time, time.Time, error) {
 	return from, to, nil
 }
 
+// everyDay is the report's rows for each day from from to to (excluded),
+// a day without interrupts as a row of zeros: the charts show the days
+// without data too.
+func everyDay(from, to time.Time, rows []service.ReportRow) []service.ReportRow {
+	byDay := make(map[string]service.ReportRow, len(rows))
+	for _, r := range rows {
+		byDay[r.Key] = r
+	}
+	var out []service.ReportRow
+	for d := from; d.Before(to); d = d.Add(24 * time.Hour) {
+		key := d.Format(time.DateOnly)
+		r, ok := byDay[key]
+		if !ok {
+			r = service.ReportRow{Key: key}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 func seconds(v *float64) float64 {
 	if v == nil {
 		return 0
 	}
 	return math.Round(*v*10) / 10
+}
+
+// dailyCharts are the charts of the figures per day.
+func dailyCharts(days []service.ReportRow) []chart {
+	var labels []string
+	var approved, denied, rate, p50, p90 []float64
+	for _, d := range days {
+		labels = append(labels, d.Key)
+		approved = append(approved, float64(d.Approved))
+		denied = append(denied, float64(d.Denied))
+		r := 0.0
+		if d.Approved+d.Denied > 0 {
+			r = math.Round(float64(d.Approved) / float64(d.Approved+d.Denied) * 100)
+		}
+		rate = append(rate, r)
+		p50 = append(p50, seconds(d.DecisionP50))
+		p90 = append(p90, seconds(d.DecisionP90))
+	}
+	return []chart{
+		barChart("Decisions per day", "", labels, []series{{"approved", "#1b873f", approved}, {"denied", "#b00020", denied}}),
+		barChart("Approval rate per day", "%", labels, []series{{"approved", "#3a6fd8", rate}}),
+		barChart("Time to decision per day", "s", labels, []series{{"p50", "#3a6fd8", p50}, {"p90", "#b7791f", p90}}),
+	}
 }
 
 func (a *api) uiReports(c echo.Context) error {
@@ -138,20 +194,6 @@ func (a *api) uiReports(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var labels []string
-	var approved, denied, rate, p50, p90 []float64
-	for _, d := range days {
-		labels = append(labels, d.Key)
-		approved = append(approved, float64(d.Approved))
-		denied = append(denied, float64(d.Denied))
-		r := 0.0
-		if d.Approved+d.Denied > 0 {
-			r = math.Round(float64(d.Approved) / float64(d.Approved+d.Denied) * 100)
-		}
-		rate = append(rate, r)
-		p50 = append(p50, seconds(d.DecisionP50))
-		p90 = append(p90, seconds(d.DecisionP90))
-	}
 	buckets := []struct {
 		name string
 		max  time.Duration
@@ -170,12 +212,7 @@ func (a *api) uiReports(c echo.Context) error {
 			}
 		}
 	}
-	charts := []chart{
-		barChart("Decisions per day", "", labels, []series{{"approved", "#1b873f", approved}, {"denied", "#b00020", denied}}),
-		barChart("Approval rate per day", "%", labels, []series{{"approved", "#3a6fd8", rate}}),
-		barChart("Time to decision per day", "s", labels, []series{{"p50", "#3a6fd8", p50}, {"p90", "#b7791f", p90}}),
-		barChart("Pending by age", "", ageLabels, []series{{"pending", "#b7791f", ages}}),
-	}
+	charts := append(dailyCharts(everyDay(from, to, days)), barChart("Pending by age", "", ageLabels, []series{{"pending", "#b7791f", ages}}))
 	return a.render(c, "reports.html", struct {
 		page
 		From, To        string

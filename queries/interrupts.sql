@@ -36,12 +36,20 @@ SET resumed_snapshot_id = @resumed_snapshot_id
 WHERE tenant_id = @tenant_id AND id = @id AND resumed_snapshot_id IS DISTINCT FROM @resumed_snapshot_id;
 
 -- name: GetInterrupt :one
-SELECT * FROM interrupts WHERE tenant_id = @tenant_id AND id = @id;
+-- asked_by: who asked, the interrupt's end user (or, for one paused
+-- before it was recorded, its session's).
+SELECT sqlc.embed(interrupts), coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
+WHERE interrupts.tenant_id = @tenant_id AND interrupts.id = @id;
 
 -- name: ListInterrupts :many
 -- The approvals inbox, newest first, with keyset pagination on
--- (created_at, id) so every page is a scan of interrupts_inbox_idx.
-SELECT interrupts.* FROM interrupts
+-- (created_at, id) so every page is a scan of interrupts_inbox_idx;
+-- asked_by as in GetInterrupt.
+SELECT sqlc.embed(interrupts), coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = @tenant_id
   AND interrupts.status = @status
   AND (sqlc.narg(agent)::text IS NULL OR interrupts.agent = sqlc.narg(agent))
@@ -61,7 +69,9 @@ LIMIT @page_size;
 -- name: ListInterruptsOldest :many
 -- The inbox oldest first (what has waited longest): ListInterrupts the
 -- other way round.
-SELECT interrupts.* FROM interrupts
+SELECT sqlc.embed(interrupts), coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = @tenant_id
   AND interrupts.status = @status
   AND (sqlc.narg(agent)::text IS NULL OR interrupts.agent = sqlc.narg(agent))

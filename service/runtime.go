@@ -354,6 +354,24 @@ func (r *Runtime) SigningSecrets(ctx context.Context, tenantID, purpose string) 
 	return out, nil
 }
 
+// RecentSessions lists the caller's tenant's most recently updated
+// sessions (at most limit, 1 to 100), with their latest snapshot's
+// status as reads show it (a stale pending one is expired). An end user's
+// caller sees only its own.
+func (r *Runtime) RecentSessions(ctx context.Context, c Caller, limit int) ([]SessionSummary, error) {
+	if limit < 1 || limit > 100 {
+		return nil, Errorf(CodeInvalidArgument, "limit must be from 1 to 100")
+	}
+	found, err := r.store.RecentSessions(ctx, c.TenantID, c.EndUser, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range found {
+		found[i].Status = r.effectiveStatus(&Snapshot{Status: found[i].Status, HeartbeatAt: found[i].HeartbeatAt})
+	}
+	return found, nil
+}
+
 // FindSessions finds the caller's tenant's sessions whose id is q, or whose
 // end user is q (at most 50, newest first). An end user's caller sees only
 // its own.

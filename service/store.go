@@ -22,6 +22,10 @@ type Store interface {
 	// FindSessions returns up to limit of a tenant's sessions whose id is
 	// q, or whose end user is q, newest first.
 	FindSessions(ctx context.Context, tenantID, q string, limit int) ([]SessionSummary, error)
+	// RecentSessions returns a tenant's limit most recently updated
+	// sessions (of endUser only, unless ""), newest first, with their
+	// latest snapshot's stored status.
+	RecentSessions(ctx context.Context, tenantID, endUser string, limit int) ([]SessionSummary, error)
 	// LoadSession returns a session. ErrNotFound when missing or not the
 	// scope's to see; a session of another agent is reported with its agent
 	// name set.
@@ -283,6 +287,11 @@ type SessionSummary struct {
 	LatestSnapshotID string    `json:"latestSnapshotId,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	UpdatedAt        time.Time `json:"updatedAt"`
+	// Status and FinishReason are the latest snapshot's (RecentSessions
+	// only); HeartbeatAt, its heartbeat, tells a stale pending one.
+	Status       string     `json:"status,omitempty"`
+	FinishReason string     `json:"finishReason,omitempty"`
+	HeartbeatAt  *time.Time `json:"-"`
 }
 
 // StoredSnapshot is a snapshot as loaded from the store.

@@ -284,13 +284,16 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 	if f.AfterCreatedAt != nil {
 		p.CursorID = pgtype.UUID{Bytes: f.AfterID, Valid: true}
 	}
-	var rows []db.Interrupt
+	var rows []db.ListInterruptsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		if f.Oldest {
-			rows, err = q.ListInterruptsOldest(ctx, db.ListInterruptsOldestParams(p))
-		} else {
+		if !f.Oldest {
+			var err error
 			rows, err = q.ListInterrupts(ctx, p)
+			return err
+		}
+		oldest, err := q.ListInterruptsOldest(ctx, db.ListInterruptsOldestParams(p))
+		for _, r := range oldest {
+			rows = append(rows, db.ListInterruptsRow(r))
 		}
 		return err
 	})
@@ -299,14 +302,15 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 	}
 	out := make([]service.Interrupt, len(rows))
 	for i, r := range rows {
-		out[i] = interruptFromRow(r)
+		out[i] = interruptFromRow(r.Interrupt)
+		out[i].EndUser = r.AskedBy
 	}
 	return out, nil
 }
 
 // GetInterrupt implements Store.
 func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*service.Interrupt, error) {
-	var row db.Interrupt
+	var row db.GetInterruptRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
@@ -315,7 +319,8 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 	if err != nil {
 		return nil, err
 	}
-	out := interruptFromRow(row)
+	out := interruptFromRow(row.Interrupt)
+	out.EndUser = row.AskedBy
 	return &out, nil
 }
 
@@ -347,7 +352,7 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 			return err
 		}
 		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
-			TenantID: tenantID, SnapshotID: target.SnapshotID,
+			TenantID: tenantID, SnapshotID: target.Interrupt.SnapshotID,
 		})
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -100,10 +101,14 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// ask raises an approval through the protocol, as the tenant's client.
+// customer is the end user the tenant's client asks for.
+const customer = "dana@example.com"
+
+// ask raises an approval through the protocol, as the tenant's client
+// acting for customer.
 func (e *env) ask(t *testing.T, text string) *service.AgentOutput {
 	t.Helper()
-	out, err := e.rt.InvokeOne(context.Background(), service.Caller{TenantID: "acme", Actor: "key:app"}, demo.BankingAgentName,
+	out, err := e.rt.InvokeOne(context.Background(), service.Caller{TenantID: "acme", Actor: "key:app", EndUser: customer}, demo.BankingAgentName,
 		service.AgentInit{}, service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}}, nil)
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("raising an approval: %v %+v", err, out)
@@ -201,22 +206,36 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the approval did not appear within 8 s: %v", err)
 	}
 	t.Logf("FIGURE the approval appeared in the open inbox %s after it was raised", time.Since(raised).Round(time.Millisecond))
+	// The row says who asked.
+	var asker string
+	run(t, ctx, "the inbox row's end user", chromedp.Text(`#inbox tbody tr[data-id] td.end-user`, &asker))
+	if asker != customer {
+		t.Fatalf("the inbox row shows the end user %q, want %q", asker, customer)
+	}
 	screenshot(t, ctx, "inbox.png")
 
-	// Approve it from its decision page and read the agent's answer.
-	var answer string
-	run(t, ctx, "approve",
+	// Approve it from its decision page and read the agent's answer: the
+	// page says who asked, and its badge turns resolved.
+	var answer, badge string
+	run(t, ctx, "open the approval",
 		clickFirstApproval(),
 		chromedp.WaitVisible(`#decide`),
+		chromedp.Text(`#end-user`, &asker),
+		chromedp.Text(`#status`, &badge),
 	)
+	if asker != customer || badge != "pending" {
+		t.Fatalf("the decision page shows end user %q and status %q, want %q and pending", asker, badge, customer)
+	}
 	screenshot(t, ctx, "decision.png")
 	run(t, ctx, "approve",
 		chromedp.Click(`button.approve`),
 		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(10*time.Second)),
 	)
 	if !strings.Contains(answer, "Done: transferred $50.00 to account 12345") {
 		t.Fatalf("after approving the page shows %q", answer)
 	}
+	screenshot(t, ctx, "decision-approved.png")
 
 	// Two operators open the same approval; the second to decide is told
 	// who decided first.
@@ -229,16 +248,23 @@ func TestDashboardInBrowser(t *testing.T) {
 	run(t, second, "bob opens it", chromedp.Navigate(e.srv.URL+href), chromedp.WaitVisible(`#decide`))
 	run(t, ctx, "alice opens it", chromedp.Navigate(e.srv.URL+href), chromedp.WaitVisible(`#decide`))
 	var bobs string
+	run(t, ctx, "alice's page follows its interrupt", chromedp.Poll(`window.EventSource && document.getElementById('status').dataset.status === 'pending' ? 'ok' : ''`, &bobs,
+		chromedp.WithPollingTimeout(5*time.Second)))
 	run(t, second, "bob approves",
 		chromedp.Click(`button.approve`),
 		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &bobs, chromedp.WithPollingTimeout(10*time.Second)))
+	// Alice's open page, not reloaded, shows the new status and who decided,
+	// and its buttons no longer send.
 	var late string
-	run(t, ctx, "alice denies too late",
-		chromedp.Click(`button.deny`),
-		chromedp.Poll(`(t => t.startsWith('Already') ? t : '')(document.getElementById('result').textContent)`, &late, chromedp.WithPollingTimeout(10*time.Second)))
-	if !strings.Contains(late, "Already decided by key:bob") {
-		t.Fatalf("the second decision shows %q", late)
+	var disabled bool
+	run(t, ctx, "alice sees bob's decision",
+		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`(t => t.startsWith('Already') ? t : '')(document.getElementById('result').textContent)`, &late, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Evaluate(`document.querySelector('button.deny').disabled`, &disabled))
+	if !strings.Contains(late, "Already decided by key:bob") || !disabled {
+		t.Fatalf("alice's page shows %q after bob's decision (buttons disabled: %v)", late, disabled)
 	}
+	screenshot(t, ctx, "decision-decided-elsewhere.png")
 
 	// Deny one with a note: the note is in its audit trail.
 	e.ask(t, "Transfer $90 to account 999")
@@ -250,11 +276,29 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Click(`button.deny`),
 		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.Reload(),
+		chromedp.WaitVisible(`ol.events`),
 		chromedp.Text(`ol.events`, &trail),
 	)
-	if !strings.Contains(trail, "wrong account, call the customer") || !strings.Contains(trail, "key:alice") || !strings.Contains(answer, "Cancelled") {
+	// The audit trail reads as sentences, the note after the decision.
+	if !regexp.MustCompile(`Denied by key:alice(/[0-9a-f-]+)? at \d\d:\d\d — wrong account, call the customer`).MatchString(trail) ||
+		!strings.Contains(trail, "Raised by a turn of key:app at ") || strings.Contains(trail, "{") || !strings.Contains(answer, "Cancelled") {
 		t.Fatalf("audit trail %q, answer %q", trail, answer)
 	}
+	screenshot(t, ctx, "decision-history.png")
+	var history string
+	run(t, ctx, "history", chromedp.Navigate(e.srv.URL+"/ui/history"), chromedp.WaitVisible(`td.decision`), chromedp.Text(`main table`, &history))
+	if !regexp.MustCompile(`Denied by key:alice(/[0-9a-f-]+)? — wrong account, call the customer`).MatchString(history) || !strings.Contains(history, "Approved by key:bob") ||
+		!strings.Contains(history, customer) {
+		t.Fatalf("the history shows %q", history)
+	}
+	screenshot(t, ctx, "history.png")
+	// The sessions page lists the latest sessions before any search.
+	var recent string
+	run(t, ctx, "recent sessions", chromedp.Navigate(e.srv.URL+"/ui/sessions"), chromedp.WaitVisible(`#recent`), chromedp.Text(`#recent tbody`, &recent))
+	if strings.Count(recent, customer) != 3 || !strings.Contains(recent, "completed") || !strings.Contains(recent, demo.BankingAgentName) {
+		t.Fatalf("recent sessions %q", recent)
+	}
+	screenshot(t, ctx, "sessions.png")
 
 	// Markup in an interrupt's input is shown as text.
 	markup := "<script>window.pwned=1</script><b>bold</b>"

@@ -177,6 +177,9 @@ func jsString(s string) string {
 // reason, an endpoint's deliveries with a failing attempt, redelivering a
 // dead delivery (and being told why a pending one cannot be), and another
 // tenant's operator seeing none of it.
+// longQuery makes the second endpoint's URL longer than its cell.
+const longQuery = "/gone?subscription=billing-notifications-for-the-quarterly-settlements-of-every-subsidiary&signature=v1"
+
 func TestWebhookPagesInBrowser(t *testing.T) {
 	bin := chromium(t)
 	e := newHookEnv(t)
@@ -206,7 +209,7 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 		t.Fatalf("creating the endpoint: %d %+v", code, hook)
 	}
 	if code := e.api(t, e.admin, http.MethodPost, "/api/v1/webhooks",
-		map[string]any{"url": receiver.URL + "/gone", "eventTypes": []string{"interrupt.created"}}, &gone); code != http.StatusCreated {
+		map[string]any{"url": receiver.URL + longQuery, "eventTypes": []string{"interrupt.created"}}, &gone); code != http.StatusCreated {
 		t.Fatalf("creating the second endpoint: %d %+v", code, gone)
 	}
 
@@ -274,6 +277,14 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 		if !strings.Contains(list, want) {
 			t.Fatalf("the list lacks %q:\n%s", want, list)
 		}
+	}
+	// A long URL breaks where it must, not between any two letters, and
+	// the page does not scroll sideways.
+	var wraps string
+	run(t, ctx, "long URLs", chromedp.Evaluate(`(c => getComputedStyle(c).overflowWrap + ' ' + getComputedStyle(c).wordBreak + ' ' +
+		(document.documentElement.scrollWidth <= document.documentElement.clientWidth))(document.querySelector('#webhooks td.url'))`, &wraps))
+	if wraps != "anywhere normal true" {
+		t.Fatalf("a long URL's cell: overflow-wrap, word-break, fits: %q", wraps)
 	}
 	screenshot(t, ctx, "webhooks.png")
 

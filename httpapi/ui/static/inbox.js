@@ -67,7 +67,7 @@
       const tr = document.createElement('tr');
       tr.className = 'empty';
       const td = cell('Nothing is waiting.');
-      td.colSpan = 6;
+      td.colSpan = 7;
       tr.append(td);
       body.append(tr);
       return;
@@ -87,6 +87,10 @@
       input.className = 'input';
       appendVisible(input, summary(it.input));
       flagHidden(input, summary(it.input));
+      const user = document.createElement('td');
+      user.className = 'end-user';
+      appendVisible(user, it.endUser || '');
+      flagHidden(user, it.endUser || '');
       let deadline = '';
       let cls = '';
       if (it.expiresAt) {
@@ -94,7 +98,7 @@
         deadline = left <= 0 ? 'overdue' : age(new Date(Date.now() - left).toISOString()) + ' left';
         cls = left <= 0 ? 'overdue' : '';
       }
-      tr.append(cell(it.agent), tool, input, sess, cell(age(it.createdAt)), cell(deadline, cls));
+      tr.append(cell(it.agent), tool, input, user, sess, cell(age(it.createdAt)), cell(deadline, cls));
       body.append(tr);
     }
   }
@@ -111,6 +115,9 @@
     if (res.ok) render((await res.json()).items);
   }
   const events = new EventSource('/api/v1/events');
+  // A page left (or kept in the back-forward cache) gives its stream back:
+  // the browser holds few connections per server.
+  window.addEventListener('pagehide', () => events.close());
   events.onopen = () => { live.textContent = 'live'; live.dataset.state = 'live'; reload(); };
   events.onerror = () => { live.textContent = 'reconnecting…'; live.dataset.state = 'reconnecting'; };
   for (const type of ['created', 'claimed', 'released', 'resolved', 'expired', 'voted', 'escalated']) {

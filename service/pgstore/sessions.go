@@ -1,0 +1,28 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service"
+)
+
+// RecentSessions implements Store.
+func (s *PgStore) RecentSessions(ctx context.Context, tenantID, endUser string, limit int) ([]service.SessionSummary, error) {
+	var rows []db.ListRecentSessionsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListRecentSessions(ctx, db.ListRecentSessionsParams{TenantID: tenantID, EndUser: strPtr(endUser), MaxRows: int32(limit)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]service.SessionSummary, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, service.SessionSummary{ID: r.ID, Agent: r.Agent, EndUser: deref(r.EndUser),
+			LatestSnapshotID: deref(r.LatestSnapshotID), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+			Status: deref(r.SnapshotStatus), FinishReason: deref(r.FinishReason), HeartbeatAt: r.HeartbeatAt})
+	}
+	return out, nil
+}
