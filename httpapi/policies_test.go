@@ -17,7 +17,7 @@ import (
 // hold approve:payments, stranger holds another scope only.
 type policyServer struct {
 	*authServer
-	alice                     string
+	alice                      string
 	bob, carol, dave, stranger string
 }
 
