@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
@@ -340,5 +345,100 @@ func TestRefundIsAConfirmation(t *testing.T) {
 	}
 	if got := ran(vendor); len(got) != 1 || got[0].Tool != demo.ToolRefund {
 		t.Fatalf("ran %+v, want the refund once", got)
+	}
+}
+
+// readmeVotesQuery is the README's query of who approved what, with whom.
+func readmeVotesQuery(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, query, ok := strings.Cut(string(readme), "```sql\n-- Who approved what, with whom")
+	if !ok {
+		t.Fatal("README.md has no query of who approved what")
+	}
+	query, _, _ = strings.Cut(query, "```")
+	return "-- Who approved what, with whom" + query
+}
+
+// votesRow is one row of the README's votes query.
+type votesRow struct {
+	tool, requestedBy, status  string
+	asked, editedTo            []byte
+	approvedBy, deniedBy, keys *string
+	resolved                   bool
+}
+
+// TestReadmeVotesQuery runs the README's query over votes: an approval
+// with an edit, then a second approval; an approval, then a denial; as the
+// tables' owner and as the application role with the tenant set.
+func TestReadmeVotesQuery(t *testing.T) {
+	t.Parallel()
+	s := newPolicyServer(t)
+	edited, denied := newAccount(), newAccount()
+	_, a := s.pausedPayment(t, "votes-edited", edited)
+	var v voteAnswer
+	okJSON(t, s.vote(t, s.bob, "restart", a, map[string]any{"input": map[string]any{"vendor": edited, "amount": 800}}), &v)
+	okJSON(t, s.vote(t, s.carol, "restart", a, nil), &v)
+	_, b := s.pausedPayment(t, "votes-denied", denied)
+	okJSON(t, s.vote(t, s.dave, "restart", b, nil, "X-End-User", "erin"), &v)
+	okJSON(t, s.vote(t, s.carol, "respond", b, map[string]any{"output": map[string]any{"paid": false}}), &v)
+
+	query := readmeVotesQuery(t)
+	run := func(pool *pgxpool.Pool, tenant string) map[string]votesRow {
+		ctx := context.Background()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // read-only
+		if tenant != "" {
+			if _, err := tx.Exec(ctx, "SELECT set_config('holdpoint.tenant_id', $1, true)", tenant); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := tx.Query(ctx, query)
+		if err != nil {
+			t.Fatalf("the README's votes query: %v", err)
+		}
+		defer rows.Close()
+		out := map[string]votesRow{}
+		for rows.Next() {
+			var r votesRow
+			var tenantID string
+			var id uuid.UUID
+			var resolvedAt *time.Time
+			if err := rows.Scan(&tenantID, &id, &r.tool, &r.asked, &r.editedTo, &r.requestedBy, &r.status, &r.approvedBy, &r.deniedBy, &r.keys, &resolvedAt); err != nil {
+				t.Fatal(err)
+			}
+			r.resolved = resolvedAt != nil
+			out[id.String()] = r
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "<null>"
+		}
+		return *p
+	}
+	for who, got := range map[string]map[string]votesRow{"owner": run(s.owner, ""), "application role": run(s.app, "acme")} {
+		if len(got) != 2 {
+			t.Fatalf("%s: %d rows, want 2: %+v", who, len(got), got)
+		}
+		ra, rb := got[a.ID.String()], got[b.ID.String()]
+		if ra.tool != demo.ToolPayVendor || ra.requestedBy != "alice" || ra.status != "resolved" || !ra.resolved ||
+			!sameJSON(ra.asked, map[string]any{"vendor": edited, "amount": 5000}) || !sameJSON(ra.editedTo, map[string]any{"vendor": edited, "amount": 800}) ||
+			str(ra.approvedBy) != "bob, carol" || ra.deniedBy != nil || str(ra.keys) != "bob, carol" {
+			t.Errorf("%s: the edited payment %+v (approved by %s, denied by %s, keys %s)", who, ra, str(ra.approvedBy), str(ra.deniedBy), str(ra.keys))
+		}
+		if str(rb.approvedBy) != "user:erin" || str(rb.deniedBy) != "carol" || str(rb.keys) != "carol, dave" || rb.editedTo != nil {
+			t.Errorf("%s: the denied payment %+v (approved by %s, denied by %s, keys %s)", who, rb, str(rb.approvedBy), str(rb.deniedBy), str(rb.keys))
+		}
 	}
 }
