@@ -43,8 +43,9 @@ var refund = agentkit.Tool[RefundRequest, Refund]{
 	Name:        "refund",
 	Description: "Refund an order. A refund above $100 waits for a confirmation.",
 	Run: func(ctx context.Context, in RefundRequest) (Refund, error) {
-		// A restart of the paused request confirms it, whatever its
-		// metadata.resumed says (true, {"confirmed": true}, an operator's note).
+		// A restart of the paused request that carries metadata.resumed
+		// (true, {"confirmed": true}, an operator's note) confirms it; a
+		// bare restart reaches the tool without it, as in Genkit.
 		_, restarted, _ := agentkit.Resumed[any](ctx)
 		if in.Amount > refundLimit && !restarted {
 			return Refund{}, agentkit.Pause(map[string]any{"reason": "above the refund limit", "limit": refundLimit})

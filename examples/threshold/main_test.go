@@ -47,8 +47,9 @@ func TestRefundThreshold(t *testing.T) {
 	paused := res.SnapshotID
 
 	// The restart is the confirmation: the refund runs, once (rf-2: the
-	// pause made none).
-	done := s.Turn(t, agent, init, exampletest.Restart(asks[0], ""))
+	// pause made none). It carries metadata.resumed, as Genkit's
+	// restartTool sends it: a bare restart reaches the tool without it.
+	done := s.Turn(t, agent, init, exampletest.Restart(asks[0], "true"))
 	if got, want := exampletest.Text(done), "Refunded $250.00 for order 42 (rf-2)."; got != want || done.FinishReason != "stop" {
 		t.Fatalf("restart: %q (%s), want %q", got, done.FinishReason, want)
 	}
@@ -62,10 +63,10 @@ func TestRefundThreshold(t *testing.T) {
 	// outcome; by session id the latest snapshot has nothing to restart,
 	// and the turn fails. Neither refunds anything: the next refund is
 	// rf-3.
-	if replayed := s.Turn(t, agent, service.AgentInit{SnapshotID: paused}, exampletest.Restart(asks[0], "")); replayed.SnapshotID != done.SnapshotID || exampletest.Text(replayed) != exampletest.Text(done) {
+	if replayed := s.Turn(t, agent, service.AgentInit{SnapshotID: paused}, exampletest.Restart(asks[0], "true")); replayed.SnapshotID != done.SnapshotID || exampletest.Text(replayed) != exampletest.Text(done) {
 		t.Fatalf("second restart: %+v, want the first outcome", replayed)
 	}
-	again := s.Turn(t, agent, init, exampletest.Restart(asks[0], ""))
+	again := s.Turn(t, agent, init, exampletest.Restart(asks[0], "true"))
 	if again.FinishReason != "failed" || again.Error == nil || again.Error.Status != "FAILED_PRECONDITION" {
 		t.Fatalf("second restart by session: %+v, want a failed turn", again)
 	}
