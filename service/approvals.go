@@ -75,6 +75,9 @@ func (p *ApprovalPolicy) Validate() error {
 		if err := ValidateScope(e.Scope, false); err != nil {
 			return fmt.Errorf("escalate.scope: %w", err)
 		}
+		if p.Scope == "" {
+			return fmt.Errorf("escalate needs a scope to escalate from: a policy without one is a confirmation anyone may give")
+		}
 	}
 	return nil
 }

@@ -292,7 +292,7 @@ func (r *Runtime) snapshotAgent(ctx context.Context, c Caller, agent, snapshotID
 // decide records a decision and, when it was the last one the snapshot
 // waited for, runs the resume turn with every decision together.
 func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolution json.RawMessage, vote *Vote) (*DecisionResult, error) {
-	d, err := r.store.DecideInterrupt(ctx, DecideInterruptParams{TenantID: c.TenantID, ID: it.ID, Resolution: resolution, Actor: c.Actor, Vote: vote})
+	d, err := r.store.DecideInterrupt(ctx, DecideInterruptParams{TenantID: c.TenantID, ID: it.ID, Resolution: resolution, Actor: c.Actor, Vote: vote, Scope: it.Scope})
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "interrupt %s not found", it.ID)
 	}

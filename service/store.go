@@ -245,6 +245,9 @@ type DecideInterruptParams struct {
 	// voter: a second is refused); an approval short of the approvals
 	// needed records only the vote (Decision.Voted).
 	Vote *Vote
+	// Scope is the scope the voter was checked against: a vote on an
+	// interrupt escalated to another scope meanwhile is refused.
+	Scope string
 }
 
 // Vote is one approver's vote on a gated call (interrupt_votes).

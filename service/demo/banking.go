@@ -126,14 +126,21 @@ func BankingAgentClient(model service.Model) *service.Agent {
 	return a
 }
 
-// Register registers the demo agents on rt, answered by model (the demo
-// model or a real provider). It fails when HOLDPOINT_DEMO_APPROVAL_DEADLINE
-// is set to something that is not a positive duration.
+// Agents returns the demo agents: the banking agents answered by model
+// (the demo model or a real provider), and the payments agent on its
+// steered stub (see paymentsModelFor).
+func Agents(model service.Model) []*service.Agent {
+	return []*service.Agent{BankingAgent(model), BankingAgentClient(model), PaymentsAgent(paymentsModelFor(model))}
+}
+
+// Register registers the demo agents on rt (Agents). It fails when
+// HOLDPOINT_DEMO_APPROVAL_DEADLINE is set to something that is not a
+// positive duration.
 func Register(rt *service.Runtime, model service.Model) error {
 	if err := CheckKnobs(); err != nil {
 		return err
 	}
-	for _, a := range []*service.Agent{BankingAgent(model), BankingAgentClient(model)} {
+	for _, a := range Agents(model) {
 		if err := rt.Register(a); err != nil {
 			return err
 		}

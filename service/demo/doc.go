@@ -5,6 +5,12 @@
 // money with transferMoney; the demo model plays the part of a provider that
 // follows that system prompt, streaming its text answers in chunks.
 //
+// The payments agent runs on a stub model steered to act at once: it calls
+// payVendor and refund without asking anyone, and the platform's approval
+// policies (service.ApprovalPolicy) are what pause them: a payment above
+// $1,000 waits for two approvers holding approve:payments, every refund for
+// a confirmation.
+//
 // # Test knobs
 //
 // Three environment variables, all unset (off) by default, let process-level

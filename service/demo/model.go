@@ -32,6 +32,8 @@ type Model struct {
 	// is invalid.
 	toolDelay    time.Duration
 	toolDelayErr error
+	// answer decides the reply (nil: decide, the banking assistant's).
+	answer func(*service.ModelRequest) reply
 }
 
 // NewModel returns the demo model.
@@ -58,7 +60,11 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 			return nil, err
 		}
 	}
-	r := decide(req)
+	answer := m.answer
+	if answer == nil {
+		answer = decide
+	}
+	r := answer(req)
 	delay := m.chunkDelay
 	if r.slow {
 		delay = m.slowDelay

@@ -643,6 +643,9 @@ func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration
 // the decision (row.ProposedInput then is the input approved).
 func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p service.DecideInterruptParams, events *eventBatch) (*service.Decision, error) {
 	v := p.Vote
+	if deref(row.Scope) != p.Scope {
+		return nil, service.Errorf(service.CodeAborted, "interrupt %s was escalated to %s meanwhile: decide it again if you may", row.ID, deref(row.Scope))
+	}
 	var keyID pgtype.UUID
 	if id, err := uuid.Parse(v.KeyID); err == nil {
 		keyID = pgtype.UUID{Bytes: id, Valid: true}

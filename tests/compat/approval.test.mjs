@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
+import { restartTool } from 'genkit/beta';
 import { AgentError } from 'genkit/beta/client';
 
 import {
@@ -160,7 +161,14 @@ test('restart(): a transfer over the limit runs after a second confirmation', as
   const request = limited.toolRequests.find((p) => p.toolRequest.name === 'transferMoney');
   assert.deepEqual(request.metadata.interrupt, { reason: 'over daily limit', limit: 10000 });
 
-  const done = await chat.resume({ restart: [transfer.restart()] });
+  // A restart without `resumed` metadata reaches the tool without it (as in
+  // Genkit), and the tool asks again; restartTool, the way Genkit restarts
+  // a tool, sends it: the confirmation the tool waits for.
+  const again = await chat.resume({ restart: [transfer.restart()] });
+  assert.equal(again.finishReason, 'interrupted');
+  assert.equal(again.interrupts[0].name, 'transferMoney');
+  const repeated = again.toolRequests.find((p) => p.toolRequest.name === 'transferMoney');
+  const done = await chat.resume({ restart: [restartTool(repeated, { confirmed: true })] });
   assert.equal(done.finishReason, 'stop');
   assert.match(
     done.text,
@@ -194,7 +202,8 @@ test('a restart with a changed input is rejected', async () => {
   });
 
   // The interrupt is still open: the genuine restart goes through, once.
-  const done = await chat.resume({ restart: [transfer.restart()] });
+  const request = limited.toolRequests.find((p) => p.toolRequest.name === 'transferMoney');
+  const done = await chat.resume({ restart: [restartTool(request, { confirmed: true })] });
   assert.match(done.text, new RegExp(`^Done: transferred \\$20,000\\.00 to account ${to}`));
   // (The forged account, not a transaction id that happens to hold 666.)
   assert.doesNotMatch(done.text, /account 666\b/);

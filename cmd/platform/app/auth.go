@@ -47,7 +47,7 @@ func (a *accessConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.ipRateBurst, "ip-rate-burst", httpapi.DefaultIPRateBurst, "requests one remote address may send at once above --ip-rate-limit")
 	fs.DurationVar(&a.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time a client has, from the start of a request, to send its body; a slower one gets 408 and its connection is closed")
 	fs.IntVar(&a.maxEventStreams, "max-event-streams", httpapi.DefaultMaxEventStreams, "live event streams (GET /api/v1/events) one credential may hold open at once; 0 turns the limit off")
-	fs.BoolVar(&a.demo, "demo", false, "register the demo agents (bankingAgent) without --dev")
+	fs.BoolVar(&a.demo, "demo", false, "register the demo agents (bankingAgent, paymentsAgent) without --dev")
 	fs.BoolVar(&a.loopbackTools, "allow-loopback-tools", false, "let tenants' HTTP tools call loopback addresses (always on with --dev): for tests and a receiver on this machine")
 	fs.Var(&a.trustedProxies, "trusted-proxies", "addresses or CIDR ranges (comma-separated, e.g. 10.0.0.5,fd00::/8) of the reverse proxies in front of the server: "+
 		"only from them is X-Forwarded-Proto believed, which makes the dashboard's cookies Secure and its Origin checks expect https; unset: the scheme is the connection's own")

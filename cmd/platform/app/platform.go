@@ -25,8 +25,9 @@ type Platform struct {
 	// for offline use, a provider of its own), for agents that name them
 	// in their Model field.
 	Models map[string]service.Model
-	// Demo offers the built-in demo agents (bankingAgent and
-	// bankingAgentClient) with `serve --dev` or `serve --demo`.
+	// Demo offers the built-in demo agents (bankingAgent,
+	// bankingAgentClient and paymentsAgent) with `serve --dev` or
+	// `serve --demo`.
 	Demo bool
 }
 
@@ -93,7 +94,7 @@ func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service
 		if err := demo.CheckKnobs(); err != nil {
 			return nil, err
 		}
-		for _, a := range []*service.Agent{demo.BankingAgent(fallback), demo.BankingAgentClient(fallback)} {
+		for _, a := range demo.Agents(fallback) {
 			if err := scratch.Register(a); err != nil {
 				return nil, fmt.Errorf("demo agent %s: %w", a.Name, err)
 			}

@@ -1,0 +1,167 @@
+// Approval policies with the real client: the demo paymentsAgent's model is
+// steered to call its tools at once, without asking; the platform's gate is
+// what pauses them. refund is a confirmation (the client's restart runs
+// it); payVendor above $1,000 is maker-checker (two approvers holding
+// approve:payments, in the inbox, never the user who asked).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { remoteAgent } from 'genkit/beta/client';
+
+import { BASE_URL, account, getV1, toolResponses } from './helpers.mjs';
+
+const PAYMENTS_URL = `${BASE_URL}/api/agents/paymentsAgent`;
+
+/** A distinct end user per call, so parallel test files never meet. */
+function person(name) {
+  return `${name}-${account()}`;
+}
+
+/** The payments agent as an end user (X-End-User: dev mode acts for them). */
+function paymentsAgent(endUser) {
+  return remoteAgent({ url: PAYMENTS_URL, headers: { 'X-End-User': endUser } });
+}
+
+/** The gated request of a paused answer, with its metadata. */
+function gatedRequest(res, name) {
+  const part = res.toolRequests.find((p) => p.toolRequest.name === name);
+  assert.ok(part, `the answer requests ${name}`);
+  return part;
+}
+
+/** A session's tool calls (rows of executions). */
+async function toolCalls(sessionId) {
+  const page = await getV1(`/sessions/${encodeURIComponent(sessionId)}/tool-calls`);
+  return page.items;
+}
+
+/** The one pending interrupt of a session, from the inbox. */
+async function pendingInterrupt(sessionId) {
+  const page = await getV1(`/interrupts?sessionId=${encodeURIComponent(sessionId)}`);
+  assert.equal(page.items.length, 1, `one pending interrupt: ${JSON.stringify(page.items)}`);
+  return page.items[0];
+}
+
+/** An inbox decision as an approver (X-End-User names the person). */
+async function decide(id, decision, endUser, body = {}) {
+  const res = await fetch(`${BASE_URL}/api/v1/interrupts/${id}/${decision}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-End-User': endUser },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+test('a steered model calls a gated tool: the client sees an interrupt, approval required, and nothing runs', async () => {
+  const alice = person('alice');
+  const vendor = account();
+  const chat = paymentsAgent(alice).chat();
+  const res = await chat.send(`pay 5000 to ${vendor}`);
+
+  assert.equal(res.finishReason, 'interrupted');
+  assert.equal(res.interrupts.length, 1);
+  const [pay] = res.interrupts;
+  assert.equal(pay.name, 'payVendor');
+  assert.deepEqual(pay.input, { vendor, amount: 5000 });
+  const { interrupt } = gatedRequest(res, 'payVendor').metadata;
+  assert.equal(interrupt.approval, 'required');
+  assert.deepEqual(interrupt.gate, { scope: 'approve:payments', approvals: 2, allowEdit: true });
+  assert.equal(interrupt.explanation, `Paying $5,000.00 to ${vendor} right away, as you asked.`);
+  assert.match(interrupt.message, /payVendor needs 2 approval\(s\) from holders of approve:payments/);
+  assert.equal(res.text, interrupt.explanation, "the model's own words are the explanation");
+  assert.deepEqual(await toolCalls(res.sessionId), [], 'no call ran, no call row');
+
+  const it = await pendingInterrupt(res.sessionId);
+  assert.equal(it.endUser, alice);
+  assert.equal(it.scope, 'approve:payments');
+  assert.equal(it.approvalsNeeded, 2);
+
+  // A small payment needs no one.
+  const small = await paymentsAgent(alice).chat().send(`pay 900 to ${vendor}`);
+  assert.equal(small.finishReason, 'stop');
+  assert.match(small.text, new RegExp(`^Paid \\$900\\.00 to ${vendor} \\(payment pay-[0-9a-f]+\\)\\.$`));
+});
+
+test('a confirmation (refund): the client restart runs the tool exactly once', async () => {
+  const agent = paymentsAgent(person('alice'));
+  const chat = agent.chat();
+  const vendor = account();
+  const res = await chat.send(`refund 40 to ${vendor}`);
+  assert.equal(res.finishReason, 'interrupted');
+  const [refund] = res.interrupts;
+  assert.equal(refund.name, 'refund');
+  const { interrupt } = gatedRequest(res, 'refund').metadata;
+  assert.equal(interrupt.approval, 'required');
+  assert.deepEqual(interrupt.gate, { approvals: 1 });
+  assert.deepEqual(await toolCalls(res.sessionId), []);
+
+  const done = await chat.resume({ restart: [refund.restart()] });
+  assert.equal(done.finishReason, 'stop');
+  assert.match(done.text, new RegExp(`^Refunded \\$40\\.00 to ${vendor} \\(refund rf-[0-9a-f]+\\)\\.$`));
+
+  const snap = await agent.getSnapshot(done.snapshotId);
+  const outputs = toolResponses(snap.state.messages, 'refund');
+  assert.equal(outputs.length, 1, 'the refund ran once');
+  assert.equal(outputs[0].toolResponse.output.refunded, true);
+  const calls = await toolCalls(res.sessionId);
+  assert.deepEqual(calls.map((c) => [c.tool, c.status]), [['refund', 'succeeded']]);
+});
+
+test('maker-checker (payVendor): the client restart is refused; two inbox approvers, not the requester, run it once', async () => {
+  const alice = person('alice');
+  const bob = person('bob');
+  const carol = person('carol');
+  const agent = paymentsAgent(alice);
+  const chat = agent.chat();
+  const vendor = account();
+  const res = await chat.send(`pay 5000 to ${vendor}`);
+  const [pay] = res.interrupts;
+  assert.equal(pay.name, 'payVendor');
+
+  // The requester's own restart, through the client, is refused.
+  await assert.rejects(chat.resume({ restart: [pay.restart()] }), (err) => {
+    assert.match(`${err.status ?? ''} ${err.message}`, /PERMISSION_DENIED|403/);
+    assert.match(err.message, /inbox/);
+    return true;
+  });
+  assert.deepEqual(await toolCalls(res.sessionId), [], 'nothing ran');
+
+  const it = await pendingInterrupt(res.sessionId);
+  // The requester in the inbox is refused too.
+  const self = await decide(it.id, 'restart', alice);
+  assert.equal(self.status, 403);
+  assert.equal(self.body.status, 'PERMISSION_DENIED');
+
+  const first = await decide(it.id, 'restart', bob, { note: 'invoice checked' });
+  assert.equal(first.status, 200);
+  assert.deepEqual(first.body, { status: 'voted', approvals: 1, needed: 2 });
+  assert.deepEqual(await toolCalls(res.sessionId), [], 'one approval of two runs nothing');
+  const twice = await decide(it.id, 'restart', bob);
+  assert.equal(twice.status, 409, 'one person counts once');
+
+  const second = await decide(it.id, 'restart', carol);
+  assert.equal(second.status, 200);
+  assert.equal(second.body.status, 'resumed');
+  assert.match(
+    second.body.output.message.content.map((p) => p.text ?? '').join(''),
+    new RegExp(`^Paid \\$5,000\\.00 to ${vendor} \\(payment pay-[0-9a-f]+\\)\\.$`)
+  );
+
+  // The session, read through the client, goes on from the payment.
+  const snap = await agent.getSnapshot({ sessionId: res.sessionId });
+  assert.equal(snap.snapshotId, second.body.output.snapshotId);
+  const outputs = toolResponses(snap.state.messages, 'payVendor');
+  assert.equal(outputs.length, 1, 'the payment ran once');
+  assert.equal(outputs[0].toolResponse.output.paid, true);
+  assert.deepEqual(outputs[0].toolResponse.output.amount, 5000);
+  const calls = await toolCalls(res.sessionId);
+  assert.deepEqual(calls.map((c) => [c.tool, c.status]), [['payVendor', 'succeeded']]);
+
+  const detail = await getV1(`/interrupts/${it.id}`);
+  assert.equal(detail.status, 'resolved');
+  assert.deepEqual(
+    detail.votes.map((v) => [v.voter, v.vote]),
+    [[`user:${bob}`, 'approve'], [`user:${carol}`, 'approve']]
+  );
+  assert.equal(detail.votes[0].note, 'invoice checked');
+});
