@@ -132,12 +132,27 @@ func explanationOf(m Message) string {
 	return s
 }
 
+// sameApproval reports whether two resolutions of a gated call approve
+// the same call (a restart of the same input), whoever gave them and with
+// whatever note: the session's restart sent again after the inbox approved
+// the call answers the approval's outcome (or retries its failed call).
+func sameApproval(a, b json.RawMessage) bool {
+	var x, y struct {
+		Restart bool            `json:"restart"`
+		Input   json.RawMessage `json:"input"`
+	}
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && x.Restart && y.Restart && jsonEqual(x.Input, y.Input)
+}
+
 // checkGatedResume checks a protocol resume's answers to gate interrupts:
 // a maker-checker policy is decided in the inbox only (its restart through
 // the protocol would be the requester approving their own call), and an
 // edited restart needs a policy that allows edits. Decisions the inbox
 // made (preclaimed) were checked when they were made.
-func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool) error {
+//
+// pending reports whether the request at a position is still waiting for
+// its decision (one decided already is answered by its claim's replay).
+func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool, pending func(i int) bool) error {
 	for i, step := range plan.steps {
 		if step.kind != stepRestart {
 			continue
@@ -148,7 +163,7 @@ func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool)
 			continue
 		}
 		name := last.Content[i].ToolRequest.Name
-		if !preclaimed && tool.Approval.MakerChecker() {
+		if !preclaimed && tool.Approval.MakerChecker() && pending(i) {
 			return Errorf(CodePermissionDenied, "%s needs %d approval(s)%s from someone other than who asked: it is decided in the inbox (POST /api/v1/interrupts/{id}/restart), not by resuming the session", name, tool.Approval.approvals(), scopeNote(tool.Approval.Scope))
 		}
 		if !jsonEqual(step.restart.ToolRequest.Input, last.Content[i].ToolRequest.Input) {
@@ -189,3 +204,26 @@ func editedRequest(p Part, input json.RawMessage) Part {
 // metaEditedFrom keeps, on a request an approver edited, the input the
 // model asked for.
 const metaEditedFrom = "editedFrom"
+
+// gatePending reports whether the interrupt of the base snapshot's request
+// at position i of its last message is still pending; when it cannot tell,
+// it says pending, so the refusal stands.
+func (inv *invocation) gatePending(ctx context.Context, last Message) func(i int) bool {
+	return func(i int) bool {
+		req := last.Content[i].ToolRequest
+		if !inv.agent.ServerManaged || inv.baseID == "" {
+			return true
+		}
+		its, err := inv.rt.store.ListInterrupts(ctx, inv.caller.TenantID, InterruptFilter{
+			SessionID: inv.sess.id, Tool: req.Name, Status: InterruptResolved, AllScopes: true, Limit: MaxInboxPage})
+		if err != nil {
+			return true
+		}
+		for _, it := range its {
+			if it.SnapshotID == inv.baseID && it.Ref == req.Ref {
+				return false
+			}
+		}
+		return true
+	}
+}

@@ -102,7 +102,8 @@ func (inv *invocation) resume(ctx context.Context, t *Turn, res *Resume, tr *tur
 	if err != nil {
 		return Message{}, false, err
 	}
-	if err := checkGatedResume(plan, inv.sess.messages[len(inv.sess.messages)-1], a, inv.preclaimed != nil); err != nil {
+	last := inv.sess.messages[len(inv.sess.messages)-1]
+	if err := checkGatedResume(plan, last, a, inv.preclaimed != nil, inv.gatePending(ctx, last)); err != nil {
 		inv.reject(err)
 		return Message{}, false, err
 	}

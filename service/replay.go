@@ -47,7 +47,7 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 			mine = &claims[i]
 		}
 	}
-	if mine == nil || !jsonEqual(mine.Resolution, it.Resolution) || it.ResumedSnapshotID == "" {
+	if mine == nil || !(jsonEqual(mine.Resolution, it.Resolution) || it.Policy != nil && sameApproval(mine.Resolution, it.Resolution)) || it.ResumedSnapshotID == "" {
 		return alreadyDecided(refusal, it)
 	}
 	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: it.ResumedSnapshotID, WithState: true})

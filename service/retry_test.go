@@ -162,3 +162,32 @@ func TestApprovedCallRetriesAreBounded(t *testing.T) {
 		t.Fatalf("runs %v: want three with one call id", runs)
 	}
 }
+
+// TestInboxApprovedCallIsRetriedByTheRequester: a maker-checker call the
+// inbox approved, whose tool failed, is retried by the requester's resume
+// (no new approval: the approvers' stands); the requester's restart before
+// the approvals is refused.
+func TestInboxApprovedCallIsRetriedByTheRequester(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	f := flakyAgent(t, rt, "flakyChecked", 1, &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2})
+	_, it := pauseOnGate(t, rt, "flakyChecked", "s-checked", "70")
+	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "transferMoney", Ref: "t1", Input: it.Input}}}}}
+	_, err := rt.InvokeOne(ctx, requester, "flakyChecked", service.AgentInit{SessionID: "s-checked"}, restart, nil)
+	wantCode(t, "the requester's restart before approval", err, service.CodePermissionDenied)
+	if _, err := rt.ApproveInterrupt(ctx, approver("bob", "approve:payments"), it.ID, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rt.ApproveInterrupt(ctx, approver("carol", "approve:payments"), it.ID, nil, "")
+	if err != nil || res.Output == nil || res.Output.FinishReason != "failed" {
+		t.Fatalf("the approved run: %v %+v", err, res)
+	}
+	out, err := rt.InvokeOne(ctx, requester, "flakyChecked", service.AgentInit{SessionID: "s-checked"}, restart, nil)
+	if err != nil || out.FinishReason != "stop" {
+		t.Fatalf("the requester's retry: %v %+v", err, out)
+	}
+	if runs := f.runs(); len(runs) != 2 || runs[0] != runs[1] {
+		t.Fatalf("runs %v", runs)
+	}
+}

@@ -185,7 +185,19 @@ func execute(ctx context.Context, call service.ToolCall, prefix string) (Payment
 	return p, nil
 }
 
+// flakyCalls are the call ids of payments to a "flaky…" vendor that
+// failed once: such a vendor's bank fails the first run of every call, so
+// that retrying an approved call can be tried (the retry keeps the call
+// id, and succeeds).
+var flakyCalls sync.Map
+
 func runPayVendor(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
+	var in vendorAmount
+	if json.Unmarshal(call.Input, &in) == nil && strings.HasPrefix(in.Vendor, "flaky") {
+		if _, seen := flakyCalls.LoadOrStore(call.ID, true); !seen {
+			return nil, service.Errorf(service.CodeUnavailable, "payVendor: the bank of %s did not answer; the approved payment can be retried", in.Vendor)
+		}
+	}
 	p, err := execute(ctx, call, "pay-")
 	if err != nil {
 		return nil, err

@@ -165,3 +165,56 @@ test('maker-checker (payVendor): the client restart is refused; two inbox approv
   );
   assert.equal(detail.votes[0].note, 'invoice checked');
 });
+
+test('a failed approved payment is retried by the same resume, then from the API, never beyond its attempts', async () => {
+  const alice = person('alice');
+  const agent = paymentsAgent(alice);
+  const vendor = `flaky${account()}`;
+
+  // Approved by two approvers in the inbox, the payment's first run fails:
+  // the turn ends failed and the call row says so.
+  const chat = agent.chat();
+  const res = await chat.send(`pay 5000 to ${vendor}`);
+  const it = await pendingInterrupt(res.sessionId);
+  assert.equal((await decide(it.id, 'restart', person('bob'))).body.status, 'voted');
+  const approved = await decide(it.id, 'restart', person('carol'));
+  assert.equal(approved.status, 200);
+  assert.equal(approved.body.output.finishReason, 'failed');
+  let calls = await toolCalls(res.sessionId);
+  assert.deepEqual(calls.map((c) => [c.tool, c.status, c.attempt]), [['payVendor', 'failed', 1]]);
+  assert.match(calls[0].error.message, /did not answer/);
+
+  // The requester resumes by session id with the same restart: the call
+  // runs once more, with the first attempt's call id, and the session
+  // goes on. No new approval was asked for.
+  const [pay] = res.interrupts;
+  const retried = await chat.resume({ restart: [pay.restart()] });
+  assert.equal(retried.finishReason, 'stop');
+  assert.match(retried.text, new RegExp(`^Paid \\$5,000\\.00 to ${vendor}`));
+  calls = await toolCalls(res.sessionId);
+  assert.deepEqual(calls.map((c) => [c.status, c.attempt]), [['failed', 1], ['succeeded', 2]]);
+  assert.equal(calls[1].callId, `${calls[0].turnId}/${calls[0].callKey}`, 'the retry keeps the call id');
+
+  // Succeeded: neither the protocol nor the API runs it again.
+  const again = await fetch(`${BASE_URL}/api/v1/tool-calls/${calls[1].id}/retry`, { method: 'POST' });
+  assert.equal(again.status, 409, 'a call that succeeded is not retried');
+  assert.equal((await toolCalls(res.sessionId)).length, 2);
+
+  // Another payment, retried from the API (POST /tool-calls/{id}/retry).
+  const chat2 = agent.chat();
+  const res2 = await chat2.send(`pay 4000 to ${vendor}`);
+  const it2 = await pendingInterrupt(res2.sessionId);
+  await decide(it2.id, 'restart', person('bob'));
+  assert.equal((await decide(it2.id, 'restart', person('carol'))).body.output.finishReason, 'failed');
+  const [first] = await toolCalls(res2.sessionId);
+  const viaAPI = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, { method: 'POST' });
+  assert.equal(viaAPI.status, 200);
+  const record = await viaAPI.json();
+  assert.equal(record.status, 'succeeded');
+  assert.equal(record.attempt, 2);
+  assert.equal(record.callId, `${first.turnId}/${first.callKey}`);
+  // The first attempt can no longer be retried: the session went on.
+  const stale = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, { method: 'POST' });
+  assert.ok(stale.status === 409 || stale.status === 400, `a stale retry: ${stale.status}`);
+  assert.equal((await toolCalls(res2.sessionId)).length, 2);
+});
