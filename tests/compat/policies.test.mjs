@@ -166,6 +166,23 @@ test('maker-checker (payVendor): the client restart is refused; two inbox approv
   assert.equal(detail.votes[0].note, 'invoice checked');
 });
 
+const retryRequest = { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' };
+
+test('one denial ends a maker-checker vote: a third vote is refused and nothing runs', async () => {
+  const alice = person('alice');
+  const res = await paymentsAgent(alice).chat().send(`pay 7000 to ${account()}`);
+  const it = await pendingInterrupt(res.sessionId);
+  assert.equal((await decide(it.id, 'restart', person('bob'))).body.status, 'voted');
+  const denied = await decide(it.id, 'respond', person('carol'), { output: { paid: false, reason: 'no invoice' }, note: 'no invoice' });
+  assert.equal(denied.status, 200);
+  assert.equal(denied.body.status, 'resumed');
+  const third = await decide(it.id, 'restart', person('dave'));
+  assert.equal(third.status, 409, 'a vote after the denial is refused');
+  assert.deepEqual(await toolCalls(res.sessionId), [], 'nothing ran');
+  const detail = await getV1(`/interrupts/${it.id}`);
+  assert.deepEqual(detail.votes.map((v) => v.vote), ['approve', 'deny']);
+});
+
 test('a failed approved payment is retried by the same resume, then from the API, never beyond its attempts', async () => {
   const alice = person('alice');
   const agent = paymentsAgent(alice);
@@ -196,7 +213,7 @@ test('a failed approved payment is retried by the same resume, then from the API
   assert.equal(calls[1].callId, `${calls[0].turnId}/${calls[0].callKey}`, 'the retry keeps the call id');
 
   // Succeeded: neither the protocol nor the API runs it again.
-  const again = await fetch(`${BASE_URL}/api/v1/tool-calls/${calls[1].id}/retry`, { method: 'POST' });
+  const again = await fetch(`${BASE_URL}/api/v1/tool-calls/${calls[1].id}/retry`, retryRequest);
   assert.equal(again.status, 409, 'a call that succeeded is not retried');
   assert.equal((await toolCalls(res.sessionId)).length, 2);
 
@@ -207,14 +224,14 @@ test('a failed approved payment is retried by the same resume, then from the API
   await decide(it2.id, 'restart', person('bob'));
   assert.equal((await decide(it2.id, 'restart', person('carol'))).body.output.finishReason, 'failed');
   const [first] = await toolCalls(res2.sessionId);
-  const viaAPI = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, { method: 'POST' });
+  const viaAPI = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, retryRequest);
   assert.equal(viaAPI.status, 200);
   const record = await viaAPI.json();
   assert.equal(record.status, 'succeeded');
   assert.equal(record.attempt, 2);
   assert.equal(record.callId, `${first.turnId}/${first.callKey}`);
   // The first attempt can no longer be retried: the session went on.
-  const stale = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, { method: 'POST' });
+  const stale = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, retryRequest);
   assert.ok(stale.status === 409 || stale.status === 400, `a stale retry: ${stale.status}`);
   assert.equal((await toolCalls(res2.sessionId)).length, 2);
 });
