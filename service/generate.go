@@ -665,36 +665,17 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 			responses = append(responses, step.respond.Clone())
 			p.Metadata = resolvedMeta(p.Metadata)
 		case stepRestart:
-			// As the reference: the tool sees `resumed` only when the
-			// restart's metadata carries it.
-			resumed := step.restart.Metadata[metaResumed]
-			if isNull(resumed) {
-				resumed = nil
-			}
-			if !jsonEqual(step.restart.ToolRequest.Input, p.ToolRequest.Input) {
-				p = editedRequest(p, step.restart.ToolRequest.Input)
-			}
-			out, irq, err := inv.runTool(ctx, t, toolRun{key: "restart:" + callKey(-1, i, step.restart.ToolRequest), part: step.restart.Clone(), restart: true, resumed: resumed})
+			np, resp, err := inv.restartStep(ctx, t, i, p, step.restart)
 			if err != nil {
 				return Message{}, false, err
 			}
-			if irq != nil {
-				// The server's own request, not the client's copy of it,
-				// pauses again, with the tool's new interrupt metadata.
-				meta := cloneMeta(p.Metadata)
-				if meta == nil {
-					meta = Metadata{}
-				}
-				delete(meta, metaResumed)
-				meta[metaInterrupt] = rawOr(irq.Metadata[metaInterrupt], "true")
-				p.Metadata = meta
-				last.Content[i] = p
+			p = np
+			if resp == nil {
 				again = append(again, i)
 				responses = append(responses, Part{}) // keeps responses aligned with the requests
-				continue
+				break
 			}
-			responses = append(responses, *out)
-			p.Metadata = resolvedMeta(p.Metadata)
+			responses = append(responses, *resp)
 		default:
 			continue
 		}
@@ -713,6 +694,40 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 	inv.sess.replaceMessage(lastIdx, last)
 	inv.sess.add(toolMsg)
 	return toolMsg, false, nil
+}
+
+// restartStep runs the restart of the request p (at position i of the
+// paused message): it returns the request as the history keeps it and the
+// tool's response, or no response when the tool interrupted again (p then
+// is paused anew, with the tool's new interrupt metadata).
+func (inv *invocation) restartStep(ctx context.Context, t *Turn, i int, p Part, restart *Part) (Part, *Part, error) {
+	// As the reference: the tool sees `resumed` only when the restart's
+	// metadata carries it.
+	resumed := restart.Metadata[metaResumed]
+	if isNull(resumed) {
+		resumed = nil
+	}
+	if !jsonEqual(restart.ToolRequest.Input, p.ToolRequest.Input) {
+		p = editedRequest(p, restart.ToolRequest.Input)
+	}
+	out, irq, err := inv.runTool(ctx, t, toolRun{key: "restart:" + callKey(-1, i, restart.ToolRequest), part: restart.Clone(), restart: true, resumed: resumed})
+	if err != nil {
+		return p, nil, err
+	}
+	if irq != nil {
+		// The server's own request, not the client's copy of it, pauses
+		// again, with the tool's new interrupt metadata.
+		meta := cloneMeta(p.Metadata)
+		if meta == nil {
+			meta = Metadata{}
+		}
+		delete(meta, metaResumed)
+		meta[metaInterrupt] = rawOr(irq.Metadata[metaInterrupt], "true")
+		p.Metadata = meta
+		return p, nil, nil
+	}
+	p.Metadata = resolvedMeta(p.Metadata)
+	return p, out, nil
 }
 
 // repause turns the resumed model message last back into a paused one:

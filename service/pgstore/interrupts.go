@@ -347,24 +347,9 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 	tenantID, id, resolution, actor := p.TenantID, p.ID, p.Resolution, p.Actor
 	var out *service.Decision
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
-		target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
+		row, rows, err := lockForDecision(ctx, q, tenantID, id)
 		if err != nil {
 			return err
-		}
-		rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
-			TenantID: tenantID, SnapshotID: target.Interrupt.SnapshotID,
-		})
-		if err != nil {
-			return err
-		}
-		var row *db.Interrupt
-		for i := range rows {
-			if rows[i].ID == id {
-				row = &rows[i]
-			}
-		}
-		if row == nil {
-			return service.ErrNotFound
 		}
 		if err := refuse(row.ID, row.Tool, row.Ref, row.Status, false); err != nil {
 			return err
@@ -726,4 +711,25 @@ func (s *PgStore) ListVotes(ctx context.Context, tenantID string, id uuid.UUID) 
 		return nil
 	})
 	return out, err
+}
+
+// lockForDecision locks every interrupt of the snapshot that paused on id
+// (as a resume's claim does) and returns id's row among them.
+func lockForDecision(ctx context.Context, q *db.Queries, tenantID string, id uuid.UUID) (*db.Interrupt, []db.Interrupt, error) {
+	target, err := q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := q.ListInterruptsBySnapshotForUpdate(ctx, db.ListInterruptsBySnapshotForUpdateParams{
+		TenantID: tenantID, SnapshotID: target.Interrupt.SnapshotID,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range rows {
+		if rows[i].ID == id {
+			return &rows[i], rows, nil
+		}
+	}
+	return nil, nil, service.ErrNotFound
 }
