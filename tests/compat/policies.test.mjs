@@ -8,7 +8,7 @@ import { test } from 'node:test';
 
 import { remoteAgent } from 'genkit/beta/client';
 
-import { BASE_URL, account, getV1, toolResponses } from './helpers.mjs';
+import { AUTH_URL, BASE_URL, CLIENT_KEY, account, getV1, toolResponses } from './helpers.mjs';
 
 const PAYMENTS_URL = `${BASE_URL}/api/agents/paymentsAgent`;
 
@@ -234,4 +234,46 @@ test('a failed approved payment is retried by the same resume, then from the API
   const stale = await fetch(`${BASE_URL}/api/v1/tool-calls/${first.id}/retry`, retryRequest);
   assert.ok(stale.status === 409 || stale.status === 400, `a stale retry: ${stale.status}`);
   assert.equal((await toolCalls(res2.sessionId)).length, 2);
+});
+
+test('with real keys: only holders of the scope see and decide, never for the requester, two of them run it once', async (t) => {
+  const approvers = (process.env.HOLDPOINT_APPROVER_KEYS ?? '').split(',').filter(Boolean);
+  const stranger = process.env.HOLDPOINT_STRANGER_KEY;
+  if (!AUTH_URL || !CLIENT_KEY || approvers.length !== 2 || !stranger) {
+    t.skip('the authenticated server and its keys are not set (run.sh sets them)');
+    return;
+  }
+  const alice = person('alice');
+  const vendor = account();
+  const agent = remoteAgent({ url: `${AUTH_URL}/api/agents/paymentsAgent`, headers: { Authorization: `Bearer ${CLIENT_KEY}`, 'X-End-User': alice } });
+  const res = await agent.chat().send(`pay 6000 to ${vendor}`);
+  assert.equal(res.finishReason, 'interrupted');
+  const as = (key, endUser) => ({ Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', ...(endUser ? { 'X-End-User': endUser } : {}) });
+  const v1 = (path, key, init = {}) => fetch(`${AUTH_URL}/api/v1${path}`, { ...init, headers: as(key, init.endUser) });
+  const list = async (key) => (await (await v1(`/interrupts?sessionId=${encodeURIComponent(res.sessionId)}`, key)).json()).items;
+
+  // The approvers see the call; a key without the scope neither sees,
+  // reads nor decides it.
+  const [it] = await list(approvers[0]);
+  assert.equal(it.tool, 'payVendor');
+  assert.equal(it.endUser, alice);
+  assert.deepEqual(await list(stranger), []);
+  assert.equal((await v1(`/interrupts/${it.id}`, stranger)).status, 403);
+  assert.equal((await v1(`/interrupts/${it.id}/restart`, stranger, { method: 'POST', body: '{}' })).status, 403);
+  assert.equal((await v1(`/interrupts/${it.id}/respond`, stranger, { method: 'POST', body: '{"output":{"paid":false}}' })).status, 403);
+  // An approver's key acting for the requester is refused.
+  assert.equal((await v1(`/interrupts/${it.id}/restart`, approvers[0], { method: 'POST', body: '{}', endUser: alice })).status, 403);
+
+  const first = await v1(`/interrupts/${it.id}/restart`, approvers[0], { method: 'POST', body: '{}' });
+  assert.deepEqual(await first.json(), { status: 'voted', approvals: 1, needed: 2 });
+  assert.equal((await v1(`/interrupts/${it.id}/restart`, approvers[0], { method: 'POST', body: '{}' })).status, 409, 'one key counts once');
+  const second = await v1(`/interrupts/${it.id}/restart`, approvers[1], { method: 'POST', body: '{}' });
+  assert.equal(second.status, 200);
+  assert.equal((await second.json()).status, 'resumed');
+  const detail = await (await v1(`/interrupts/${it.id}`, approvers[0])).json();
+  assert.deepEqual(detail.votes.map((v) => v.keyName), ['approver-one', 'approver-two']);
+  assert.ok(detail.votes.every((v) => v.keyId), 'each vote names its key id');
+  assert.match(detail.resolvedBy, /^key:approver-two\//);
+  const calls = (await (await v1(`/sessions/${encodeURIComponent(res.sessionId)}/tool-calls`, approvers[0])).json()).items;
+  assert.deepEqual(calls.map((c) => [c.tool, c.status]), [['payVendor', 'succeeded']], 'it ran once');
 });

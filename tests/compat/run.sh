@@ -138,6 +138,13 @@ if [[ -z "$auth_key" ]]; then
 	echo "run.sh: could not create a client key for the authenticated server" >&2
 	exit 1
 fi
+# Admin keys of the same tenant for the approval policies' tests: two
+# approvers holding approve:payments, and a key without it.
+admin_key() {
+	DATABASE_URL="$db_url" "$tmp/platform" keys create --tenant "$tenant" --role admin "$@" | grep -o 'hp_[A-Za-z0-9_-]*' | head -n1
+}
+approver_keys="$(admin_key --name approver-one --scope approve:payments),$(admin_key --name approver-two --scope approve:payments)"
+stranger_key=$(admin_key --name stranger --scope approve:other)
 # Every instance on a database delivers its webhook outbox, so this one must
 # allow the loopback receivers of webhooks.test.mjs as the dev server does
 # (else it may claim a delivery and refuse it).
@@ -192,5 +199,5 @@ fi
 echo "run.sh: running the client tests"
 rc=0
 HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
-	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" HOLDPOINT_APPROVER_KEYS="$approver_keys" HOLDPOINT_STRANGER_KEY="$stranger_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
 exit "$rc"
