@@ -77,6 +77,7 @@
       tr.dataset.id = it.id;
       const tool = document.createElement('td');
       tool.append(link('/ui/interrupts/' + encodeURIComponent(it.id), it.tool));
+      if (window.holdpoint.gateBadges) tool.append(window.holdpoint.gateBadges(it));
       const sess = document.createElement('td');
       const sessLink = link('/ui/sessions/' + encodeURIComponent(it.sessionId) + '?agent=' + encodeURIComponent(it.agent), '');
       // Eight characters, as the server cuts it, not UTF-16 units.
