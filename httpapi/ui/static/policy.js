@@ -1,33 +1,10 @@
-// Approval policies on the dashboard (uipolicy.go): the badges of a gated
-// call in the live inbox (as text, like the rest of it), and the decision
-// page's Approve, Deny and Retry, which post with the session's CSRF token
-// (a plain form cannot send it) and then show the page again with the
+// Approval policies on the dashboard (uipolicy.go): the decision page's
+// Approve, Deny and Retry, which post with the session's CSRF token (a
+// plain form cannot send it) and then show the page again with the
 // outcome the server kept for it; a refusal (a missing scope, the
 // requester, a second vote) is shown on the page as the server said it.
 (function () {
   'use strict';
-  window.holdpoint = window.holdpoint || {};
-
-  function tag(cls, text) {
-    const s = document.createElement('span');
-    s.className = 'tag ' + cls;
-    s.textContent = text;
-    return s;
-  }
-  // What the gatebadges template draws, for an interrupt of the API.
-  window.holdpoint.gateBadges = (it) => {
-    const out = document.createDocumentFragment();
-    if (!it.policy) return out;
-    const gate = document.createElement('span');
-    gate.className = 'gate';
-    const needed = it.approvalsNeeded || 0;
-    gate.append(tag('votes', (it.approvals || 0) + ' of ' + needed + ' approval' + (needed === 1 ? '' : 's')));
-    if (it.scope) gate.append(' ', tag('scope', 'needs ' + it.scope));
-    if (it.escalatedAt) gate.append(' ', tag('escalated', 'escalated'));
-    out.append(gate);
-    return out;
-  };
-
   async function post(path, body) {
     let res;
     try {
