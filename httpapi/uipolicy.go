@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
@@ -108,6 +109,8 @@ type uiGate struct {
 	// why this key cannot decide.
 	CanDecide bool
 	Reason    string
+	// Voted says the reason is the key's own vote, not a refusal.
+	Voted bool
 	// Edit is the input an approver may edit (indented JSON), "" when the
 	// policy allows no edit.
 	Edit string
@@ -128,7 +131,7 @@ func (a *api) gateOf(c echo.Context, caller service.Caller, it *service.Interrup
 	g := &uiGate{Interrupt: it.Interrupt, Votes: it.Votes, Summary: policySummary(&it.Interrupt),
 		Pending: it.Status == service.InterruptPending, Deny: form}
 	if g.Pending {
-		g.Reason = refusalOf(caller, it)
+		g.Reason, g.Voted = refusalOf(caller, it)
 		g.CanDecide = g.Reason == ""
 		if it.Approvals > 0 {
 			g.Waiting = waitingFor(it.Approvals, it.ApprovalsNeeded)
@@ -153,13 +156,14 @@ func (a *api) gateOf(c echo.Context, caller service.Caller, it *service.Interrup
 }
 
 // refusalOf says why caller cannot decide the pending gated call it (""
-// when it can), as the service would refuse it.
-func refusalOf(caller service.Caller, it *service.InterruptDetail) string {
+// when it can), as the service would refuse it, and whether that is
+// because it voted already.
+func refusalOf(caller service.Caller, it *service.InterruptDetail) (string, bool) {
 	if !caller.HasScope(it.Scope) {
-		return fmt.Sprintf("Deciding this call needs the scope %s, which your key does not hold.", it.Scope)
+		return fmt.Sprintf("Deciding this call needs the scope %s, which your key does not hold.", it.Scope), false
 	}
 	if it.Policy.MakerChecker() && it.EndUser != "" && caller.EndUser == it.EndUser {
-		return fmt.Sprintf("%s asked for this call and cannot approve or deny it: its policy needs someone else.", it.EndUser)
+		return fmt.Sprintf("%s asked for this call and cannot approve or deny it: its policy needs someone else.", it.EndUser), false
 	}
 	for _, v := range it.Votes {
 		if v.Voter == caller.Voter() {
@@ -167,10 +171,10 @@ func refusalOf(caller service.Caller, it *service.InterruptDetail) string {
 			if v.Vote == service.VoteDeny {
 				verb = "denied"
 			}
-			return fmt.Sprintf("You %s this call at %s: one person counts once.", verb, v.At.UTC().Format("2006-01-02 15:04:05 UTC"))
+			return fmt.Sprintf("You %s this call at %s: one person counts once.", verb, v.At.UTC().Format("2006-01-02 15:04:05 UTC")), true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // waitingFor is how far the approvals are.
@@ -256,8 +260,9 @@ func (a *api) uiDeny(c echo.Context) error {
 }
 
 // uiRetry runs a failed approved call (or a call whose outcome is
-// unknown) again and sends the browser back to its session's page:
-// POST /ui/tool-calls/:id/retry {"note": ...}.
+// unknown) again and sends the browser back to the decision page it came
+// from, else to its session's page:
+// POST /ui/tool-calls/:id/retry?from=INTERRUPT_ID {"note": ...}.
 func (a *api) uiRetry(c echo.Context) error {
 	caller, id, req, err := a.beginToolDecision(c, false)
 	if err != nil {
@@ -272,6 +277,9 @@ func (a *api) uiRetry(c echo.Context) error {
 		kind, msg = "p", fmt.Sprintf("Retried: attempt %d of %s %s: %s", rec.Attempt, rec.Tool, rec.Status, rec.Error.Message)
 	}
 	setPolicyFlash(c, rec.SessionID, kind, msg)
+	if from, err := uuid.Parse(c.QueryParam("from")); err == nil {
+		return c.Redirect(http.StatusSeeOther, "/ui/interrupts/"+from.String())
+	}
 	return c.Redirect(http.StatusSeeOther, "/ui/sessions/"+url.PathEscape(rec.SessionID)+"?agent="+url.QueryEscape(rec.Agent))
 }
 

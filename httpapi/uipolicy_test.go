@@ -27,14 +27,15 @@ func (payModel) Generate(_ context.Context, req *service.ModelRequest, _ func(se
 }
 
 // gatedPayAgent is a server-managed agent whose payOut tool needs two
-// approvals from holders of approve:payments and fails its first run.
-func gatedPayAgent(runs *atomic.Int32) *service.Agent {
+// approvals from holders of approve:payments and fails its first
+// failures runs.
+func gatedPayAgent(runs *atomic.Int32, failures int32) *service.Agent {
 	return &service.Agent{Name: "payAgent", ServerManaged: true, Model: payModel{}, Tools: []*service.Tool{{
 		Name:        "payOut",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"amount":{"type":"number"}},"required":["to","amount"]}`),
 		Approval:    &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 2},
 		Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
-			if runs.Add(1) == 1 {
+			if runs.Add(1) <= failures {
 				return nil, errors.New("the bank is down")
 			}
 			return json.RawMessage(`{"ok":true}`), nil
@@ -139,7 +140,7 @@ func (s *authServer) scopedKey(t *testing.T, name string, scopes ...string) stri
 func TestDashboardVotesOnGatedCall(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
-	s := newAuthServer(t, nil, gatedPayAgent(&runs))
+	s := newAuthServer(t, nil, gatedPayAgent(&runs, 1))
 	s.tenant(t, "acme")
 	client, _ := s.key(t, "acme", service.RoleClient)
 	carol := s.uiSignIn(t, s.scopedKey(t, "carol", "approve:payments"))
@@ -204,6 +205,56 @@ func TestDashboardVotesOnGatedCall(t *testing.T) {
 	if _, page := dave.page("/ui/interrupts/" + id); !strings.Contains(page, `id="gate-decide"`) {
 		t.Error("dave is not offered a vote")
 	}
+	// Dave denies: one denial ends it, and nothing ran.
+	res = dave.do("POST", "/ui/interrupts/"+id+"/deny", `{"output":{"denied":true},"note":"not this month"}`, true)
+	if res.StatusCode != http.StatusSeeOther || votes() != 2 || runs.Load() != 0 {
+		t.Fatalf("dave's denial: %d, %d votes, %d runs", res.StatusCode, votes(), runs.Load())
+	}
+	_, page = dave.page("/ui/interrupts/"+id, flashOf(res))
+	for _, want := range []string{"Denied: the turn went on", "not this month", `vote-deny`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("after dave's denial the page lacks %q", want)
+		}
+	}
+}
+
+// TestDashboardShowsExhaustedAttempts: once a failed approved call has
+// run all its policy's attempts, its page offers no Retry and says so.
+func TestDashboardShowsExhaustedAttempts(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	s := newAuthServer(t, nil, gatedPayAgent(&runs, 5))
+	s.tenant(t, "acme")
+	client, _ := s.key(t, "acme", service.RoleClient)
+	carol := s.uiSignIn(t, s.scopedKey(t, "carol", "approve:payments"))
+	dave := s.uiSignIn(t, s.scopedKey(t, "dave", "*"))
+	s.send(t, client, "payAgent", "pay acct-9", nil, "X-End-User", "alice")
+	var id string
+	if err := s.owner.QueryRow(context.Background(), "SELECT id::text FROM interrupts WHERE tool = 'payOut'").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []*uiClient{carol, dave} {
+		if res := u.do("POST", "/ui/interrupts/"+id+"/approve", `{}`, true); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("approval: %d", res.StatusCode)
+		}
+	}
+	var callID string
+	if err := s.owner.QueryRow(context.Background(), "SELECT id::text FROM tool_calls WHERE status = 'failed'").Scan(&callID); err != nil {
+		t.Fatal(err)
+	}
+	res := carol.do("POST", "/ui/tool-calls/"+callID+"/retry?from="+id, `{}`, true)
+	if res.StatusCode != http.StatusSeeOther || runs.Load() != 2 {
+		t.Fatalf("the retry: %d, %d runs", res.StatusCode, runs.Load())
+	}
+	_, page := carol.page("/ui/interrupts/"+id, flashOf(res))
+	for _, want := range []string{"Retried: attempt 2 of payOut failed", "Attempt 2 of 2", "All 2 attempts used"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("after the last attempt the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `class="policy-retry"`) {
+		t.Error("a call with no attempt left is offered Retry")
+	}
 }
 
 // TestDashboardRetriesFailedApprovedCall: the second approval from the
@@ -214,12 +265,12 @@ func TestDashboardVotesOnGatedCall(t *testing.T) {
 func TestDashboardRetriesFailedApprovedCall(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
-	s := newAuthServer(t, nil, gatedPayAgent(&runs))
+	s := newAuthServer(t, nil, gatedPayAgent(&runs, 1))
 	s.tenant(t, "acme")
 	client, _ := s.key(t, "acme", service.RoleClient)
 	carol := s.uiSignIn(t, s.scopedKey(t, "carol", "approve:payments"))
 	dave := s.uiSignIn(t, s.scopedKey(t, "dave", "approve:payments"))
-	out := s.send(t, client, "payAgent", "pay acct-9", nil, "X-End-User", "alice")
+	s.send(t, client, "payAgent", "pay acct-9", nil, "X-End-User", "alice")
 	var id string
 	if err := s.owner.QueryRow(context.Background(), "SELECT id::text FROM interrupts WHERE tool = 'payOut'").Scan(&id); err != nil {
 		t.Fatal(err)
@@ -252,8 +303,8 @@ func TestDashboardRetriesFailedApprovedCall(t *testing.T) {
 	if res := dave.do("POST", retry, `{}`, false); res.StatusCode != http.StatusForbidden || runs.Load() != 1 {
 		t.Fatalf("a retry without the CSRF token: %d, %d runs", res.StatusCode, runs.Load())
 	}
-	res = dave.do("POST", retry, `{"note":"bank is back"}`, true)
-	if res.StatusCode != http.StatusSeeOther || runs.Load() != 2 || !strings.HasPrefix(res.Header.Get("Location"), "/ui/sessions/"+out.SessionID) {
+	res = dave.do("POST", retry+"?from="+id, `{"note":"bank is back"}`, true)
+	if res.StatusCode != http.StatusSeeOther || runs.Load() != 2 || res.Header.Get("Location") != "/ui/interrupts/"+id {
 		t.Fatalf("the retry: %d %v, %d runs", res.StatusCode, res.Header, runs.Load())
 	}
 	// The page the retry was made from shows its outcome (the dashboard's

@@ -139,24 +139,26 @@ func (e *policyEnv) signIn(t *testing.T, ctx context.Context, key string) {
 }
 
 // textOf polls for the text of the first element of sel that contains
-// want, and returns it ("" when none did within the bound).
+// want, and returns it; the page may reload meanwhile (a decision shows
+// the page again), so a failed evaluation is tried again.
 func textOf(t *testing.T, ctx context.Context, sel, want string) string {
 	t.Helper()
-	var got string
-	c, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	js := `(() => { for (const el of document.querySelectorAll(` + jsString(sel) + `)) { if (el.textContent.includes(` + jsString(want) + `)) return el.textContent; } return ''; })()`
-	if err := chromedp.Run(c, chromedp.Poll(js, &got, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		var now string
-		_ = chromedp.Run(ctx, chromedp.Evaluate(`document.body.innerText`, &now))
-		t.Fatalf("no %s with %q within 10 s; the page shows:\n%s", sel, want, now)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var got string
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := chromedp.Run(c, chromedp.Evaluate(js, &got))
+		cancel()
+		if err == nil && got != "" {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return got
-}
-
-func jsString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	var now string
+	_ = chromedp.Run(ctx, chromedp.Evaluate(`document.body.innerText`, &now))
+	t.Fatalf("no %s with %q within 10 s; the page shows:\n%s", sel, want, now)
+	return ""
 }
 
 // TestGatedCallsInBrowser walks two approvers through a gated call: the

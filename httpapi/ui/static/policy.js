@@ -77,7 +77,9 @@
       ev.preventDefault();
       const button = retry.querySelector('button');
       button.disabled = true;
-      const msg = await post('/ui/tool-calls/' + encodeURIComponent(retry.dataset.id) + '/retry', { note: retry.querySelector('[name=note]').value });
+      const gate = document.getElementById('gate');
+      const from = gate ? '?from=' + encodeURIComponent(gate.dataset.id) : '';
+      const msg = await post('/ui/tool-calls/' + encodeURIComponent(retry.dataset.id) + '/retry' + from, { note: retry.querySelector('[name=note]').value });
       if (!msg) return;
       button.disabled = false;
       result.textContent = msg;
