@@ -101,12 +101,13 @@ func (a *api) registerUI(e *echo.Echo) {
 	e.GET("/ui/history", a.uiHistory)
 	e.GET("/ui/reports", a.uiReports)
 	e.GET("/ui/reports.csv", a.uiReportsCSV)
-	e.GET("/ui/interrupts/:id", a.uiInterrupt)
+	e.GET("/ui/interrupts/:id", a.uiRefused(a.uiInterrupt))
 	e.GET("/ui/sessions", a.uiSessions)
 	e.GET("/ui/sessions/:id", a.uiSession)
 	e.GET("/ui/webhooks", a.uiWebhooks)
 	e.GET("/ui/webhooks/:id", a.uiWebhook)
 	e.POST("/ui/webhooks/:id/deliveries/:delivery/redeliver", a.uiRedeliver)
+	a.registerUIPolicies(e)
 	e.GET("/ui/static/*", func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-cache")
 		assets.ServeHTTP(c.Response(), c.Request())
@@ -131,6 +132,11 @@ func pageOf(c echo.Context, title, tenant string) page {
 }
 
 func (a *api) render(c echo.Context, name string, data any) error {
+	return a.renderStatus(c, http.StatusOK, name, data)
+}
+
+// renderStatus renders a page with an HTTP status of its own.
+func (a *api) renderStatus(c echo.Context, status int, name string, data any) error {
 	var b bytes.Buffer
 	if err := uiTemplates.ExecuteTemplate(&b, name, data); err != nil {
 		return fmt.Errorf("render %s: %w", name, err)
@@ -140,7 +146,7 @@ func (a *api) render(c echo.Context, name string, data any) error {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set(echo.HeaderCacheControl, "no-store")
-	return c.HTMLBlob(http.StatusOK, b.Bytes())
+	return c.HTMLBlob(status, b.Bytes())
 }
 
 // inboxPage is the inbox with its filters, counts and the next page.
@@ -314,7 +320,11 @@ func (a *api) uiInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	calls, err := a.rt.SessionToolCalls(ctx, caller, it.SessionID, nil, 50)
+	records, err := a.rt.SessionToolCalls(ctx, caller, it.SessionID, nil, 50)
+	if err != nil {
+		return err
+	}
+	calls, err := a.uiCalls(ctx, caller, it.SessionID, records)
 	if err != nil {
 		return err
 	}
@@ -326,15 +336,20 @@ func (a *api) uiInterrupt(c echo.Context) error {
 			}
 		}
 	}
+	gate, err := a.gateOf(c, caller, it, form)
+	if err != nil {
+		return err
+	}
 	return a.render(c, "interrupt.html", struct {
 		page
 		Interrupt service.Interrupt
 		Messages  []service.Message
 		Events    []eventLine
 		Form      uiForm
-		ToolCalls []service.ToolCallRecord
+		ToolCalls []uiCall
 		Execution string
-	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, eventLines(events), form, calls, it.Execution})
+		Gate      *uiGate
+	}{pageOf(c, it.Tool, caller.TenantID), it.Interrupt, it.Messages, eventLines(events), form, calls, it.Execution, gate})
 }
 
 func (a *api) uiSession(c echo.Context) error {
@@ -356,17 +371,23 @@ func (a *api) uiSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	calls, err := a.rt.SessionToolCalls(ctx, caller, id, nil, 50)
+	records, err := a.rt.SessionToolCalls(ctx, caller, id, nil, 50)
 	if err != nil {
 		return err
 	}
+	calls, err := a.uiCalls(ctx, caller, id, records)
+	if err != nil {
+		return err
+	}
+	notice, problem := takePolicyFlash(c, id)
 	return a.render(c, "session.html", struct {
 		page
-		SessionID string
-		Snapshot  *service.Snapshot
-		Snapshots []service.Snapshot
-		ToolCalls []service.ToolCallRecord
-	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps, calls})
+		SessionID       string
+		Snapshot        *service.Snapshot
+		Snapshots       []service.Snapshot
+		ToolCalls       []uiCall
+		Notice, Problem string
+	}{pageOf(c, "Session", caller.TenantID), id, snap, snaps, calls, notice, problem})
 }
 
 // recentSessions is how many sessions the sessions page lists before a

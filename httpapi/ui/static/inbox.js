@@ -61,6 +61,26 @@
     if (typeof input !== 'object') return String(input);
     return Object.entries(input).map(([k, v]) => k + ': ' + (typeof v === 'string' ? v : JSON.stringify(v))).join('\n');
   }
+  // A gated call's approvals, scope and escalation, as the gatebadges
+  // template draws them (policy.html).
+  function gateBadges(it) {
+    const out = document.createDocumentFragment();
+    if (!it.policy) return out;
+    const gate = document.createElement('span');
+    gate.className = 'gate';
+    const tag = (cls, text) => {
+      const s = document.createElement('span');
+      s.className = 'tag ' + cls;
+      s.textContent = text;
+      return s;
+    };
+    const needed = it.approvalsNeeded || 0;
+    gate.append(tag('votes', (it.approvals || 0) + ' of ' + needed + ' approval' + (needed === 1 ? '' : 's')));
+    if (it.scope) gate.append(' ', tag('scope', 'needs ' + it.scope));
+    if (it.escalatedAt) gate.append(' ', tag('escalated', 'escalated'));
+    out.append(gate);
+    return out;
+  }
   function render(items) {
     body.replaceChildren();
     if (items.length === 0) {
@@ -77,6 +97,7 @@
       tr.dataset.id = it.id;
       const tool = document.createElement('td');
       tool.append(link('/ui/interrupts/' + encodeURIComponent(it.id), it.tool));
+      tool.append(gateBadges(it));
       const sess = document.createElement('td');
       const sessLink = link('/ui/sessions/' + encodeURIComponent(it.sessionId) + '?agent=' + encodeURIComponent(it.agent), '');
       // Eight characters, as the server cuts it, not UTF-16 units.
