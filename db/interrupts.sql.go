@@ -179,9 +179,16 @@ func (q *Queries) CountApproval(ctx context.Context, arg CountApprovalParams) (C
 const countPendingInterrupts = `-- name: CountPendingInterrupts :many
 SELECT agent, tool, count(*) AS pending FROM interrupts
 WHERE tenant_id = $1 AND status = 'pending'
+  AND (scope IS NULL OR $2::boolean OR scope = ANY ($3::text[]))
 GROUP BY agent, tool
 ORDER BY agent, tool
 `
+
+type CountPendingInterruptsParams struct {
+	TenantID  string
+	AllScopes bool
+	Scopes    []string
+}
 
 type CountPendingInterruptsRow struct {
 	Agent   string
@@ -191,8 +198,9 @@ type CountPendingInterruptsRow struct {
 
 // A tenant's pending interrupts per agent and tool (the inbox's counts):
 // the pending range of interrupts_inbox_idx, whatever their age.
-func (q *Queries) CountPendingInterrupts(ctx context.Context, tenantID string) ([]CountPendingInterruptsRow, error) {
-	rows, err := q.db.Query(ctx, countPendingInterrupts, tenantID)
+// Gated calls needing a scope the caller lacks are not counted.
+func (q *Queries) CountPendingInterrupts(ctx context.Context, arg CountPendingInterruptsParams) ([]CountPendingInterruptsRow, error) {
+	rows, err := q.db.Query(ctx, countPendingInterrupts, arg.TenantID, arg.AllScopes, arg.Scopes)
 	if err != nil {
 		return nil, err
 	}

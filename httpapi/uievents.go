@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
@@ -112,9 +113,13 @@ func decisionSentence(actor string, p eventPayload) (string, string) {
 
 // voteSentence says one vote of a policy that needs several approvals.
 func voteSentence(actor string, p eventPayload) string {
-	voter := p.Voter
-	if voter == "" {
-		voter = actor
+	// The actor names the key (key:NAME/ID); a vote for an end user
+	// (X-End-User) names them too.
+	voter := actor
+	if strings.HasPrefix(p.Voter, "user:") {
+		voter = strings.TrimPrefix(p.Voter, "user:") + " (through " + actor + ")"
+	} else if actor == "" {
+		voter = p.Voter
 	}
 	if p.Vote == "deny" {
 		return "Denied by " + voter

@@ -28,8 +28,9 @@ func TestAuditTrailSentences(t *testing.T) {
 		{"released", "key:app", ``, "Released: the resume failed before it changed anything", "", ""},
 		{"expired", "system", ``, "Expired", "", ""},
 		{"cancelled", "system", ``, "Cancelled because the session moved on", "", ""},
-		{"voted", "key:ops/alice", `{"vote":"approve","voter":"alice","approvals":1,"needed":2,"note":"fine"}`, "Approval 1 of 2 by alice", "", "fine"},
-		{"voted", "key:ops/bob", `{"vote":"deny","voter":"bob","approvals":1,"needed":2}`, "Denied by bob", "", ""},
+		{"voted", "key:ops/k1", `{"vote":"approve","voter":"key:k1","approvals":1,"needed":2,"note":"fine"}`, "Approval 1 of 2 by key:ops/k1", "", "fine"},
+		{"voted", "key:ops/k1", `{"vote":"approve","voter":"user:alice","approvals":1,"needed":2}`, "Approval 1 of 2 by alice (through key:ops/k1)", "", ""},
+		{"voted", "key:ops/k2", `{"vote":"deny","voter":"key:k2","approvals":1,"needed":2}`, "Denied by key:ops/k2", "", ""},
 		{"escalated", "system", `{"scope":"approve:x"}`, "Escalated to approve:x", "", ""},
 	} {
 		ev := service.InterruptEvent{Type: tc.typ, Actor: tc.actor, CreatedAt: at}

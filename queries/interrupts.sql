@@ -157,8 +157,10 @@ SELECT pg_notify('holdpoint_events', '');
 -- name: CountPendingInterrupts :many
 -- A tenant's pending interrupts per agent and tool (the inbox's counts):
 -- the pending range of interrupts_inbox_idx, whatever their age.
+-- Gated calls needing a scope the caller lacks are not counted.
 SELECT agent, tool, count(*) AS pending FROM interrupts
 WHERE tenant_id = @tenant_id AND status = 'pending'
+  AND (scope IS NULL OR @all_scopes::boolean OR scope = ANY (@scopes::text[]))
 GROUP BY agent, tool
 ORDER BY agent, tool;
 

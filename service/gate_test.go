@@ -178,6 +178,22 @@ func TestFourEyes(t *testing.T) {
 	}
 	_, err = rt.GetInterrupt(ctx, stranger, it.ID, 0)
 	wantCode(t, "get without the scope", err, service.CodePermissionDenied)
+	counts := func(c service.Caller) int {
+		all, err := rt.PendingCounts(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, pc := range all {
+			if pc.Agent == "fourEyes" {
+				n += int(pc.Pending)
+			}
+		}
+		return n
+	}
+	if counts(stranger) != 0 || counts(approver("bob", "approve:payments")) != 1 {
+		t.Fatalf("pending counts: a key without the scope counts %d, one with it %d", counts(stranger), counts(approver("bob", "approve:payments")))
+	}
 	_, err = rt.ApproveInterrupt(ctx, stranger, it.ID, nil, "")
 	wantCode(t, "approve without the scope", err, service.CodePermissionDenied)
 

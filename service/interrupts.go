@@ -468,9 +468,9 @@ func (r *Runtime) SweepLostToolCalls(ctx context.Context) (int, error) {
 var ReportGroups = []string{"agent", "tool", "day"}
 
 // PendingCounts counts the caller's tenant's pending interrupts per agent
-// and tool.
+// and tool (those the caller's scopes let it see).
 func (r *Runtime) PendingCounts(ctx context.Context, c Caller) ([]PendingCount, error) {
-	return r.store.CountPendingInterrupts(ctx, c.TenantID)
+	return r.store.CountPendingInterrupts(ctx, c.TenantID, c.Scopes, c.HasScope("*"))
 }
 
 // ReportInterrupts returns the tenant's interrupt figures over [from, to).

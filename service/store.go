@@ -128,7 +128,7 @@ type Store interface {
 
 	// CountPendingInterrupts counts a tenant's pending interrupts per agent
 	// and tool.
-	CountPendingInterrupts(ctx context.Context, tenantID string) ([]PendingCount, error)
+	CountPendingInterrupts(ctx context.Context, tenantID string, scopes []string, allScopes bool) ([]PendingCount, error)
 	// PendingInterruptStats counts every tenant's pending interrupts and
 	// finds the oldest one's creation time, for metrics: across tenants,
 	// figures only.

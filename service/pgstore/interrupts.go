@@ -539,11 +539,14 @@ func floatIf(ok bool, v float64) *float64 {
 }
 
 // CountPendingInterrupts implements Store.
-func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string) ([]service.PendingCount, error) {
+func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string, scopes []string, allScopes bool) ([]service.PendingCount, error) {
 	var rows []db.CountPendingInterruptsRow
+	if scopes == nil {
+		scopes = []string{}
+	}
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.CountPendingInterrupts(ctx, tenantID)
+		rows, err = q.CountPendingInterrupts(ctx, db.CountPendingInterruptsParams{TenantID: tenantID, Scopes: scopes, AllScopes: allScopes})
 		return err
 	})
 	if err != nil {
