@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -145,8 +146,12 @@ func dispatch(group, usage string, subs map[string]func([]string) int, args []st
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "platform %s: unknown command %q\n\n%s", group, args[0], usage)
-		return 2
+		names := make([]string, 0, len(subs))
+		for n := range subs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return unknownCommand(stderr, "platform "+group, args[0], names)
 	}
 	return sub(args[1:])
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,19 +29,22 @@ const usage = `Holdpoint: AI agents whose turns pause for a human, stored in Pos
 Usage:
   platform serve [--addr 127.0.0.1:8080] [--dev]   run the server (--dev: no authentication, loopback only)
   platform migrate up|status                        apply or list database migrations
-  platform tenants create|list|rotate-secret        manage tenants and their signing keys
+  platform tenants create|list|show|set-retention|rotate-secret|tool-secret|allow-tool-hosts
+                                                    manage tenants, their retention, signing keys and HTTP tools' secret and hosts
   platform prune [--tenant ID] [--dry-run]          delete what tenants' retention policies let go
   platform agents apply|list|show|disable            manage a tenant's own agents (.prompt files)
   platform keys create|list|revoke                  manage a tenant's API keys
   platform tokens mint|revoke                       mint or revoke user tokens for end users
-  platform webhooks create|list|show|update|...     manage a tenant's webhook endpoints and deliveries
+  platform webhooks create|list|show|update|delete|rotate-secret|deliveries|redeliver
+                                                    manage a tenant's webhook endpoints and deliveries
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
                  [--waits] [--idle-sessions N] [--streams N] [--soak 10m] [--markdown FILE]
   platform doctor [serve flags]                     check the database, migrations, role, model keys and address serve would use
   platform version                                  print the build version
+  platform help [COMMAND [SUBCOMMAND] | config]     print this, a command's help, or the configuration table
 
 The database comes from DATABASE_URL (default ` + defaultDatabaseURL + `).
-Run "platform <command> -h" for the flags of a command. Every flag can also
+Run "platform help <command>" for the flags of a command. Every flag can also
 come from HOLDPOINT_<FLAG> or a --config YAML file: "platform help config"
 prints the table.
 `
@@ -86,6 +90,11 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 	case "doctor":
 		return doctorCommand(p, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[1] != "config" && slices.Contains(commands, args[1]) && args[1] != "help" {
+			// platform help serve, platform help tenants create: the
+			// command's own help.
+			return p.Run(append(slices.Clone(args[1:]), "-h"), stdout, stderr)
+		}
 		if len(args) > 1 && args[1] == "config" {
 			if err := writeConfigurationDoc(stdout); err != nil {
 				fmt.Fprintln(stderr, "platform help config:", err)
@@ -96,8 +105,7 @@ func (p Platform) Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "platform: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return unknownCommand(stderr, "platform", args[0], commands)
 	}
 }
 
@@ -180,7 +188,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 // variable or config file: 2), or -1 to go on.
 func parseFlags(fs *flag.FlagSet, args []string) int {
 	addConfigFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagSet(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

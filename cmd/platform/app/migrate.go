@@ -40,7 +40,13 @@ func migrateCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "platform migrate: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if action != "up" && action != "status" {
+	switch action {
+	case "up", "status":
+	case "down", "down-to", "redo", "reset":
+		fmt.Fprintf(stderr, "platform migrate: %s is refused: migrations only go forward, since undoing one drops tables and the sessions and audit trail in them.\n"+
+			"To go back, restore a backup of the database taken before migrate up (and run the release that matches it).\n", action)
+		return 2
+	default:
 		fs.Usage()
 		return 2
 	}
