@@ -1,6 +1,7 @@
 package httptool
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -32,9 +33,27 @@ type Policy struct {
 
 // refusedError is a URL or an address the policy does not allow, or a
 // redirect: a KindRefused failure, never retried.
-type refusedError struct{ msg string }
+type refusedError struct {
+	msg string
+	// loopback: the URL or address is on this machine, which only
+	// AllowLoopback allows.
+	loopback bool
+}
 
 func (e *refusedError) Error() string { return e.msg }
+
+// LoopbackRefused reports whether err refuses a URL or an address only
+// because it is on this machine (a loopback host), which Policy's
+// AllowLoopback would allow: the caller can then name its own switch.
+func LoopbackRefused(err error) bool {
+	var r *refusedError
+	return errors.As(err, &r) && r.loopback
+}
+
+// refuseLoopback is refusef for a loopback host AllowLoopback would allow.
+func refuseLoopback(format string, args ...any) error {
+	return &refusedError{msg: fmt.Sprintf(format, args...), loopback: true}
+}
 
 func refusef(format string, args ...any) error {
 	return &refusedError{msg: fmt.Sprintf(format, args...)}
@@ -235,6 +254,9 @@ func (p *policy) allowed(host string, a netip.Addr) (addrClass, bool) {
 // dialer is about to connect to), unless the policy allows it.
 func (p *policy) checkResolved(host string, a netip.Addr) error {
 	if class, ok := p.allowed(host, a); !ok {
+		if class == classLoopback {
+			return refuseLoopback("tool URL host %s resolves to %s, %s", host, a.Unmap(), class.describe())
+		}
 		return refusef("tool URL host %s resolves to %s, %s", host, a.Unmap(), class.describe())
 	}
 	return nil
@@ -307,6 +329,9 @@ func (p *policy) checkURL(raw string, forDo bool) (*parsedURL, error) {
 		}
 		pu.ip = a
 		if class, ok := p.allowed(pu.host, a); !ok {
+			if class == classLoopback {
+				return nil, refuseLoopback("tool URL host %s is %s", pu.host, class.describe())
+			}
 			return nil, refusef("tool URL host %s is %s", pu.host, class.describe())
 		}
 	} else if strings.Contains(pu.host, ":") || strings.Contains(pu.host, "%") {
@@ -318,7 +343,11 @@ func (p *policy) checkURL(raw string, forDo bool) (*parsedURL, error) {
 	}
 	if u.Scheme == "http" {
 		loopback := pu.ip.IsValid() && classify(pu.ip) == classLoopback
-		if !p.allowLoopback || !(loopback || pu.host == "localhost" || (forDo && !pu.ip.IsValid())) {
+		local := loopback || pu.host == "localhost"
+		if !p.allowLoopback && local {
+			return nil, refuseLoopback("tool URL must use https (plain http only to a loopback host, when loopback hosts are allowed)")
+		}
+		if !p.allowLoopback || !(local || (forDo && !pu.ip.IsValid())) {
 			return nil, refusef("tool URL must use https")
 		}
 	}

@@ -113,3 +113,28 @@ func TestCheckURLMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackRefused: only refusals that AllowLoopback would lift say so,
+// for the caller to name its own switch.
+func TestLoopbackRefused(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want bool
+	}{
+		{"https://127.0.0.1/hook", true},
+		{"http://127.0.0.1:8090/hook", true},
+		{"https://[::1]/hook", true},
+		{"http://localhost:8080/hook", true},
+		{"https://10.0.0.5/hook", false},
+		{"http://tools.acme.com/hook", false},
+		{"ftp://127.0.0.1/hook", false},
+	} {
+		err := httptool.CheckURL(tc.url, httptool.Policy{})
+		if err == nil || httptool.LoopbackRefused(err) != tc.want {
+			t.Errorf("%s: %v, LoopbackRefused = %v, want %v", tc.url, err, httptool.LoopbackRefused(err), tc.want)
+		}
+		if err := httptool.CheckURL(tc.url, httptool.Policy{AllowLoopback: true}); tc.want && err != nil {
+			t.Errorf("%s with AllowLoopback: %v", tc.url, err)
+		}
+	}
+}

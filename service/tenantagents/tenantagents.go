@@ -93,6 +93,10 @@ func (m *Manager) Put(ctx context.Context, c service.Caller, name string, src []
 	}
 	for i, t := range def.HTTPTools {
 		if err := httptool.CheckURL(t.URL, policy); err != nil {
+			if httptool.LoopbackRefused(err) {
+				// Only the operator may allow this machine's hosts.
+				return nil, fieldError(fmt.Sprintf("holdpoint.httpTools[%d].url", i), "%v (loopback hosts need the operator's --allow-loopback-tools)", err)
+			}
 			return nil, fieldError(fmt.Sprintf("holdpoint.httpTools[%d].url", i), "%v", err)
 		}
 	}
