@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -161,7 +163,7 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 		defer owner.Close()
 	}
 	if err != nil {
-		d.report(statusFail, "database", fmt.Sprintf("cannot reach PostgreSQL at %s: %v: start it, or fix DATABASE_URL", where, err))
+		d.report(statusFail, "database", fmt.Sprintf("cannot reach PostgreSQL at %s: %v: %s", where, err, unreachableAdvice(err, pcfg.ConnConfig)))
 		return nil
 	}
 	version := "?"
@@ -362,4 +364,16 @@ func (d *doctor) listen(addr string) {
 	}
 	ln.Close()
 	d.report(statusOK, "listen address", addr+" is free")
+}
+
+// unreachableAdvice is what to do when connecting with cfg failed with
+// err: create the database when the server says it does not exist
+// (SQLSTATE 3D000), else start the server or fix DATABASE_URL.
+func unreachableAdvice(err error, cfg *pgx.ConnConfig) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" {
+		return "start it, or fix DATABASE_URL"
+	}
+	return fmt.Sprintf("create it: createdb -h %s -p %d -U %s %s (or in psql: CREATE DATABASE %s;), or fix DATABASE_URL",
+		cfg.Host, cfg.Port, cfg.User, cfg.Database, pgx.Identifier{cfg.Database}.Sanitize())
 }
