@@ -61,14 +61,17 @@ func (u startupURLs) logArgs() []any {
 }
 
 // print writes the URLs for a person (serve --dev, on stderr).
-func (u startupURLs) print(w io.Writer, agents []string) {
+// summary counts the agents served ("serving 3 built-in agents and 2
+// tenant agents").
+func (u startupURLs) print(w io.Writer, agents []string, summary string) {
 	var b strings.Builder
 	b.WriteString("\n  Holdpoint is running (--dev: no authentication)\n\n")
 	fmt.Fprintf(&b, "  Agents     %s{name}", u.Protocol)
 	if len(agents) > 0 {
 		fmt.Fprintf(&b, "   (%s)", strings.Join(agents, ", "))
 	}
-	fmt.Fprintf(&b, "\n  Dashboard  %s\n", u.UI)
+	fmt.Fprintf(&b, "\n             %s\n", summary)
+	fmt.Fprintf(&b, "  Dashboard  %s\n", u.UI)
 	fmt.Fprintf(&b, "  Metrics    %s   (%s)\n\n", u.Metrics, u.MetricsNote)
 	_, _ = io.WriteString(w, b.String())
 }

@@ -234,9 +234,6 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 		return 1
 	}
 	cfg.models = p.tenantModels(catalog)
-	if len(agents) == 0 {
-		log.Warn("no agents to serve: pass --dev or --demo for the demo agents, or serve your own with app.Platform")
-	}
 
 	// The server owns shutdown: the first signal starts a graceful stop,
 	// and stop() restores the default handling so a second one kills.
@@ -313,6 +310,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		// past the bound is not read whole.
 		Client: httptool.Client{MaxBody: int64(cfg.limits.turn.ToolOutputBytes) + 4096}}
 	rt.SetTenantAgents(manager)
+	summary, tenantAgents := reportAgents(ctx, log, store, len(agents))
 
 	// Tenants' webhook endpoints, under the same address rules as their
 	// HTTP tools.
@@ -397,10 +395,12 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		"dev", cfg.dev,
 		"auth", !cfg.dev,
 		"agents", rt.AgentNames(),
+		"tenant_agents", tenantAgents,
+		"summary", summary,
 		"models", models,
 		"tracing", tracing.Enabled}, urls.logArgs()...)...)
 	if cfg.banner != nil {
-		urls.print(cfg.banner, rt.AgentNames())
+		urls.print(cfg.banner, rt.AgentNames(), summary)
 	}
 
 	select {
