@@ -292,6 +292,68 @@ func (q *Queries) GetInterrupt(ctx context.Context, arg GetInterruptParams) (Get
 	return i, err
 }
 
+const getInterruptOfRequest = `-- name: GetInterruptOfRequest :one
+SELECT interrupts.tenant_id, interrupts.id, interrupts.session_id, interrupts.snapshot_id, interrupts.agent, interrupts.tool, interrupts.ref, interrupts.input, interrupts.metadata, interrupts.status, interrupts.expires_at, interrupts.resolution, interrupts.resolved_by, interrupts.resolved_at, interrupts.resumed_snapshot_id, interrupts.created_at, interrupts.on_expire, interrupts.previous_id, interrupts.policy, interrupts.scope, interrupts.approvals_needed, interrupts.end_user, interrupts.escalate_at, interrupts.escalated_at, interrupts.approvals_given, interrupts.proposed_input, coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
+WHERE interrupts.tenant_id = $1 AND interrupts.snapshot_id = $2
+  AND interrupts.tool = $3 AND interrupts.ref = $4
+`
+
+type GetInterruptOfRequestParams struct {
+	TenantID   string
+	SnapshotID string
+	Tool       string
+	Ref        string
+}
+
+type GetInterruptOfRequestRow struct {
+	Interrupt Interrupt
+	AskedBy   string
+}
+
+// The interrupt a paused snapshot's tool request became, by the unique key
+// (tenant_id, snapshot_id, tool, ref); asked_by as in GetInterrupt.
+func (q *Queries) GetInterruptOfRequest(ctx context.Context, arg GetInterruptOfRequestParams) (GetInterruptOfRequestRow, error) {
+	row := q.db.QueryRow(ctx, getInterruptOfRequest,
+		arg.TenantID,
+		arg.SnapshotID,
+		arg.Tool,
+		arg.Ref,
+	)
+	var i GetInterruptOfRequestRow
+	err := row.Scan(
+		&i.Interrupt.TenantID,
+		&i.Interrupt.ID,
+		&i.Interrupt.SessionID,
+		&i.Interrupt.SnapshotID,
+		&i.Interrupt.Agent,
+		&i.Interrupt.Tool,
+		&i.Interrupt.Ref,
+		&i.Interrupt.Input,
+		&i.Interrupt.Metadata,
+		&i.Interrupt.Status,
+		&i.Interrupt.ExpiresAt,
+		&i.Interrupt.Resolution,
+		&i.Interrupt.ResolvedBy,
+		&i.Interrupt.ResolvedAt,
+		&i.Interrupt.ResumedSnapshotID,
+		&i.Interrupt.CreatedAt,
+		&i.Interrupt.OnExpire,
+		&i.Interrupt.PreviousID,
+		&i.Interrupt.Policy,
+		&i.Interrupt.Scope,
+		&i.Interrupt.ApprovalsNeeded,
+		&i.Interrupt.EndUser,
+		&i.Interrupt.EscalateAt,
+		&i.Interrupt.EscalatedAt,
+		&i.Interrupt.ApprovalsGiven,
+		&i.Interrupt.ProposedInput,
+		&i.AskedBy,
+	)
+	return i, err
+}
+
 const guardDecidedInterrupt = `-- name: GuardDecidedInterrupt :execrows
 UPDATE interrupts SET resumed_snapshot_id = $1::text
 WHERE tenant_id = $2 AND id = $3 AND status = 'resolved' AND resumed_snapshot_id IS NULL

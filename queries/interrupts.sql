@@ -43,6 +43,15 @@ FROM interrupts
 LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
 WHERE interrupts.tenant_id = @tenant_id AND interrupts.id = @id;
 
+-- name: GetInterruptOfRequest :one
+-- The interrupt a paused snapshot's tool request became, by the unique key
+-- (tenant_id, snapshot_id, tool, ref); asked_by as in GetInterrupt.
+SELECT sqlc.embed(interrupts), coalesce(interrupts.end_user, s.end_user, '')::text AS asked_by
+FROM interrupts
+LEFT JOIN sessions s ON s.tenant_id = interrupts.tenant_id AND s.id = interrupts.session_id
+WHERE interrupts.tenant_id = @tenant_id AND interrupts.snapshot_id = @snapshot_id
+  AND interrupts.tool = @tool AND interrupts.ref = @ref;
+
 -- name: ListInterrupts :many
 -- The approvals inbox, newest first, with keyset pagination on
 -- (created_at, id) so every page is a scan of interrupts_inbox_idx;

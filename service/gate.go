@@ -214,16 +214,10 @@ func (inv *invocation) gatePending(ctx context.Context, last Message) func(i int
 		if !inv.agent.ServerManaged || inv.baseID == "" {
 			return true
 		}
-		its, err := inv.rt.store.ListInterrupts(ctx, inv.caller.TenantID, InterruptFilter{
-			SessionID: inv.sess.id, Tool: req.Name, Status: InterruptResolved, AllScopes: true, Limit: MaxInboxPage})
+		it, err := inv.rt.store.InterruptOfRequest(ctx, inv.caller.TenantID, inv.baseID, req.Name, req.Ref)
 		if err != nil {
 			return true
 		}
-		for _, it := range its {
-			if it.SnapshotID == inv.baseID && it.Ref == req.Ref {
-				return false
-			}
-		}
-		return true
+		return it.Status == InterruptPending
 	}
 }

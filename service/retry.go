@@ -59,15 +59,9 @@ func (r *Runtime) retryable(ctx context.Context, c Caller, rec *ToolCallRecord) 
 	if err != nil {
 		return nil, err
 	}
-	its, err := r.store.ListInterrupts(ctx, c.TenantID, InterruptFilter{SessionID: rec.SessionID, Status: InterruptResolved, Tool: rec.Tool, AllScopes: true, Limit: MaxInboxPage})
-	if err != nil {
+	it, err := r.store.InterruptOfRequest(ctx, c.TenantID, snap.ParentID, rec.Tool, rec.Ref)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
-	}
-	var it *Interrupt
-	for i := range its {
-		if its[i].SnapshotID == snap.ParentID && its[i].Ref == rec.Ref {
-			it = &its[i]
-		}
 	}
 	if it == nil || it.Policy == nil {
 		return nil, Errorf(CodeFailedPrecondition, "tool call %s is not the approved run of a gated call: it cannot be retried without a new approval", rec.ID)

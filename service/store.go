@@ -146,6 +146,9 @@ type Store interface {
 	// retry of the approved call that failed in fromSnapshot, the turn it
 	// resumed; false when another retry took it.
 	ReopenDecision(ctx context.Context, tenantID string, id uuid.UUID, fromSnapshot string) (bool, error)
+	// InterruptOfRequest returns the interrupt a paused snapshot's tool
+	// request (tool, ref) became (ErrNotFound: none).
+	InterruptOfRequest(ctx context.Context, tenantID, snapshotID, tool, ref string) (*Interrupt, error)
 	// ListVotes returns the votes on an interrupt, oldest first.
 	ListVotes(ctx context.Context, tenantID string, id uuid.UUID) ([]Vote, error)
 	// SweepDueInterrupts applies the deadlines of up to limit due

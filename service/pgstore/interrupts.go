@@ -324,6 +324,22 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 	return &out, nil
 }
 
+// InterruptOfRequest implements Store.
+func (s *PgStore) InterruptOfRequest(ctx context.Context, tenantID, snapshotID, tool, ref string) (*service.Interrupt, error) {
+	var row db.GetInterruptOfRequestRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		row, err = q.GetInterruptOfRequest(ctx, db.GetInterruptOfRequestParams{TenantID: tenantID, SnapshotID: snapshotID, Tool: tool, Ref: ref})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := interruptFromRow(row.Interrupt)
+	out.EndUser = row.AskedBy
+	return &out, nil
+}
+
 // ListInterruptEvents implements Store.
 func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]service.InterruptEvent, error) {
 	var rows []db.InterruptEvent
