@@ -209,9 +209,6 @@ func (r *Runtime) ApproveInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 	if err != nil {
 		return nil, err
 	}
-	if vote == nil && input != nil {
-		return nil, Errorf(CodeInvalidArgument, "only a gated call's input can be edited")
-	}
 	return r.decide(ctx, c, it, resolution, vote)
 }
 
