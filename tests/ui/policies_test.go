@@ -16,9 +16,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // policyEnv is a server with authentication whose agent payAgent has a
@@ -37,34 +35,17 @@ type policyEnv struct {
 func newPolicyEnv(t *testing.T) *policyEnv {
 	t.Helper()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	store := pgstore.New(app)
-	t.Cleanup(store.Close)
-	log := testlog.Logger(t)
-	rt := service.NewRuntime(store, service.Options{Logger: log})
-	e := &policyEnv{rt: rt, owner: testdb.OwnerPool(t, url), runs: &atomic.Int32{}}
+	st := newStack(t)
+	rt := st.rt
+	e := &policyEnv{rt: rt, owner: testdb.OwnerPool(t, st.url), runs: &atomic.Int32{}}
 	if err := rt.Register(payAgent(e.runs)); err != nil {
 		t.Fatal(err)
 	}
-	hubCtx, stop := context.WithCancel(ctx)
-	hub := service.NewEventHub(store, log)
-	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(hubCtx) }()
-	acc := service.NewAccounts(store)
-	e.srv = httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: hub}))
+	acc := service.NewAccounts(st.store)
+	e.srv = httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: st.log, Auth: acc, Events: st.hub}))
 	t.Cleanup(func() {
 		e.srv.CloseClientConnections()
 		e.srv.Close()
-		stop()
-		<-done
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(c)
 	})
 	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatal(err)

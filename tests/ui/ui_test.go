@@ -15,11 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // chromium finds the browser, or skips (fails under CI).
@@ -50,16 +47,8 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	store := pgstore.New(app)
-	t.Cleanup(store.Close)
-	log := testlog.Logger(t)
-	rt := service.NewRuntime(store, service.Options{Logger: log})
+	st := newStack(t)
+	rt := st.rt
 	if err := demo.Register(rt, demo.NewModel()); err != nil {
 		t.Fatal(err)
 	}
@@ -69,20 +58,11 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(markupAgent); err != nil {
 		t.Fatal(err)
 	}
-	hubCtx, stop := context.WithCancel(ctx)
-	hub := service.NewEventHub(store, log)
-	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(hubCtx) }()
-	acc := service.NewAccounts(store)
-	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: hub}))
+	acc := service.NewAccounts(st.store)
+	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: st.log, Auth: acc, Events: st.hub}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
-		stop()
-		<-done
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(c)
 	})
 	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatal(err)

@@ -15,11 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -36,42 +33,23 @@ type hookEnv struct {
 func newHookEnv(t *testing.T) *hookEnv {
 	t.Helper()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	store := pgstore.New(app)
-	t.Cleanup(store.Close)
-	log := testlog.Logger(t)
-	rt := service.NewRuntime(store, service.Options{Logger: log})
+	st := newStack(t)
+	rt, store, log := st.rt, st.store, st.log
 	if err := demo.Register(rt, demo.NewModel()); err != nil {
 		t.Fatal(err)
 	}
-	bg, stop := context.WithCancel(ctx)
-	hub := service.NewEventHub(store, log)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); hub.Run(bg) }()
 	ids := service.NewEventIDs(store.SigningKeys)
 	dispatcher := &webhooks.Dispatcher{
 		Store: store, IDs: ids, Owner: rt.InstanceID(), AllowLoopback: true,
 		Schedule: []time.Duration{time.Hour}, Timeout: 5 * time.Second, Poll: 100 * time.Millisecond, Log: log,
 	}
-	dispatched := make(chan struct{})
-	go func() { defer close(dispatched); dispatcher.Run(bg) }()
+	st.run(t, dispatcher.Run)
 	acc := service.NewAccounts(store)
-	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: hub,
+	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: st.hub,
 		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true}, EventIDs: ids}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
-		stop()
-		<-hubDone
-		<-dispatched
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Shutdown(c)
 	})
 	e := &hookEnv{env: env{srv: srv, rt: rt}}
 	for _, k := range []struct {
