@@ -379,7 +379,7 @@ func (a *api) uiSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	notice, problem := takePolicyFlash(c, id)
+	notice, problem := takeFlash(c, id)
 	return a.render(c, "session.html", struct {
 		page
 		SessionID       string

@@ -3,14 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -27,14 +24,7 @@ import (
 // calls the API makes (ApproveInterrupt, RespondInterrupt, RetryToolCall):
 // a refusal (a missing scope, the requester, a second vote) answers its
 // 4xx, which the page shows; a decision sends the browser back to the page
-// (303) with its outcome kept for it once (policyFlashCookie).
-
-// policyFlashCookie carries a decision's outcome to the page the browser
-// is sent back to.
-const policyFlashCookie = "holdpoint_decided"
-
-// maxFlashBytes bounds the message a flash keeps.
-const maxFlashBytes = 600
+// (303) with its outcome kept for it once (flashCookie).
 
 // registerUIPolicies adds the dashboard's decision routes of gated calls.
 // The authentication middleware holds them to the dashboard's rules for
@@ -151,7 +141,7 @@ func (a *api) gateOf(c echo.Context, caller service.Caller, it *service.Interrup
 			}
 		}
 	}
-	g.Notice, g.Problem = takePolicyFlash(c, it.ID.String(), it.SessionID)
+	g.Notice, g.Problem = takeFlash(c, it.ID.String(), it.SessionID)
 	return g, nil
 }
 
@@ -240,7 +230,7 @@ func (a *api) uiApprove(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	setPolicyFlash(c, id.String(), "n", decisionNotice("Approved", res))
+	setFlash(c, id.String(), "n", decisionNotice("Approved", res))
 	return c.Redirect(http.StatusSeeOther, "/ui/interrupts/"+id.String())
 }
 
@@ -255,7 +245,7 @@ func (a *api) uiDeny(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	setPolicyFlash(c, id.String(), "n", decisionNotice("Denied", res))
+	setFlash(c, id.String(), "n", decisionNotice("Denied", res))
 	return c.Redirect(http.StatusSeeOther, "/ui/interrupts/"+id.String())
 }
 
@@ -276,7 +266,7 @@ func (a *api) uiRetry(c echo.Context) error {
 	if rec.Error != nil {
 		kind, msg = "p", fmt.Sprintf("Retried: attempt %d of %s %s: %s", rec.Attempt, rec.Tool, rec.Status, rec.Error.Message)
 	}
-	setPolicyFlash(c, rec.SessionID, kind, msg)
+	setFlash(c, rec.SessionID, kind, msg)
 	if from, err := uuid.Parse(c.QueryParam("from")); err == nil {
 		return c.Redirect(http.StatusSeeOther, "/ui/interrupts/"+from.String())
 	}
@@ -301,41 +291,6 @@ func decisionNotice(verb string, res *service.DecisionResult) string {
 		}
 	}
 	return msg + "."
-}
-
-// setPolicyFlash keeps a message for the next dashboard page about key (an
-// interrupt's id or a session's): kind n (notice) or p (problem).
-func setPolicyFlash(c echo.Context, key, kind, msg string) {
-	if len(msg) > maxFlashBytes {
-		msg = strings.ToValidUTF8(msg[:maxFlashBytes], "") + "…"
-	}
-	c.SetCookie(&http.Cookie{
-		Name: policyFlashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(kind + key + "\x00" + msg)), Path: "/ui/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureCookies(c), MaxAge: 60,
-	})
-}
-
-// takePolicyFlash returns the message kept for one of keys, if any, and
-// clears it.
-func takePolicyFlash(c echo.Context, keys ...string) (notice, problem string) {
-	cookie, err := c.Cookie(policyFlashCookie)
-	if err != nil {
-		return "", ""
-	}
-	b, err := base64.RawURLEncoding.DecodeString(cookie.Value)
-	if err != nil || len(b) < 3 || len(b) > 2*maxFlashBytes+1000 || !utf8.Valid(b) {
-		return "", ""
-	}
-	key, msg, ok := strings.Cut(string(b[1:]), "\x00")
-	if !ok || !slices.Contains(keys, key) {
-		return "", ""
-	}
-	c.SetCookie(&http.Cookie{Name: policyFlashCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: secureCookies(c), MaxAge: -1})
-	if b[0] == 'p' {
-		return "", msg
-	}
-	return msg, ""
 }
 
 // uiRefused shows a dashboard page the key may not see (a gated call

@@ -115,7 +115,7 @@ func (u *uiClient) page(path string, flash ...*http.Cookie) (int, string) {
 
 func flashOf(res *http.Response) *http.Cookie {
 	for _, c := range res.Cookies() {
-		if c.Name == "holdpoint_decided" && c.MaxAge > 0 {
+		if c.Name == "holdpoint_flash" && c.MaxAge > 0 {
 			return c
 		}
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -23,10 +22,6 @@ import (
 
 // uiDeliveriesPage is how many deliveries the endpoint's page shows at once.
 const uiDeliveriesPage = 50
-
-// uiFlashCookie carries the outcome of a redelivery to the page the browser
-// is sent back to; the page shows it once.
-const uiFlashCookie = "holdpoint_flash"
 
 // uiDeliveryStatuses are the status filters of an endpoint's page.
 var uiDeliveryStatuses = []string{"", service.DeliveryPending, service.DeliveryDelivered, service.DeliveryDead}
@@ -208,7 +203,7 @@ func (a *api) uiWebhook(c echo.Context) error {
 		}
 		p.Next = q.Encode()
 	}
-	p.Notice, p.Problem = takeFlash(c, id)
+	p.Notice, p.Problem = takeFlash(c, webhookFlash(id))
 	return a.render(c, "webhook.html", p)
 }
 
@@ -250,44 +245,14 @@ func (a *api) uiRedeliver(c echo.Context) error {
 	d, err := a.opts.Webhooks.Redeliver(c.Request().Context(), caller, a.opts.EventIDs, id, did)
 	switch {
 	case err == nil:
-		setFlash(c, id, "n", fmt.Sprintf("Delivery %s (%s) is queued again: %s.", d.ID, d.EventType, d.Status))
+		setFlash(c, webhookFlash(id), "n", fmt.Sprintf("Delivery %s (%s) is queued again: %s.", d.ID, d.EventType, d.Status))
 	case service.AsError(err).Status == service.CodeFailedPrecondition:
-		setFlash(c, id, "p", service.AsError(err).Message)
+		setFlash(c, webhookFlash(id), "p", service.AsError(err).Message)
 	default:
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, to)
 }
 
-// flashPath scopes the flash cookie to the endpoint's page.
-func flashPath(id uuid.UUID) string { return "/ui/webhooks/" + id.String() }
-
-// setFlash keeps a message for the endpoint's page: kind n (notice) or p
-// (problem).
-func setFlash(c echo.Context, id uuid.UUID, kind, msg string) {
-	c.SetCookie(&http.Cookie{
-		Name: uiFlashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(kind + msg)), Path: flashPath(id),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureCookies(c), MaxAge: 60,
-	})
-}
-
-// takeFlash returns the endpoint's page's message, if any, and clears it.
-func takeFlash(c echo.Context, id uuid.UUID) (notice, problem string) {
-	cookie, err := c.Cookie(uiFlashCookie)
-	if err != nil {
-		return "", ""
-	}
-	c.SetCookie(&http.Cookie{Name: uiFlashCookie, Value: "", Path: flashPath(id), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: secureCookies(c), MaxAge: -1})
-	b, err := base64.RawURLEncoding.DecodeString(cookie.Value)
-	if err != nil || len(b) < 2 || len(b) > 1000 {
-		return "", ""
-	}
-	switch msg := string(b[1:]); b[0] {
-	case 'n':
-		return msg, ""
-	case 'p':
-		return "", msg
-	}
-	return "", ""
-}
+// webhookFlash is the flash key of an endpoint's page.
+func webhookFlash(id uuid.UUID) string { return "webhook:" + id.String() }
