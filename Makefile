@@ -27,8 +27,8 @@ help:
 	@echo "make run       serve the demo agent bankingAgent on http://127.0.0.1:8080"
 	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
 	@echo "make example NAME=banking   run one of examples/ like make run"
-	@echo "make check     gofmt, go mod tidy, go vet, staticcheck, the layers test, sqlc generate/vet leaving no diff in db/, 50000 inputs per fuzzer"
-	@echo "make generate  regenerate db/ from queries/ with sqlc"
+	@echo "make check     gofmt, go mod tidy, go vet, staticcheck, the layers test, sqlc generate/vet leaving no diff in db/, db/schema.sql matching the migrations, 50000 inputs per fuzzer"
+	@echo "make generate  regenerate db/ from queries/ with sqlc, and db/schema.sql (the migrated schema) with pg_dump"
 	@echo "make build     build bin/platform"
 	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
 	@echo "make bench     measure the approval cycle (in-process, over HTTP, with webhooks, with the database a round trip away), the inbox at scale, idle sessions and event streams; writes bench-results.md"
@@ -72,6 +72,7 @@ check:
 	$(SQLC) generate
 	$(SQLC) vet
 	@git diff --exit-code --stat -- db/ || { echo "db/ differs from sqlc generate: commit the regenerated code" >&2; exit 1; }
+	scripts/schema-dump.sh --check
 	@untracked=$$(git ls-files --others --exclude-standard -- db/); \
 	if [[ -n $$untracked ]]; then echo "generated but not committed:" >&2; echo "$$untracked" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CHECK)
@@ -119,6 +120,7 @@ soak:
 
 generate:
 	$(SQLC) generate
+	scripts/schema-dump.sh
 
 build:
 	$(GO) build -o bin/platform ./cmd/platform

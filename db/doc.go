@@ -2,6 +2,10 @@
 // migrations: the row types and one method per query. Every other file here
 // is generated and is not edited by hand; a query changes in queries/.
 //
+// schema.sql is the schema the migrations leave, dumped by
+// scripts/schema-dump.sh (`make generate`, checked by `make check`): the
+// one file where each table, policy and SQL function reads as it is now.
+//
 // Only service/pgstore uses it to serve the runtime; cmd/platform and the
 // test helpers in internal/ use it for their own statements. It imports
 // nothing of this module.
