@@ -67,7 +67,9 @@ check:
 	$(GO) mod tidy -diff
 	$(GO) -C tools mod tidy -diff
 	$(GO) vet ./...
+	$(GO) vet -tags bench ./cmd/platform/...
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags bench ./cmd/platform/...
 	$(GO) test -count=1 ./tests/layers
 	$(SQLC) generate
 	$(SQLC) vet
@@ -98,24 +100,24 @@ SOAK ?= 10m
 SOAK_RATE ?= 0.5
 bench:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
-	$(GO) build -o bin/platform ./cmd/platform; \
+	$(GO) build -tags bench -o bin/platform-bench ./cmd/platform; \
 	md="--markdown $(BENCH_RESULTS)"; rm -f $(BENCH_RESULTS); \
-	bin/platform bench --mode inprocess --sessions 1 --cycles 200 --flat-cycles 200 --calibrate $$md $(BENCH_FLAGS); \
-	bin/platform bench --mode inprocess --sessions 8 --cycles 60 $$md $(BENCH_FLAGS) | tail -n 1; \
-	bin/platform bench --mode inprocess --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
-	bin/platform bench --mode http --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
-	bin/platform bench --mode inprocess --sessions 32 --cycles 20 --webhook $$md $(BENCH_FLAGS) | tail -n 2; \
-	bin/platform bench --mode inprocess --sessions 8 --cycles 100 --webhook --webhook-drain $$md $(BENCH_FLAGS) | tail -n 1; \
-	bin/platform bench --mode inprocess --sessions 1 --cycles 100 --db-rtt 500us $$md $(BENCH_FLAGS) | grep -v '^ *mode '; \
-	bin/platform bench --inbox $$md; \
-	bin/platform bench --idle-sessions 1000 $$md; \
-	bin/platform bench --streams 1000 $$md; \
+	bin/platform-bench bench --mode inprocess --sessions 1 --cycles 200 --flat-cycles 200 --calibrate $$md $(BENCH_FLAGS); \
+	bin/platform-bench bench --mode inprocess --sessions 8 --cycles 60 $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform-bench bench --mode inprocess --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform-bench bench --mode http --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform-bench bench --mode inprocess --sessions 32 --cycles 20 --webhook $$md $(BENCH_FLAGS) | tail -n 2; \
+	bin/platform-bench bench --mode inprocess --sessions 8 --cycles 100 --webhook --webhook-drain $$md $(BENCH_FLAGS) | tail -n 1; \
+	bin/platform-bench bench --mode inprocess --sessions 1 --cycles 100 --db-rtt 500us $$md $(BENCH_FLAGS) | grep -v '^ *mode '; \
+	bin/platform-bench bench --inbox $$md; \
+	bin/platform-bench bench --idle-sessions 1000 $$md; \
+	bin/platform-bench bench --streams 1000 $$md; \
 	echo "results: $(abspath $(BENCH_RESULTS))"
 
 soak:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
-	$(GO) build -o bin/platform ./cmd/platform; \
-	bin/platform bench --soak $(SOAK) --soak-rate $(SOAK_RATE) --markdown $(BENCH_RESULTS); \
+	$(GO) build -tags bench -o bin/platform-bench ./cmd/platform; \
+	bin/platform-bench bench --soak $(SOAK) --soak-rate $(SOAK_RATE) --markdown $(BENCH_RESULTS); \
 	echo "results: $(abspath $(BENCH_RESULTS))"
 
 generate:

@@ -39,6 +39,7 @@ Usage:
                                                     manage a tenant's webhook endpoints and deliveries
   platform bench [--mode inprocess|http]            measure the approval cycle on a fresh database
                  [--waits] [--idle-sessions N] [--streams N] [--soak 10m] [--markdown FILE]
+                                                    (in builds with -tags bench: make bench)
   platform doctor [serve flags]                     check the database, migrations, role, model keys and address serve would use
   platform version                                  print the build version
   platform help [COMMAND [SUBCOMMAND] | config]     print this, a command's help, or the configuration table
