@@ -24,7 +24,7 @@ FUZZTIME ?= 10m
 FUZZTIME_CHECK ?= 50000x
 
 help:
-	@echo "make run       serve the demo agent bankingAgent on http://127.0.0.1:8080"
+	@echo "make run       build bin/platform and serve the demo agents on HOLDPOINT_ADDR (127.0.0.1:8080), database HOLDPOINT_DB (holdpoint)"
 	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
 	@echo "make example NAME=banking   run one of examples/ like make run"
 	@echo "make check     gofmt, go mod tidy, go vet, staticcheck, the layers test, sqlc generate/vet leaving no diff in db/, db/schema.sql matching the migrations, 50000 inputs per fuzzer"
@@ -35,19 +35,31 @@ help:
 	@echo "make soak      hold half the peak cycle rate for SOAK (default 10m), a line a minute; appends to bench-results.md"
 
 # The server migrates its database at start-up but does not create it, so
-# the database holdpoint is created here (on DATABASE_URL's server if set).
+# the database (HOLDPOINT_DB, default holdpoint) is created here on the
+# server scripts/pg-local.sh finds (DATABASE_URL's if set). The binary is
+# built once into bin/ and then run, so the address printed is printed
+# when the server is about to listen, not before minutes of compiling.
+# HOLDPOINT_ADDR (default 127.0.0.1:8080) is read by the server itself.
+HOLDPOINT_DB ?= holdpoint
+HOLDPOINT_ADDR ?= 127.0.0.1:8080
+export HOLDPOINT_ADDR
+
 run:
-	@url=$$(scripts/pg-local.sh --db holdpoint); \
-	echo "Holdpoint (dev mode) on http://127.0.0.1:8080" >&2; \
-	DATABASE_URL="$$url" exec $(GO) run ./cmd/platform serve --dev
+	@echo "building bin/platform (the first build takes a few minutes)" >&2; \
+	$(GO) build -o bin/platform ./cmd/platform; \
+	url=$$(scripts/pg-local.sh --db $(HOLDPOINT_DB)); \
+	echo "Holdpoint (dev mode) on http://$(HOLDPOINT_ADDR), database $(HOLDPOINT_DB); the server logs \"serving\" with its address when it listens" >&2; \
+	DATABASE_URL="$$url" exec bin/platform serve --dev
 
 # make example NAME=banking runs examples/NAME like make run, on a database
 # of its own (holdpoint_NAME).
 example:
 	@if [[ -z "$(NAME)" || ! -d examples/$(NAME) ]]; then echo "usage: make example NAME=banking (one of: $$(ls examples | grep -v internal | tr '\n' ' '))" >&2; exit 2; fi; \
+	echo "building bin/example-$(NAME) (the first build takes a few minutes)" >&2; \
+	$(GO) build -o bin/example-$(NAME) ./examples/$(NAME); \
 	url=$$(scripts/pg-local.sh --db holdpoint_$(NAME)); \
-	echo "examples/$(NAME) (dev mode) on http://127.0.0.1:8080" >&2; \
-	DATABASE_URL="$$url" exec $(GO) run ./examples/$(NAME) serve --dev
+	echo "examples/$(NAME) (dev mode) on http://$(HOLDPOINT_ADDR), database holdpoint_$(NAME)" >&2; \
+	DATABASE_URL="$$url" exec bin/example-$(NAME) serve --dev
 
 # DATABASE_URL is an admin URL here: every test creates its own database
 # (internal/testdb), and the compat suite starts a server on one. The
