@@ -25,7 +25,7 @@ FUZZTIME_CHECK ?= 50000x
 
 help:
 	@echo "make run       build bin/platform and serve the demo agents on HOLDPOINT_ADDR (127.0.0.1:8080), database HOLDPOINT_DB (holdpoint)"
-	@echo "make test      run all tests (Go, then the JS client in tests/compat)"
+	@echo "make test      run all tests (Go, then the JS client in tests/compat), ending with one line: N passed, N failed"
 	@echo "make example NAME=banking   run one of examples/ like make run"
 	@echo "make check     gofmt, go mod tidy, go vet, staticcheck, the layers test, sqlc generate/vet leaving no diff in db/, db/schema.sql matching the migrations, 50000 inputs per fuzzer"
 	@echo "make generate  regenerate db/ from queries/ with sqlc, and db/schema.sql (the migrated schema) with pg_dump"
@@ -69,8 +69,13 @@ test:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
 	bindir=$$(scripts/pg-local.sh bindir 2>/dev/null || true); \
 	if [[ -n $$bindir ]]; then export PATH=$$bindir:$$PATH; fi; \
-	$(GO) test $(RACE) -count=1 ./...; \
-	bash tests/compat/run.sh
+	counts=$$(mktemp -d); trap 'rm -rf "$$counts"' EXIT; \
+	$(GO) build -o "$$counts/testsummary" ./internal/testsummary; \
+	$(GO) test $(RACE) -count=1 -json ./... | "$$counts/testsummary" -counts "$$counts/go" || true; \
+	js_rc=0; bash tests/compat/run.sh 2>&1 | tee "$$counts/js.log" || js_rc=$$?; \
+	awk -v rc=$$js_rc '/^# (pass|fail|cancelled) /{n[$$2]=$$3} END{f=n["fail"]+n["cancelled"]; if (rc && !f) f=1; if ("pass" in n) print n["pass"], f}' "$$counts/js.log" >"$$counts/js"; \
+	[[ -s $$counts/js ]] || rm -f "$$counts/js"; \
+	"$$counts/testsummary" -total "$$counts/go" "$$counts/js"
 
 check:
 	@unformatted=$$(find . \( -path ./.git -o -path ./db -o -path ./.pgdata -o -path ./bin \
