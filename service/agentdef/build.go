@@ -300,6 +300,33 @@ func (b *builder) holdpoint(root map[string]any, top path, d *Definition) error 
 	if err := b.checkKeys(hp, p, allowOnly("interrupts", "httpTools", "maxToolRounds", "resume")); err != nil {
 		return err
 	}
+	if err := b.declaredTools(hp, p, d); err != nil {
+		return err
+	}
+	if v := hp["maxToolRounds"]; v != nil {
+		n, ok := integer(v)
+		if !ok || n < 1 || n > maxToolRoundsMax {
+			return b.errf(p.key("maxToolRounds"), "must be a whole number from 1 to %d", maxToolRoundsMax)
+		}
+		d.MaxToolRounds = int(n)
+	}
+	resume, err := b.str(hp, p, "resume")
+	if err != nil {
+		return err
+	}
+	switch resume {
+	case "":
+	case resumeSession, resumeLatest:
+		d.Resume = resume
+	default:
+		return b.errf(p.key("resume"), "must be %q or %q, not %q", resumeSession, resumeLatest, resume)
+	}
+	return nil
+}
+
+// declaredTools reads the interrupts and HTTP tools under holdpoint, which share
+// one namespace of tool names.
+func (b *builder) declaredTools(hp map[string]any, p path, d *Definition) error {
 	declared := map[string]string{} // tool name -> field of its declaration
 	declare := func(item path, name string) error {
 		if first, dup := declared[name]; dup {
@@ -337,24 +364,6 @@ func (b *builder) holdpoint(root map[string]any, top path, d *Definition) error 
 			return err
 		}
 		d.HTTPTools = append(d.HTTPTools, *t)
-	}
-	if v := hp["maxToolRounds"]; v != nil {
-		n, ok := integer(v)
-		if !ok || n < 1 || n > maxToolRoundsMax {
-			return b.errf(p.key("maxToolRounds"), "must be a whole number from 1 to %d", maxToolRoundsMax)
-		}
-		d.MaxToolRounds = int(n)
-	}
-	resume, err := b.str(hp, p, "resume")
-	if err != nil {
-		return err
-	}
-	switch resume {
-	case "":
-	case resumeSession, resumeLatest:
-		d.Resume = resume
-	default:
-		return b.errf(p.key("resume"), "must be %q or %q, not %q", resumeSession, resumeLatest, resume)
 	}
 	return nil
 }

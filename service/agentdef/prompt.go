@@ -346,9 +346,6 @@ var nodePosRE = regexp.MustCompile(`Pos:(\d+)`)
 // may not give input.default), so what it renders is about as large as it
 // is: no {{#each}} has anything to repeat.
 func render(text, tpl string, tplLine int) (system string, err error) {
-	templateErr := func(line int, format string, args ...any) *Error {
-		return &Error{Line: line, Field: "template", Message: fmt.Sprintf(format, args...)}
-	}
 	// dotprompt splits the rendered text into messages at its markers: the
 	// template may only make them with the helpers checked below.
 	if i := strings.Index(tpl, markerPrefix); i >= 0 {
@@ -384,25 +381,7 @@ func render(text, tpl string, tplLine int) (system string, err error) {
 		out, err = dp.Render(text, &dotprompt.DataArgument{}, nil)
 	}()
 	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return "", e
-		}
-		msg := err.Error()
-		line := 0
-		if m := templateErrorRE.FindStringSubmatch(msg); m != nil {
-			if n, _ := strconv.Atoi(m[1]); n > 0 && tplLine > 0 {
-				line = tplLine + n - 1
-			}
-			return "", templateErr(line, "does not parse: %s", oneLine(msg[len(m[0]):]))
-		}
-		if m := nodePosRE.FindStringSubmatch(msg); m != nil && tplLine > 0 {
-			if pos, _ := strconv.Atoi(m[1]); pos <= len(tpl) {
-				line = tplLine + strings.Count(tpl[:pos], "\n")
-			}
-		}
-		msg, _, _ = strings.Cut(msg, "\nCurrent node:")
-		return "", templateErr(line, "does not render: %s", oneLine(strings.TrimPrefix(msg, "Evaluation error: ")))
+		return "", renderError(err, tpl, tplLine)
 	}
 	if history {
 		return "", templateErr(0, "{{history}} is not supported: the template is the agent's system prompt")
@@ -412,9 +391,45 @@ func render(text, tpl string, tplLine int) (system string, err error) {
 			return "", templateErr(0, "{{role %q}} is not supported: the template is the agent's system prompt (plain text, or after {{role \"system\"}})", r)
 		}
 	}
+	return systemText(out.Messages)
+}
+
+// templateErr is an error of the template at a line of the file (0 when
+// it is not known).
+func templateErr(line int, format string, args ...any) *Error {
+	return &Error{Line: line, Field: "template", Message: fmt.Sprintf(format, args...)}
+}
+
+// renderError turns dotprompt's parse or evaluation error into one that
+// names the line of the file, where its message gives one.
+func renderError(err error, tpl string, tplLine int) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	msg := err.Error()
+	line := 0
+	if m := templateErrorRE.FindStringSubmatch(msg); m != nil {
+		if n, _ := strconv.Atoi(m[1]); n > 0 && tplLine > 0 {
+			line = tplLine + n - 1
+		}
+		return templateErr(line, "does not parse: %s", oneLine(msg[len(m[0]):]))
+	}
+	if m := nodePosRE.FindStringSubmatch(msg); m != nil && tplLine > 0 {
+		if pos, _ := strconv.Atoi(m[1]); pos <= len(tpl) {
+			line = tplLine + strings.Count(tpl[:pos], "\n")
+		}
+	}
+	msg, _, _ = strings.Cut(msg, "\nCurrent node:")
+	return templateErr(line, "does not render: %s", oneLine(strings.TrimPrefix(msg, "Evaluation error: ")))
+}
+
+// systemText joins the rendered messages' text, which must be one role's
+// and text only: the template is the agent's system prompt.
+func systemText(msgs []dotprompt.Message) (string, error) {
 	var b strings.Builder
 	var seen []string
-	for _, m := range out.Messages {
+	for _, m := range msgs {
 		if !slices.Contains(seen, string(m.Role)) {
 			seen = append(seen, string(m.Role))
 		}

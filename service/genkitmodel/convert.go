@@ -138,34 +138,15 @@ func partToGenkit(p service.Part) (*ai.Part, error) {
 		gp.Kind = ai.PartToolRequest
 		gp.ToolRequest = &ai.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: input}
 	case p.ToolResponse != nil:
-		output, err := decodeAny(p.ToolResponse.Output)
+		resp, err := toolResponseToGenkit(p.ToolResponse)
 		if err != nil {
-			return nil, fmt.Errorf("toolResponse.output: %w", err)
-		}
-		var content []*ai.Part
-		if p.ToolResponse.Content != nil {
-			var parts []service.Part
-			if err := json.Unmarshal(p.ToolResponse.Content, &parts); err != nil {
-				return nil, fmt.Errorf("toolResponse.content: %w", err)
-			}
-			if content, err = partsToGenkit(parts); err != nil {
-				return nil, fmt.Errorf("toolResponse.content: %w", err)
-			}
+			return nil, err
 		}
 		gp.Kind = ai.PartToolResponse
-		gp.ToolResponse = &ai.ToolResponse{Name: p.ToolResponse.Name, Ref: p.ToolResponse.Ref, Output: output, Content: content}
+		gp.ToolResponse = resp
 	case p.Data != nil:
-		// Genkit Go's data part is a string (plugins read it as a data: URI);
-		// a JSON string goes over as that string, any other value as its
-		// JSON text marked with contentTypeJSON.
 		gp.Kind = ai.PartData
-		var s string
-		if bytes.HasPrefix(bytes.TrimSpace(p.Data), []byte{'"'}) && json.Unmarshal(p.Data, &s) == nil {
-			gp.Text = s
-		} else {
-			gp.ContentType = contentTypeJSON
-			gp.Text = string(bytes.TrimSpace(p.Data))
-		}
+		gp.ContentType, gp.Text = dataToGenkit(p.Data)
 	case p.Custom != nil:
 		var custom map[string]any
 		if err := decodeInto(p.Custom, &custom); err != nil {
@@ -187,6 +168,37 @@ func partToGenkit(p service.Part) (*ai.Part, error) {
 		return nil, nil
 	}
 	return gp, nil
+}
+
+// toolResponseToGenkit converts a tool response, its content parts too.
+func toolResponseToGenkit(r *service.ToolResponse) (*ai.ToolResponse, error) {
+	output, err := decodeAny(r.Output)
+	if err != nil {
+		return nil, fmt.Errorf("toolResponse.output: %w", err)
+	}
+	var content []*ai.Part
+	if r.Content != nil {
+		var parts []service.Part
+		if err := json.Unmarshal(r.Content, &parts); err != nil {
+			return nil, fmt.Errorf("toolResponse.content: %w", err)
+		}
+		if content, err = partsToGenkit(parts); err != nil {
+			return nil, fmt.Errorf("toolResponse.content: %w", err)
+		}
+	}
+	return &ai.ToolResponse{Name: r.Name, Ref: r.Ref, Output: output, Content: content}, nil
+}
+
+// dataToGenkit gives a data part's content type and text. Genkit Go's data
+// part is a string (plugins read it as a data: URI); a JSON string goes
+// over as that string, any other value as its JSON text marked with
+// contentTypeJSON.
+func dataToGenkit(data json.RawMessage) (contentType, text string) {
+	var s string
+	if bytes.HasPrefix(bytes.TrimSpace(data), []byte{'"'}) && json.Unmarshal(data, &s) == nil {
+		return "", s
+	}
+	return contentTypeJSON, string(bytes.TrimSpace(data))
 }
 
 // partFromGenkit converts one Genkit part back to ours.
@@ -223,24 +235,9 @@ func partFromGenkit(p *ai.Part) (service.Part, error) {
 		}
 		out.ToolRequest = &service.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: input}
 	case ai.PartToolResponse:
-		if p.ToolResponse == nil {
-			return service.Part{}, fmt.Errorf("tool response part without a response")
+		if out.ToolResponse, err = toolResponseFromGenkit(p.ToolResponse); err != nil {
+			return service.Part{}, err
 		}
-		output, err := encodeAny(p.ToolResponse.Output)
-		if err != nil {
-			return service.Part{}, fmt.Errorf("toolResponse.output: %w", err)
-		}
-		var content json.RawMessage
-		if len(p.ToolResponse.Content) > 0 {
-			parts, err := partsFromGenkit(p.ToolResponse.Content)
-			if err != nil {
-				return service.Part{}, fmt.Errorf("toolResponse.content: %w", err)
-			}
-			if content, err = encode(parts); err != nil {
-				return service.Part{}, err
-			}
-		}
-		out.ToolResponse = &service.ToolResponse{Name: p.ToolResponse.Name, Ref: p.ToolResponse.Ref, Output: output, Content: content}
 	case ai.PartCustom:
 		custom := p.Custom
 		if custom == nil {
@@ -261,6 +258,28 @@ func partFromGenkit(p *ai.Part) (service.Part, error) {
 		return service.Part{}, fmt.Errorf("unknown Genkit part kind %d", p.Kind)
 	}
 	return out, nil
+}
+
+// toolResponseFromGenkit converts a Genkit tool response back to ours.
+func toolResponseFromGenkit(r *ai.ToolResponse) (*service.ToolResponse, error) {
+	if r == nil {
+		return nil, fmt.Errorf("tool response part without a response")
+	}
+	output, err := encodeAny(r.Output)
+	if err != nil {
+		return nil, fmt.Errorf("toolResponse.output: %w", err)
+	}
+	var content json.RawMessage
+	if len(r.Content) > 0 {
+		parts, err := partsFromGenkit(r.Content)
+		if err != nil {
+			return nil, fmt.Errorf("toolResponse.content: %w", err)
+		}
+		if content, err = encode(parts); err != nil {
+			return nil, err
+		}
+	}
+	return &service.ToolResponse{Name: r.Name, Ref: r.Ref, Output: output, Content: content}, nil
 }
 
 // toolsToGenkit converts tool definitions; JSON Schemas must be objects.

@@ -59,44 +59,11 @@ func Resolve(ctx context.Context, logger *slog.Logger, names []string) (map[stri
 		return models, nil
 	}
 
-	type modelName struct{ name, provider, id string }
-	var distinct []modelName
-	seen := make(map[string]bool)
-	needed := make(map[string]bool)
-	for _, name := range names {
-		if seen[name] {
-			continue
-		}
-		provider, id, err := parseModelName(name)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkProviderEnv(name, provider); err != nil {
-			return nil, err
-		}
-		seen[name] = true
-		needed[provider] = true
-		distinct = append(distinct, modelName{name, provider, id})
+	distinct, needed, err := distinctModels(names)
+	if err != nil {
+		return nil, err
 	}
-
-	var plugins []api.Plugin
-	maxTokensKeys := make(map[string]string)
-	var ollama *compat_oai.OpenAICompatible
-	for _, provider := range resolveProviders {
-		if !needed[provider] {
-			continue
-		}
-		if provider == ProviderOllama {
-			ollama = newOllamaPlugin()
-			plugins = append(plugins, ollama)
-			maxTokensKeys[provider] = "max_tokens"
-			continue
-		}
-		p, key := newPlugin(provider)
-		plugins = append(plugins, p)
-		maxTokensKeys[provider] = key
-	}
-
+	plugins, ollama, maxTokensKeys := providerPlugins(needed)
 	g, err := initGenkit(ctx, genkit.WithPlugins(plugins...))
 	if err != nil {
 		all := make([]string, len(distinct))
@@ -120,6 +87,53 @@ func Resolve(ctx context.Context, logger *slog.Logger, names []string) (map[stri
 		models[m.name] = &Model{name: m.name, provider: m.provider, model: model, maxTokensKey: maxTokensKeys[m.provider]}
 	}
 	return models, nil
+}
+
+// modelName is one model a program names, split into its parts.
+type modelName struct{ name, provider, id string }
+
+// distinctModels parses the names (once each) and checks each provider's
+// environment; needed holds the providers they use.
+func distinctModels(names []string) (distinct []modelName, needed map[string]bool, err error) {
+	seen := make(map[string]bool)
+	needed = make(map[string]bool)
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		provider, id, err := parseModelName(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkProviderEnv(name, provider); err != nil {
+			return nil, nil, err
+		}
+		seen[name] = true
+		needed[provider] = true
+		distinct = append(distinct, modelName{name, provider, id})
+	}
+	return distinct, needed, nil
+}
+
+// providerPlugins builds the Genkit plugin of each needed provider, in
+// resolveProviders' order, with the request key each uses for max tokens.
+func providerPlugins(needed map[string]bool) (plugins []api.Plugin, ollama *compat_oai.OpenAICompatible, maxTokensKeys map[string]string) {
+	maxTokensKeys = make(map[string]string)
+	for _, provider := range resolveProviders {
+		if !needed[provider] {
+			continue
+		}
+		if provider == ProviderOllama {
+			ollama = newOllamaPlugin()
+			plugins = append(plugins, ollama)
+			maxTokensKeys[provider] = "max_tokens"
+			continue
+		}
+		p, key := newPlugin(provider)
+		plugins = append(plugins, p)
+		maxTokensKeys[provider] = key
+	}
+	return plugins, ollama, maxTokensKeys
 }
 
 // parseModelName splits "provider/model-id" and checks the provider is one

@@ -468,54 +468,61 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 		d.mu.Lock()
 		seen = d.kicks
 		d.mu.Unlock()
-		events, to, err := d.Store.WebhookCursorEvents(ctx, c, d.Batch)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.Log.Warn("webhook dispatcher: reading events failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
-			}
-			return
-		}
-		if to == c.Pos {
-			return
-		}
-		attempts, cut := d.attemptEvents(ctx, c, events)
-		if cut {
-			// The budget ran out before every event was attempted: the
-			// position moves past the last one attempted, and the rest
-			// are read again.
-			to = attempts[len(attempts)-1].Pos
-		}
-		// A shutdown does not keep the batch from being recorded.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		moved, err := d.Store.AdvanceWebhookCursor(rctx, d.Owner, c, to, d.Lease, attempts)
-		cancel()
-		if err != nil {
-			// The position stays: the batch is attempted again.
-			d.Log.Warn("webhook dispatcher: recording a batch failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
-			return
-		}
-		if !moved {
-			d.Log.Info("webhook dispatcher: the lease on an endpoint ran out before its batch was recorded; another instance attempts it",
-				"tenant", c.TenantID, "webhook", c.WebhookID)
-			return
-		}
-		c.Pos = to
-		for _, a := range attempts {
-			if a.Outcome.Status == service.DeliveryPending {
-				d.kickRetry()
-			}
-			if a.Outcome.Status == service.DeliveryDead && a.Outcome.HTTPStatus == 410 {
-				d.disable(ctx, c.TenantID, c.WebhookID)
-				return
-			}
-		}
-		d.mu.Lock()
-		idle := len(events) < d.Batch && !cut && d.kicks == seen
-		d.mu.Unlock()
-		if idle {
+		if !d.deliverBatch(ctx, &c, seen) {
 			return
 		}
 	}
+}
+
+// deliverBatch attempts the endpoint's next batch of events and records
+// it, moving c's position; it reports whether to read again (more events
+// than a batch, a cut batch, or a kick since seen).
+func (d *Dispatcher) deliverBatch(ctx context.Context, c *service.WebhookCursor, seen uint64) bool {
+	events, to, err := d.Store.WebhookCursorEvents(ctx, *c, d.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.Log.Warn("webhook dispatcher: reading events failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
+		}
+		return false
+	}
+	if to == c.Pos {
+		return false
+	}
+	attempts, cut := d.attemptEvents(ctx, *c, events)
+	if cut {
+		// The budget ran out before every event was attempted: the
+		// position moves past the last one attempted, and the rest
+		// are read again.
+		to = attempts[len(attempts)-1].Pos
+	}
+	// A shutdown does not keep the batch from being recorded.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	moved, err := d.Store.AdvanceWebhookCursor(rctx, d.Owner, *c, to, d.Lease, attempts)
+	cancel()
+	if err != nil {
+		// The position stays: the batch is attempted again.
+		d.Log.Warn("webhook dispatcher: recording a batch failed", "tenant", c.TenantID, "webhook", c.WebhookID, "err", err)
+		return false
+	}
+	if !moved {
+		d.Log.Info("webhook dispatcher: the lease on an endpoint ran out before its batch was recorded; another instance attempts it",
+			"tenant", c.TenantID, "webhook", c.WebhookID)
+		return false
+	}
+	c.Pos = to
+	for _, a := range attempts {
+		if a.Outcome.Status == service.DeliveryPending {
+			d.kickRetry()
+		}
+		if a.Outcome.Status == service.DeliveryDead && a.Outcome.HTTPStatus == 410 {
+			d.disable(ctx, c.TenantID, c.WebhookID)
+			return false
+		}
+	}
+	d.mu.Lock()
+	idle := len(events) < d.Batch && !cut && d.kicks == seen
+	d.mu.Unlock()
+	return !idle
 }
 
 // batchBudget is how long a batch may go on starting attempts: the lease
