@@ -146,25 +146,9 @@ func (a *api) streamEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	after, field := c.QueryParam("after"), "after"
-	if h := c.Request().Header.Get("Last-Event-ID"); h != "" {
-		// The header wins: it is what the client saw last on this stream.
-		after, field = h, "Last-Event-ID"
-	}
-	var (
-		pos     service.EventPos
-		resumed bool
-	)
-	if after != "" {
-		p, ok, err := a.opts.Events.ParseEventID(ctx, caller.TenantID, after)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fieldInvalid(field, "not the id of an event of this tenant")
-		}
-		pos, resumed = p, true
+	st := &eventStream{c: c, events: a.opts.Events, tenant: caller.TenantID, filter: filter}
+	if err := st.parseAfter(); err != nil {
+		return err
 	}
 	acc, ok := accessOf(c)
 	if !ok {
@@ -190,46 +174,96 @@ func (a *api) streamEvents(c echo.Context) error {
 	if err := writeEvent(c, fmt.Sprintf(": subscribed\nretry: %d\n\n", eventsRetryMillis)); err != nil {
 		return err
 	}
-	send := func(n service.Notification) error {
-		pos = n.Pos
-		if !filter.match(n) {
-			return nil
-		}
-		b, err := json.Marshal(n)
-		if err != nil {
-			return fmt.Errorf("encode event: %w", err)
-		}
-		// Types come from a fixed list, so they never carry a line break
-		// that would split the frame.
-		return writeEvent(c, "id: "+n.EventID+"\nevent: "+n.Type+"\ndata: "+string(b)+"\n\n")
-	}
-	if resumed {
-		for replayed := 0; ; {
-			batch, err := a.opts.Events.ReplayFrom(ctx, caller.TenantID, pos, replayBatch)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("%w: replay events: %w", errWrite, err)
-			}
-			for _, n := range batch {
-				if err := send(n); err != nil {
-					return err
-				}
-			}
-			replayed += len(batch)
-			if len(batch) < replayBatch {
-				break
-			}
-			if replayed >= maxReplay {
-				// Far behind: end here, the id of the last event read
-				// (filtered out or not) moving the client's position, and
-				// the client reconnects for the rest.
-				return writeEvent(c, "id: "+batch[len(batch)-1].EventID+"\n\n")
-			}
+	if st.resumed {
+		if done, err := st.replay(); done || err != nil {
+			return err
 		}
 	}
+	return st.live(notes)
+}
 
+// eventStream is one client's live event stream: where it is in the
+// tenant's events and which of them it wants.
+type eventStream struct {
+	c       echo.Context
+	events  *service.EventHub
+	tenant  string
+	filter  eventFilter
+	pos     service.EventPos
+	resumed bool // the client gave a position to resume after
+}
+
+// parseAfter reads the position to resume after: Last-Event-ID, which is
+// what the client saw last on this stream, wins over ?after.
+func (st *eventStream) parseAfter() error {
+	after, field := st.c.QueryParam("after"), "after"
+	if h := st.c.Request().Header.Get("Last-Event-ID"); h != "" {
+		after, field = h, "Last-Event-ID"
+	}
+	if after == "" {
+		return nil
+	}
+	p, ok, err := st.events.ParseEventID(st.c.Request().Context(), st.tenant, after)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fieldInvalid(field, "not the id of an event of this tenant")
+	}
+	st.pos, st.resumed = p, true
+	return nil
+}
+
+// send writes one event the filter lets through; every event moves the
+// position.
+func (st *eventStream) send(n service.Notification) error {
+	st.pos = n.Pos
+	if !st.filter.match(n) {
+		return nil
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	// Types come from a fixed list, so they never carry a line break
+	// that would split the frame.
+	return writeEvent(st.c, "id: "+n.EventID+"\nevent: "+n.Type+"\ndata: "+string(b)+"\n\n")
+}
+
+// replay sends the stored events after the position, up to maxReplay;
+// done reports that the stream ended (far behind, or the client went).
+func (st *eventStream) replay() (done bool, err error) {
+	ctx := st.c.Request().Context()
+	for replayed := 0; ; {
+		batch, err := st.events.ReplayFrom(ctx, st.tenant, st.pos, replayBatch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return true, nil
+			}
+			return true, fmt.Errorf("%w: replay events: %w", errWrite, err)
+		}
+		for _, n := range batch {
+			if err := st.send(n); err != nil {
+				return true, err
+			}
+		}
+		replayed += len(batch)
+		if len(batch) < replayBatch {
+			return false, nil
+		}
+		if replayed >= maxReplay {
+			// Far behind: end here, the id of the last event read
+			// (filtered out or not) moving the client's position, and
+			// the client reconnects for the rest.
+			return true, writeEvent(st.c, "id: "+batch[len(batch)-1].EventID+"\n\n")
+		}
+	}
+}
+
+// live sends the events published from now on, with heartbeats, until
+// the client goes or the hub ends the subscription.
+func (st *eventStream) live(notes <-chan service.Notification) error {
+	ctx := st.c.Request().Context()
 	beat := time.NewTicker(eventsHeartbeat)
 	defer beat.Stop()
 	for {
@@ -237,7 +271,7 @@ func (a *api) streamEvents(c echo.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-beat.C:
-			if err := writeEvent(c, ": heartbeat\n\n"); err != nil {
+			if err := writeEvent(st.c, ": heartbeat\n\n"); err != nil {
 				return err
 			}
 		case n, ok := <-notes:
@@ -247,10 +281,10 @@ func (a *api) streamEvents(c echo.Context) error {
 				// with its last id and misses nothing.
 				return nil
 			}
-			if resumed && !n.Pos.After(pos) {
+			if st.resumed && !n.Pos.After(st.pos) {
 				continue // replayed already
 			}
-			if err := send(n); err != nil {
+			if err := st.send(n); err != nil {
 				return err
 			}
 		}
