@@ -201,7 +201,9 @@ func (ch *Chat) hydrate(raw json.RawMessage) {
 }
 
 // init is what the next turn starts from: the snapshot when there is one,
-// else the client-managed state, else what the chat was opened with.
+// else the client-managed state, else what the chat was opened with, else
+// an empty init, a fresh session. It is never left out: the Genkit JS
+// client always sends one, and the reference server validates it.
 func (ch *Chat) init() *Init {
 	switch {
 	case ch.snapshotID != "":
@@ -211,7 +213,7 @@ func (ch *Chat) init() *Init {
 	case ch.connect.SessionID != "":
 		return &Init{SessionID: ch.connect.SessionID}
 	}
-	return nil
+	return &Init{}
 }
 
 // apply takes a turn's output into the chat, as the JS client does.

@@ -56,7 +56,9 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
-// WithAgentsPath sets where the agent routes live (default /api/agents).
+// WithAgentsPath sets where the agent routes live (default /api/agents);
+// "" or "/" is the server's root, where a Genkit flow server (such as
+// @genkit-ai/express's) serves each agent at /{name}.
 func WithAgentsPath(p string) Option { return func(c *Client) { c.agentsPath = p } }
 
 // New returns a client of the server at baseURL, such as
@@ -76,6 +78,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	c.agentsPath = "/" + strings.Trim(c.agentsPath, "/")
+	if c.agentsPath == "/" {
+		c.agentsPath = ""
+	}
 	if c.http == nil {
 		c.http = http.DefaultClient
 	}

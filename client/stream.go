@@ -90,8 +90,7 @@ func (s *Stream) run(yield func(Chunk, error) bool) (*Response, error) {
 		rollback()
 		return nil, errorFromResponse(res)
 	}
-	requestID := res.Header.Get("X-Request-Id")
-	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+	if !isStream(res.Header.Get("Content-Type")) {
 		// A server may answer JSON even when asked for a stream.
 		var body struct {
 			Result *Output `json:"result"`
@@ -102,36 +101,51 @@ func (s *Stream) run(yield func(Chunk, error) bool) (*Response, error) {
 		}
 		return ch.finish(body.Result, rollback)
 	}
-	r := newSSEReader(res.Body)
+	resp, err := s.readFrames(ctx, newSSEReader(res.Body), res.Header.Get("X-Request-Id"), yield)
+	if err != nil {
+		rollback()
+		return nil, err
+	}
+	return ch.finish(resp, rollback)
+}
+
+// isStream reports whether an answer's content type is a stream of
+// frames: text/event-stream, or text/plain as the Genkit JS reference
+// server sends the same "data: ..." frames.
+func isStream(contentType string) bool {
+	return strings.HasPrefix(contentType, "text/event-stream") || strings.HasPrefix(contentType, "text/plain")
+}
+
+// readFrames yields the stream's message chunks until its result frame,
+// which it returns, or an error frame, the end of the body or the caller
+// leaving.
+func (s *Stream) readFrames(ctx context.Context, r *sseReader, requestID string, yield func(Chunk, error) bool) (*Output, error) {
+	name := s.chat.agent.name
 	for {
 		ev, err := r.next()
 		if err != nil {
-			rollback()
 			if errors.Is(err, io.EOF) {
 				return nil, errStreamEnded
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("holdpoint: stream %s: %w", ch.agent.name, err)
+			return nil, fmt.Errorf("holdpoint: stream %s: %w", name, err)
 		}
 		if ev.data == "" {
 			continue
 		}
 		var f frame
 		if err := json.Unmarshal([]byte(ev.data), &f); err != nil {
-			rollback()
-			return nil, fmt.Errorf("holdpoint: stream %s: bad frame: %w", ch.agent.name, err)
+			return nil, fmt.Errorf("holdpoint: stream %s: bad frame: %w", name, err)
 		}
 		switch {
 		case f.Error != nil:
-			rollback()
 			return nil, f.Error.toError(http.StatusOK, requestID)
 		case f.Result != nil:
-			return ch.finish(f.Result, rollback)
+			return f.Result, nil
 		case f.Message != nil:
 			if !yield(*f.Message, nil) {
-				rollback()
 				return nil, ErrStreamAbandoned
 			}
 		}

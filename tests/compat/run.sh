@@ -189,12 +189,7 @@ sed -e 's/^name: bankingAgent$/name: steered/' -e 's/^model: demo$/model: openai
 DATABASE_URL="$hostile_db_url" OPENAI_API_KEY=attacker "$tmp/platform" agents apply -f "$tmp/steered.prompt" --tenant default --allow-loopback-tools
 
 cd "$here"
-# npm keeps a copy of the installed lock file in node_modules; reinstall when
-# it is missing or older than the lock file or the manifest.
-if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json || package.json -nt node_modules/.package-lock.json ]]; then
-	echo "run.sh: installing the client (npm ci)"
-	npm ci --no-audit --no-fund --ignore-scripts
-fi
+bash ./install.sh
 
 echo "run.sh: running the client tests"
 rc=0
