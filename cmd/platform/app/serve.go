@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/startstop"
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
@@ -260,71 +261,136 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	if err != nil {
 		return err
 	}
-	defer func() {
-		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tracing.Shutdown(flushCtx); err != nil {
-			log.Warn("flushing traces failed", "err", err)
-		}
-	}()
+	defer flushTraces(tracing, log)
 	metrics := telemetry.New(telemetry.Options{Pending: store.PendingInterruptStats, TenantLabels: cfg.metricsTenantLabels, Logger: log})
 	metrics.Registry().MustRegister(newPoolCollector(pool))
+
+	// The services, stopped last started first: the listeners, then the
+	// background loops, then readiness. The loops watch ctx as well, so
+	// at the first signal they end at once (the event hub then ends the
+	// live event streams, which would otherwise hold up the listener's
+	// graceful shutdown) and Stop waits for each.
+	var services startstop.Group
+	defer services.Stop()
 	// One probe decides readiness for /readyz, the work routes and the
 	// background workers.
 	readiness := service.NewReadiness(readyProbe(pool, db), service.ReadinessOptions{Logger: log})
-	go readiness.Run(ctx)
-	rt := service.NewRuntime(store, service.Options{
-		Readiness:         readiness,
-		Logger:            log,
+	if err := services.Start(ctx, startstop.Func("readiness", readiness.Run)); err != nil {
+		return err
+	}
+	p := &platform{cfg: cfg, log: log, store: store, metrics: metrics, tracing: tracing, readiness: readiness}
+	rt := p.runtime()
+	models, err := registerAgents(ctx, log, store, rt, agents)
+	if err != nil {
+		return err
+	}
+	manager := p.tenantAgents(rt)
+	summary, tenantAgents := reportAgents(ctx, log, store, len(agents))
+	web, err := p.listen(rt, manager)
+	if err != nil {
+		return err
+	}
+	metricsAt, err := p.start(ctx, &services, rt, web)
+	if err != nil {
+		return err
+	}
+	urls := newStartupURLs(web.ln.Addr(), metricsAt, cfg.metricsToken != "")
+	log.Info("serving", append([]any{
+		"addr", web.addr(), "dev", cfg.dev, "auth", !cfg.dev, "agents", rt.AgentNames(), "tenant_agents", tenantAgents,
+		"summary", summary, "models", models, "tracing", tracing.Enabled}, urls.logArgs()...)...)
+	if cfg.banner != nil {
+		urls.print(cfg.banner, rt.AgentNames(), summary)
+	}
+	select {
+	case err := <-web.served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopSignals()
+	p.shutdown(&services, rt)
+	return nil
+}
+
+// shutdown stops the services (the listener gracefully, within the grace
+// period) and then the runtime's turns.
+func (p *platform) shutdown(services *startstop.Group, rt *service.Runtime) {
+	p.log.Info("shutting down", "grace", p.cfg.grace.String())
+	deadline := time.Now().Add(p.cfg.grace)
+	services.Stop()
+	// Detached turns are cancelled here; their pending snapshots expire
+	// once their heartbeat goes stale.
+	ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), 5*time.Second))
+	defer cancel()
+	if err := rt.Shutdown(ctx); err != nil {
+		p.log.Warn("background turns did not stop in time", "err", err)
+	}
+	p.log.Info("stopped")
+}
+
+// flushTraces sends the traces still buffered, for at most 5 seconds.
+func flushTraces(tracing *telemetry.Tracing, log *slog.Logger) {
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tracing.Shutdown(flushCtx); err != nil {
+		log.Warn("flushing traces failed", "err", err)
+	}
+}
+
+// platform is what serve builds its parts from.
+type platform struct {
+	cfg       serveConfig
+	log       *slog.Logger
+	store     *pgstore.PgStore
+	metrics   *telemetry.Metrics
+	tracing   *telemetry.Tracing
+	readiness *service.Readiness
+	eventIDs  *service.EventIDs
+	hub       *service.EventHub
+	streams   *service.StreamHub
+}
+
+// runtime is the turn engine, with the serve flags' limits.
+func (p *platform) runtime() *service.Runtime {
+	cfg := p.cfg
+	return service.NewRuntime(p.store, service.Options{
+		Readiness:         p.readiness,
+		Logger:            p.log,
 		HeartbeatInterval: cfg.heartbeat,
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
-		Observer:          metrics,
-		TracerProvider:    tracing.Provider,
+		Observer:          p.metrics,
+		TracerProvider:    p.tracing.Provider,
 		EarlyClaims:       cfg.earlyClaims,
 		Limits:            cfg.limits.turn,
 		Detach:            cfg.limits.detach,
 		LostToolCallAfter: cfg.lostToolCallAfter,
 	})
-	models, err := registerAgents(ctx, log, store, rt, agents)
-	if err != nil {
-		return err
-	}
+}
 
-	// Both background workers stop with ctx, at the first signal: the hub
-	// then ends the live event streams so they do not hold up shutdown.
-	go rt.RunDeadlineSweeper(ctx, cfg.sweep)
-	// Detached turns: take over jobs of stopped instances, and hear aborts
-	// made on any instance.
-	go rt.RunBackground(ctx)
-	hub := service.NewEventHub(store, log)
-	go hub.Run(ctx)
-	// Durable streams: kept, followed across instances, pruned.
-	streams := service.NewStreamHub(store, log, cfg.streamRetention)
-	go streams.Run(ctx)
-	// Retention: one instance at a time prunes what policies let go.
-	go cfg.prune.run(ctx, store, log, readiness.Ready)
-
-	// The agents tenants define, served next to the compiled ones.
-	manager := &tenantagents.Manager{Store: store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools, Log: log,
+// tenantAgents serves the agents tenants define next to the compiled ones.
+func (p *platform) tenantAgents(rt *service.Runtime) *tenantagents.Manager {
+	cfg := p.cfg
+	manager := &tenantagents.Manager{Store: p.store, Runtime: rt, Models: cfg.models, AllowLoopback: cfg.dev || cfg.access.loopbackTools, Log: p.log,
 		// An endpoint's answer wraps the output ({"output": ...}); one
 		// past the bound is not read whole.
 		Client: httptool.Client{MaxBody: int64(cfg.limits.turn.ToolOutputBytes) + 4096}}
 	rt.SetTenantAgents(manager)
-	summary, tenantAgents := reportAgents(ctx, log, store, len(agents))
+	return manager
+}
 
-	// Tenants' webhook endpoints, under the same address rules as their
-	// HTTP tools.
-	loopbackHooks := cfg.dev || cfg.webhooks.loopback
-	eventIDs := service.NewEventIDs(store.SigningKeys)
-	hooks := &webhooks.Manager{Store: store, AllowLoopback: loopbackHooks}
+// listen opens the API's listener, with its handler.
+func (p *platform) listen(rt *service.Runtime, manager *tenantagents.Manager) (*httpService, error) {
+	cfg := p.cfg
+	p.eventIDs = service.NewEventIDs(p.store.SigningKeys)
+	p.hub = service.NewEventHub(p.store, p.log)
+	// Durable streams: kept, followed across instances, pruned.
+	p.streams = service.NewStreamHub(p.store, p.log, cfg.streamRetention)
 	var metricsOnAPI http.Handler
 	if cfg.metricsAddr == "" && cfg.metricsToken != "" {
-		metricsOnAPI = metrics.Handler()
+		metricsOnAPI = p.metrics.Handler()
 	}
-
 	handler := httpapi.New(rt, httpapi.Options{
-		Logger:          log,
-		Auth:            authenticator(cfg.dev, store),
+		Logger:          p.log,
+		Auth:            authenticator(cfg.dev, p.store),
 		BodyLimit:       cfg.access.maxBody,
 		RateLimit:       cfg.access.rateLimit,
 		RateBurst:       cfg.access.rateBurst,
@@ -333,102 +399,86 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		BodyTimeout:     cfg.access.bodyTimeout,
 		MaxEventStreams: cfg.access.maxEventStreams,
 		TrustedProxies:  cfg.access.trustedProxies,
-		Events:          hub,
-		Streams:         streams,
+		Events:          p.hub,
+		Streams:         p.streams,
 		Agents:          manager,
-		Webhooks:        hooks,
-		EventIDs:        eventIDs,
-		Metrics:         metrics,
-		MetricsHandler:  metricsOnAPI,
-		MetricsToken:    cfg.metricsToken,
-		TracerProvider:  tracing.Provider,
-		Readiness:       readiness,
+		// Tenants' webhook endpoints, under the same address rules as
+		// their HTTP tools.
+		Webhooks:       &webhooks.Manager{Store: p.store, AllowLoopback: cfg.dev || cfg.webhooks.loopback},
+		EventIDs:       p.eventIDs,
+		Metrics:        p.metrics,
+		MetricsHandler: metricsOnAPI,
+		MetricsToken:   cfg.metricsToken,
+		TracerProvider: p.tracing.Provider,
+		Readiness:      p.readiness,
 	})
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// No WriteTimeout: a streamed turn lasts as long as the model takes.
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
-	// Webhooks: every instance delivers the outbox. The dispatcher stops
-	// with ctx and is waited for (its attempts in flight are recorded).
+	return newHTTPService(handler, ln, cfg.grace, p.log), nil
+}
+
+// background is the loops every instance runs beside its listener.
+func (p *platform) background(rt *service.Runtime, addr string) []startstop.Service {
+	cfg := p.cfg
+	// Webhooks: every instance delivers the outbox; a stopped dispatcher
+	// has recorded its attempts in flight.
 	publicURL := cfg.webhooks.publicURL
 	if publicURL == "" {
-		publicURL = "http://" + ln.Addr().String()
+		publicURL = "http://" + addr
 	}
 	schedule, _ := cfg.webhooks.schedule()
 	dispatcher := &webhooks.Dispatcher{
-		Store: store, IDs: eventIDs, Owner: rt.InstanceID(), AllowLoopback: loopbackHooks,
-		Schedule: schedule, Lease: cfg.webhooks.lease, Timeout: cfg.webhooks.timeout, PublicURL: publicURL, Log: log,
-		Observer: metrics, TracerProvider: tracing.Provider, Ready: readiness.Ready,
+		Store: p.store, IDs: p.eventIDs, Owner: rt.InstanceID(), AllowLoopback: cfg.dev || cfg.webhooks.loopback,
+		Schedule: schedule, Lease: cfg.webhooks.lease, Timeout: cfg.webhooks.timeout, PublicURL: publicURL, Log: p.log,
+		Observer: p.metrics, TracerProvider: p.tracing.Provider, Ready: p.readiness.Ready,
 	}
-	dispatched := make(chan struct{})
-	go func() {
-		defer close(dispatched)
-		dispatcher.Run(ctx)
-	}()
-	defer func() { <-dispatched }()
-	metricsAt := "" // the metrics' own listener, if any
-	if cfg.metricsAddr != "" {
-		addr, stopMetrics, err := metricsServer(cfg.metricsAddr, metrics.Handler(), log)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("listen (--metrics-addr): %w", err)
-		}
-		defer func() {
-			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			stopMetrics(stopCtx)
-		}()
-		metricsAt = addr
+	return []startstop.Service{
+		startstop.Func("deadline sweeper", func(ctx context.Context) { rt.RunDeadlineSweeper(ctx, cfg.sweep) }),
+		// Detached turns: take over jobs of stopped instances, and hear
+		// aborts made on any instance.
+		startstop.Func("detached turns", rt.RunBackground),
+		startstop.Func("event hub", p.hub.Run),
+		startstop.Func("stream hub", p.streams.Run),
+		// Retention: one instance at a time prunes what policies let go.
+		startstop.Func("pruner", func(ctx context.Context) { cfg.prune.run(ctx, p.store, p.log, p.readiness.Ready) }),
+		startstop.Func("webhook dispatcher", dispatcher.Run),
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	urls := newStartupURLs(ln.Addr(), metricsAt, cfg.metricsToken != "")
-	log.Info("serving", append([]any{
-		"addr", ln.Addr().String(),
-		"dev", cfg.dev,
-		"auth", !cfg.dev,
-		"agents", rt.AgentNames(),
-		"tenant_agents", tenantAgents,
-		"summary", summary,
-		"models", models,
-		"tracing", tracing.Enabled}, urls.logArgs()...)...)
-	if cfg.banner != nil {
-		urls.print(cfg.banner, rt.AgentNames(), summary)
-	}
+}
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+// start starts the background loops, the metrics' listener and then the
+// API's, and returns the metrics' address. On failure the listener is
+// closed; the services started are stopped by the caller's group.
+func (p *platform) start(ctx context.Context, services *startstop.Group, rt *service.Runtime, web *httpService) (string, error) {
+	if err := services.Start(ctx, p.background(rt, web.addr())...); err != nil {
+		web.close()
+		return "", err
 	}
-	stopSignals()
-	log.Info("shutting down", "grace", cfg.grace.String())
+	metricsAt, err := p.startMetrics(ctx, services)
+	if err != nil {
+		web.close()
+		return "", err
+	}
+	return metricsAt, services.Start(ctx, web)
+}
 
-	deadline := time.Now().Add(cfg.grace)
-	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		// Grace is over: closing the connections cancels the requests'
-		// contexts, which ends their turns.
-		log.Warn("requests still running at the end of the grace period; closing them", "err", err)
-		_ = srv.Close()
+// startMetrics starts the metrics' own listener (--metrics-addr) as a
+// service of the group, and returns its address ("" without one).
+func (p *platform) startMetrics(ctx context.Context, services *startstop.Group) (string, error) {
+	if p.cfg.metricsAddr == "" {
+		return "", nil
 	}
-	// Detached turns are cancelled here; their pending snapshots expire
-	// once their heartbeat goes stale.
-	rtCtx, rtCancel := context.WithTimeout(context.Background(), max(time.Until(deadline), 5*time.Second))
-	defer rtCancel()
-	if err := rt.Shutdown(rtCtx); err != nil {
-		log.Warn("background turns did not stop in time", "err", err)
+	addr, stop, err := metricsServer(p.cfg.metricsAddr, p.metrics.Handler(), p.log)
+	if err != nil {
+		return "", fmt.Errorf("listen (--metrics-addr): %w", err)
 	}
-	log.Info("stopped")
-	return nil
+	return addr, services.Start(ctx, startstop.Func("metrics listener", func(ctx context.Context) {
+		<-ctx.Done()
+		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stop(stopCtx)
+	}))
 }
 
 // openStore migrates (with --migrate) or checks the schema, connects, and
