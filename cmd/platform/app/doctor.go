@@ -137,13 +137,30 @@ type tenantModel struct {
 // and returns the models tenants' enabled agents name (none when the
 // database could not tell).
 func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
+	owner, pcfg := d.reachDatabase(ctx, cfg)
+	if owner == nil {
+		return nil
+	}
+	defer owner.Close()
+	checkCtx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	if !d.migrations(checkCtx, owner, cfg) {
+		return nil
+	}
+	d.loginRole(checkCtx, owner, cfg.dev)
+	return d.appRole(checkCtx, cfg, pcfg)
+}
+
+// reachDatabase checks DATABASE_URL and connects as its role (the schema
+// owner's pool, of two connections); nil when it cannot.
+func (d *doctor) reachDatabase(ctx context.Context, cfg serveConfig) (*pgxpool.Pool, *pgxpool.Config) {
 	raw := os.Getenv("DATABASE_URL")
 	pcfg, err := pgxpool.ParseConfig(databaseURL())
 	if err != nil {
 		// The parse error may quote the URL, password included.
 		d.report(statusFail, "DATABASE_URL", "not a valid PostgreSQL URL (postgres://user:password@host:5432/database?sslmode=...)")
 		d.report(statusSkip, "database", "no valid DATABASE_URL")
-		return nil
+		return nil, nil
 	}
 	d.secret = pcfg.ConnConfig.Password
 	where := describe(pcfg)
@@ -152,19 +169,19 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	} else {
 		d.report(statusOK, "DATABASE_URL", where)
 	}
-
 	pcfg.MaxConns = 2
 	cfg.database.adjustOwner(pcfg)
 	connectCtx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	owner, err := pgxpool.NewWithConfig(connectCtx, pcfg)
 	if err == nil {
-		err = owner.Ping(connectCtx)
-		defer owner.Close()
+		if err = owner.Ping(connectCtx); err != nil {
+			owner.Close()
+		}
 	}
 	if err != nil {
 		d.report(statusFail, "database", fmt.Sprintf("cannot reach PostgreSQL at %s: %v: %s", where, err, unreachableAdvice(err, pcfg.ConnConfig)))
-		return nil
+		return nil, nil
 	}
 	version := "?"
 	if conn, err := owner.Acquire(connectCtx); err == nil {
@@ -181,32 +198,37 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 		// cycles/s in ten minutes).
 		d.report(statusWarn, "autovacuum", "off on this server: dead rows are never removed nor statistics gathered, and turns slow down as tables grow; set autovacuum = on")
 	}
+	return owner, pcfg
+}
 
+// migrations reports whether every migration is applied.
+func (d *doctor) migrations(ctx context.Context, owner *pgxpool.Pool, cfg serveConfig) bool {
 	sqlDB := stdlib.OpenDBFromPool(owner)
 	defer sqlDB.Close()
-	checkCtx, cancel2 := context.WithTimeout(ctx, doctorTimeout)
-	defer cancel2()
-	pending, err := migrations.Pending(checkCtx, sqlDB)
+	pending, err := migrations.Pending(ctx, sqlDB)
 	switch {
 	case err != nil:
 		d.report(statusFail, "migrations", fmt.Sprintf("cannot read the schema version: %v", err))
-		return nil
+		return false
 	case len(pending) > 0:
 		how := "run `platform migrate up` as the schema owner"
 		if cfg.migrate {
 			how += " (serve applies them at start-up when DATABASE_URL's role owns the schema)"
 		}
 		d.report(statusFail, "migrations", fmt.Sprintf("%d pending: %s: %s", len(pending), strings.Join(pending, ", "), how))
-		return nil
+		return false
 	}
 	d.report(statusOK, "migrations", "all applied")
+	return true
+}
 
-	d.loginRole(checkCtx, owner, cfg.dev)
-
-	app, err := pgstore.NewAppPoolWith(connectCtx, databaseURL(), cfg.database.appPoolOptions())
+// appRole checks that the application role reads the tenants and their
+// agents, and returns the models the enabled agents name.
+func (d *doctor) appRole(ctx context.Context, cfg serveConfig, pcfg *pgxpool.Config) []tenantModel {
+	app, err := pgstore.NewAppPoolWith(ctx, databaseURL(), cfg.database.appPoolOptions())
 	if err == nil {
 		defer app.Close()
-		err = pgstore.CheckAppRole(connectCtx, app)
+		err = pgstore.CheckAppRole(ctx, app)
 	}
 	if err != nil {
 		if hint := appRoleHint(err, pcfg.ConnConfig.User); hint != nil {
@@ -217,7 +239,7 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	}
 	store := pgstore.New(app)
 	defer store.Close()
-	tenants, err := store.ListTenants(checkCtx)
+	tenants, err := store.ListTenants(ctx)
 	if err != nil {
 		d.report(statusFail, "application role", fmt.Sprintf("holdpoint_app cannot list the tenants (%v): re-run `platform migrate up` as the schema owner to restore its grants", err))
 		return nil
@@ -225,7 +247,7 @@ func (d *doctor) database(ctx context.Context, cfg serveConfig) []tenantModel {
 	var out []tenantModel
 	agents := 0
 	for _, t := range tenants {
-		recs, err := store.ListTenantAgents(checkCtx, t.ID)
+		recs, err := store.ListTenantAgents(ctx, t.ID)
 		if err != nil {
 			d.report(statusFail, "application role", fmt.Sprintf("holdpoint_app cannot read tenant %s's agents (%v): re-run `platform migrate up` as the schema owner to restore its grants", t.ID, err))
 			return nil
@@ -294,27 +316,39 @@ func (d *doctor) models(ctx context.Context, p Platform, cfg serveConfig, tenant
 		return slices.ContainsFunc(a.ModelNames(), isOllama)
 	})
 	if len(tenants) > 0 {
-		catalog, err := genkitmodel.NewCatalog(ctx, log)
-		if err != nil {
-			d.report(statusFail, "tenant agents", err.Error())
+		tenantsNeed, ok := d.tenantModels(ctx, log, p, tenants)
+		if !ok {
 			return
 		}
-		resolver := p.tenantModels(catalog)
-		failed := 0
-		for _, t := range tenants {
-			if err := resolver.Check(t.model); err != nil {
-				failed++
-				d.report(statusFail, "tenant agent", fmt.Sprintf("tenant %s, agent %s: %v", t.tenant, t.agent, err))
-			}
-			needOllama = needOllama || isOllama(t.model)
-		}
-		if failed == 0 {
-			d.report(statusOK, "tenant agents", fmt.Sprintf("the models of all %d enabled agent(s) are available", len(tenants)))
-		}
+		needOllama = needOllama || tenantsNeed
 	}
 	if needOllama || os.Getenv("OLLAMA_HOST") != "" {
 		d.ollama(needOllama)
 	}
+}
+
+// tenantModels checks that the model of every enabled tenant agent is
+// available; needOllama reports that one is Ollama's, ok that the check
+// could run.
+func (d *doctor) tenantModels(ctx context.Context, log *slog.Logger, p Platform, tenants []tenantModel) (needOllama, ok bool) {
+	catalog, err := genkitmodel.NewCatalog(ctx, log)
+	if err != nil {
+		d.report(statusFail, "tenant agents", err.Error())
+		return false, false
+	}
+	resolver := p.tenantModels(catalog)
+	failed := 0
+	for _, t := range tenants {
+		if err := resolver.Check(t.model); err != nil {
+			failed++
+			d.report(statusFail, "tenant agent", fmt.Sprintf("tenant %s, agent %s: %v", t.tenant, t.agent, err))
+		}
+		needOllama = needOllama || isOllama(t.model)
+	}
+	if failed == 0 {
+		d.report(statusOK, "tenant agents", fmt.Sprintf("the models of all %d enabled agent(s) are available", len(tenants)))
+	}
+	return needOllama, true
 }
 
 // isOllama reports whether a model name is served by Ollama.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -56,6 +57,11 @@ func migrateCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	return runMigrate(action, log, stdout)
+}
+
+// runMigrate connects to DATABASE_URL and runs the action (up or status).
+func runMigrate(action string, log *slog.Logger, stdout io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg, err := pgx.ParseConfig(databaseURL())
@@ -71,7 +77,6 @@ func migrateCommand(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot reach PostgreSQL (set DATABASE_URL)", "err", err)
 		return 1
 	}
-
 	switch action {
 	case "up":
 		if err := migrations.Up(ctx, db); err != nil {

@@ -48,35 +48,8 @@ func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service
 		}
 		models[name] = m
 	}
-	// The provider models, built together so that Genkit starts once with
-	// every plugin needed; an error names the model, and here its agent.
-	var wanted []string
-	user := map[string]string{} // model name -> the first agent naming it
-	for _, d := range p.Agents {
-		if d == nil {
-			return nil, fmt.Errorf("an agent definition is nil")
-		}
-		for _, name := range d.ModelNames() {
-			if _, ok := models[name]; ok || slices.Contains(wanted, name) {
-				continue
-			}
-			wanted = append(wanted, name)
-			user[name] = d.AgentName()
-		}
-	}
-	if len(wanted) > 0 {
-		resolved, err := genkitmodel.Resolve(ctx, log, wanted)
-		if err != nil {
-			for _, name := range wanted {
-				if strings.Contains(err.Error(), strconv.Quote(name)) {
-					return nil, fmt.Errorf("agent %s: %w", user[name], err)
-				}
-			}
-			return nil, err
-		}
-		for name, m := range resolved {
-			models[name] = m
-		}
+	if err := p.resolveModels(ctx, log, models); err != nil {
+		return nil, err
 	}
 	scratch := service.NewRuntime(nil, service.Options{Logger: log})
 	var out []*service.Agent
@@ -102,6 +75,42 @@ func (p Platform) agents(ctx context.Context, log *slog.Logger, fallback service
 		}
 	}
 	return out, nil
+}
+
+// resolveModels adds to models the provider models the agents name, built
+// together so that Genkit starts once with every plugin needed; an error
+// names the model, and here its agent.
+func (p Platform) resolveModels(ctx context.Context, log *slog.Logger, models map[string]service.Model) error {
+	var wanted []string
+	user := map[string]string{} // model name -> the first agent naming it
+	for _, d := range p.Agents {
+		if d == nil {
+			return fmt.Errorf("an agent definition is nil")
+		}
+		for _, name := range d.ModelNames() {
+			if _, ok := models[name]; ok || slices.Contains(wanted, name) {
+				continue
+			}
+			wanted = append(wanted, name)
+			user[name] = d.AgentName()
+		}
+	}
+	if len(wanted) == 0 {
+		return nil
+	}
+	resolved, err := genkitmodel.Resolve(ctx, log, wanted)
+	if err != nil {
+		for _, name := range wanted {
+			if strings.Contains(err.Error(), strconv.Quote(name)) {
+				return fmt.Errorf("agent %s: %w", user[name], err)
+			}
+		}
+		return err
+	}
+	for name, m := range resolved {
+		models[name] = m
+	}
+	return nil
 }
 
 // tenantModels resolves the models tenants' agents name: the demo model,

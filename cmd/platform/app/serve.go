@@ -189,18 +189,9 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 	if cfg.dev {
 		cfg.banner = stderr
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if err := cfg.check(); err != nil {
-		fmt.Fprintln(stderr, "platform serve:", err)
-		return 2
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "platform serve:", err)
-		return 2
+	log, code := checkServeArgs(fs, &cfg, lf, stderr)
+	if code >= 0 {
+		return code
 	}
 	// Log lines written within a traced request or turn name its trace.
 	log = slog.New(telemetry.LogHandler(log.Handler()))
@@ -245,6 +236,25 @@ func serveCommand(p Platform, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkServeArgs refuses arguments and flag values serve cannot use, and
+// builds the logger; code is the exit code to end with, or -1 to go on.
+func checkServeArgs(fs *flag.FlagSet, cfg *serveConfig, lf *logFlags, stderr io.Writer) (*slog.Logger, int) {
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "platform serve: unexpected argument %q\n", fs.Arg(0))
+		return nil, 2
+	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(stderr, "platform serve:", err)
+		return nil, 2
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform serve:", err)
+		return nil, 2
+	}
+	return log, -1
 }
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully.
