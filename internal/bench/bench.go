@@ -123,6 +123,10 @@ type Result struct {
 	Errors        int64
 	FlatFirst     float64 // row bytes per cycle, cycles 1-20 of the long session
 	FlatLast      float64 // same, last 20 cycles
+	// FirstTurns is the latencies of the server's first turns, in the
+	// order they ran: the warm-up's, then the run's first to end. A cold
+	// start shows here; the percentiles cover the measured turns only.
+	FirstTurns []time.Duration
 	// Extras names what the run added to the plain cycle (webhook, early
 	// claims, prune), for the markdown row.
 	Extras []string
@@ -193,154 +197,200 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Sessions <= 0 || cfg.Cycles <= 0 {
 		return nil, fmt.Errorf("sessions and cycles must be positive")
 	}
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+	r := &run{cfg: cfg}
+	defer r.close()
+	if err := r.open(ctx); err != nil {
+		return nil, err
 	}
-	admin, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	res, err := r.measure(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close()
+	return res, r.report(ctx, res)
+}
 
-	cnt := &counter{}
-	var proxy *latencyProxy
-	if cfg.DBRTT > 0 {
-		target := net.JoinHostPort(poolCfg.ConnConfig.Host, strconv.Itoa(int(poolCfg.ConnConfig.Port)))
-		if proxy, err = startLatencyProxy(target, cfg.DBRTT); err != nil {
-			return nil, err
-		}
-		defer proxy.close()
+// run is one benchmark run: the server under test (a runtime on its own
+// pool, maybe behind a delaying proxy or HTTP) and what it measures with.
+type run struct {
+	cfg     Config
+	admin   *pgxpool.Pool // the owner's pool: sizes, counters, seeding
+	pool    *pgxpool.Pool // the runtime's
+	store   *pgstore.PgStore
+	rt      *service.Runtime
+	cnt     *counter
+	proxy   *latencyProxy
+	cycle   cycleFunc
+	rig     *webhookRig
+	wt      *waits
+	ceiling float64
+	first   []time.Duration // the latencies of the runtime's first turns
+	closers []func()
+}
+
+func (r *run) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
 	}
-	pool, err := pgstore.NewAppPoolWith(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) {
-		c.ConnConfig.Tracer = cnt
-		if proxy != nil {
-			c.ConnConfig.DialFunc = dialer(proxy.addr())
+}
+
+// open connects, starts the runtime with the bench agent and picks the
+// cycle of the mode.
+func (r *run) open(ctx context.Context) error {
+	poolCfg, err := pgxpool.ParseConfig(r.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	if r.admin, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
+		return err
+	}
+	r.closers = append(r.closers, r.admin.Close)
+	r.cnt = &counter{}
+	if r.cfg.DBRTT > 0 {
+		target := net.JoinHostPort(poolCfg.ConnConfig.Host, strconv.Itoa(int(poolCfg.ConnConfig.Port)))
+		if r.proxy, err = startLatencyProxy(target, r.cfg.DBRTT); err != nil {
+			return err
+		}
+		r.closers = append(r.closers, r.proxy.close)
+	}
+	r.pool, err = pgstore.NewAppPoolWith(ctx, r.cfg.DatabaseURL, func(c *pgxpool.Config) {
+		c.ConnConfig.Tracer = r.cnt
+		if r.proxy != nil {
+			c.ConnConfig.DialFunc = dialer(r.proxy.addr())
 		}
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer pool.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := pgstore.New(pool)
-	rt := service.NewRuntime(store, service.Options{Logger: quiet, EarlyClaims: cfg.EarlyClaims})
-	defer func() { _ = rt.Shutdown(context.Background()) }()
-	if err := Register(rt); err != nil {
-		return nil, err
+	r.closers = append(r.closers, r.pool.Close)
+	r.store = pgstore.New(r.pool)
+	r.rt = service.NewRuntime(r.store, service.Options{Logger: quietLog(), EarlyClaims: r.cfg.EarlyClaims})
+	r.closers = append(r.closers, func() { _ = r.rt.Shutdown(context.Background()) })
+	if err := Register(r.rt); err != nil {
+		return err
 	}
+	return r.pickCycle()
+}
 
-	var cycle cycleFunc
-	switch cfg.Mode {
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// pickCycle sets the cycle of the mode: runtime calls, or the protocol
+// over loopback HTTP.
+func (r *run) pickCycle() error {
+	switch r.cfg.Mode {
 	case "inprocess", "":
-		cfg.Mode = "inprocess"
-		cycle = inProcessCycle(rt)
+		r.cfg.Mode = "inprocess"
+		r.cycle = inProcessCycle(r.rt)
 	case "http":
-		streams := service.NewStreamHub(store, quiet, 0)
-		srv, url, err := serveHTTP(rt, httpapi.Options{Logger: quiet, Streams: streams})
+		streams := service.NewStreamHub(r.store, quietLog(), 0)
+		srv, url, err := serveHTTP(r.rt, httpapi.Options{Logger: quietLog(), Streams: streams})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer srv.Close()
+		r.closers = append(r.closers, func() { srv.Close() })
 		url += httpapi.DefaultBasePath + "/" + Agent
-		cycle = httpCycle(url, cfg.Sessions, cfg.Stream)
+		r.cycle = httpCycle(url, r.cfg.Sessions, r.cfg.Stream)
 	default:
-		return nil, fmt.Errorf("--mode must be inprocess or http")
+		return fmt.Errorf("--mode must be inprocess or http")
 	}
+	return nil
+}
 
-	rig, err := startWebhooks(ctx, store, admin, cfg.Webhooks, quiet)
+// prepare sets up what the run adds (webhooks, rows to prune), warms up,
+// and measures the round trip and the commit ceiling when asked to.
+func (r *run) prepare(ctx context.Context) error {
+	rig, err := startWebhooks(ctx, r.store, r.admin, r.cfg.Webhooks, quietLog())
 	if err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
+		return fmt.Errorf("webhooks: %w", err)
 	}
-	if rig != nil {
-		rig.trips = cnt.n.Load
+	if r.rig = rig; rig != nil {
+		rig.trips = r.cnt.n.Load
 	}
-
-	if cfg.Prune.Seed > 0 {
-		if err := seedPrunable(ctx, admin, cfg.Prune.Seed); err != nil {
-			return nil, err
+	if r.cfg.Prune.Seed > 0 {
+		if err := seedPrunable(ctx, r.admin, r.cfg.Prune.Seed); err != nil {
+			return err
 		}
 	}
-
-	// Warm up: connections, prepared statements, code paths.
-	for i := 0; i < 3; i++ {
-		if _, _, err := cycle(ctx, "warmup", i); err != nil {
-			return nil, fmt.Errorf("warm-up cycle: %w", err)
+	// Warm up: connections, prepared statements, code paths. Its turns are
+	// the server's first, reported apart (Result.FirstTurns).
+	for i := 0; i < warmupCycles; i++ {
+		a, b, err := r.cycle(ctx, "warmup", i)
+		if err != nil {
+			return fmt.Errorf("warm-up cycle: %w", err)
 		}
+		r.first = append(r.first, a, b)
 	}
-
-	if proxy != nil {
+	if r.proxy != nil {
 		// The proxy's delay is at least the timer granularity of the
 		// machine (about 1.1 ms a direction on some VMs): report the round
 		// trip measured, not the one asked for.
-		rtt, err := measureRTT(ctx, pool)
+		rtt, err := measureRTT(ctx, r.pool)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if cfg.Out != nil {
-			fmt.Fprintf(cfg.Out, "database round trip through the --db-rtt %s proxy: %s p50 (SELECT 1, 50 times)\n", cfg.DBRTT, ms(rtt))
+		if r.cfg.Out != nil {
+			fmt.Fprintf(r.cfg.Out, "database round trip through the --db-rtt %s proxy: %s p50 (SELECT 1, 50 times)\n", r.cfg.DBRTT, ms(rtt))
 		}
 	}
+	if r.cfg.Calibrate {
+		c, err := Calibrate(ctx, r.admin, r.cfg.Out)
+		if err != nil {
+			return fmt.Errorf("calibrate: %w", err)
+		}
+		r.ceiling = c[len(c)-1].PerSecond
+	}
+	return nil
+}
 
-	var ceiling float64
-	if cfg.Calibrate {
-		c, err := Calibrate(ctx, admin, cfg.Out)
-		if err != nil {
-			return nil, fmt.Errorf("calibrate: %w", err)
-		}
-		ceiling = c[len(c)-1].PerSecond
+// warmupCycles is how many cycles run before the measured ones.
+const warmupCycles = 3
+
+// firstTurns is how many of the server's first turns Result.FirstTurns
+// keeps: the warm-up's, then the run's first in the order they ended.
+const firstTurns = 10
+
+// counters is what measure reads before and after the sessions run.
+type counters struct {
+	size, trips, xids int64
+	cpu, busy         time.Duration
+}
+
+func (r *run) counters(ctx context.Context) (counters, error) {
+	var c counters
+	var err error
+	if c.size, err = tableBytes(ctx, r.admin); err != nil {
+		return c, err
 	}
-	sizeBefore, err := tableBytes(ctx, admin)
-	if err != nil {
-		return nil, err
+	if c.xids, err = assignedXids(ctx, r.admin); err != nil {
+		return c, err
 	}
-	rtBefore := cnt.n.Load()
-	xidsBefore, err := assignedXids(ctx, admin)
-	if err != nil {
-		return nil, err
-	}
-	var wt *waits
-	if cfg.Waits {
-		if wt, err = startWaits(ctx, admin, pool); err != nil {
+	c.trips, c.cpu, c.busy = r.cnt.n.Load(), processCPU(), machineBusy()
+	return c, nil
+}
+
+// measure runs the sessions and turns the counters into a Result.
+func (r *run) measure(ctx context.Context) (*Result, error) {
+	var err error
+	if r.cfg.Waits {
+		if r.wt, err = startWaits(ctx, r.admin, r.pool); err != nil {
 			return nil, fmt.Errorf("waits: %w", err)
 		}
 	}
-	cpuBefore, busyBefore := processCPU(), machineBusy()
-	res := &Result{Mode: cfg.Mode, Sessions: cfg.Sessions, Cycles: cfg.Cycles, Extras: cfg.extras()}
-	var mu sync.Mutex
-	var lat []time.Duration
-	var errs atomic.Int64
-	var wg sync.WaitGroup
+	before, err := r.counters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Mode: r.cfg.Mode, Sessions: r.cfg.Sessions, Cycles: r.cfg.Cycles, Extras: r.cfg.extras(), Ceiling: r.ceiling}
 	var pruned func() error
-	if cfg.Prune.Run {
-		pruned = startPrune(ctx, store, cfg.Prune, cfg.Out)
+	if r.cfg.Prune.Run {
+		pruned = startPrune(ctx, r.store, r.cfg.Prune, r.cfg.Out)
 	}
 	start := time.Now()
-	for s := 0; s < cfg.Sessions; s++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			session := fmt.Sprintf("bench-%d-%d", start.UnixNano(), s)
-			local := make([]time.Duration, 0, 2*cfg.Cycles)
-			for i := 0; i < cfg.Cycles; i++ {
-				a, b, err := cycle(ctx, session, i)
-				if err != nil {
-					if errs.Add(1) == 1 {
-						fmt.Fprintf(os.Stderr, "bench: cycle failed: %v\n", err)
-					}
-					return
-				}
-				local = append(local, a, b)
-			}
-			mu.Lock()
-			lat = append(lat, local...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	turns := r.sessions(ctx, res)
 	res.Elapsed = time.Since(start)
-	cpuAfter, busyAfter := processCPU(), machineBusy()
-	xidsAfter, err := assignedXids(ctx, admin)
+	after, err := r.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -349,49 +399,113 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("prune: %w", err)
 		}
 	}
-	res.Errors = errs.Load()
-	total := float64(cfg.Sessions * cfg.Cycles)
-	res.RoundTrips = float64(cnt.n.Load()-rtBefore) / total
-	res.Commits = float64(xidsAfter-xidsBefore) / total
-	res.CPU = time.Duration(float64(cpuAfter-cpuBefore) / total)
-	res.MachineCPU = time.Duration(float64(busyAfter-busyBefore) / total)
-	res.Ceiling = ceiling
-	sizeAfter, err := tableBytes(ctx, admin)
-	if err != nil {
-		return nil, err
+	total := float64(r.cfg.Sessions * r.cfg.Cycles)
+	res.RoundTrips = float64(after.trips-before.trips) / total
+	res.Commits = float64(after.xids-before.xids) / total
+	res.CPU = time.Duration(float64(after.cpu-before.cpu) / total)
+	res.MachineCPU = time.Duration(float64(after.busy-before.busy) / total)
+	res.BytesPerCycle = float64(after.size-before.size) / total
+	res.setLatencies(turns, r.first)
+	return res, nil
+}
+
+// timedTurn is one measured turn: when it ended and how long it took.
+type timedTurn struct {
+	end time.Time
+	d   time.Duration
+}
+
+// sessions runs the concurrent sessions' cycles and returns their turns.
+func (r *run) sessions(ctx context.Context, res *Result) []timedTurn {
+	var mu sync.Mutex
+	var turns []timedTurn
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	tag := time.Now().UnixNano()
+	for s := 0; s < r.cfg.Sessions; s++ {
+		wg.Go(func() {
+			session := fmt.Sprintf("bench-%d-%d", tag, s)
+			local := make([]timedTurn, 0, 2*r.cfg.Cycles)
+			for i := 0; i < r.cfg.Cycles; i++ {
+				a, b, err := r.cycle(ctx, session, i)
+				if err != nil {
+					if errs.Add(1) == 1 {
+						fmt.Fprintf(os.Stderr, "bench: cycle failed: %v\n", err)
+					}
+					return
+				}
+				now := time.Now()
+				local = append(local, timedTurn{now.Add(-b), a}, timedTurn{now, b})
+			}
+			mu.Lock()
+			turns = append(turns, local...)
+			mu.Unlock()
+		})
 	}
-	res.BytesPerCycle = float64(sizeAfter-sizeBefore) / total
+	wg.Wait()
+	res.Errors = errs.Load()
+	return turns
+}
+
+// setLatencies sets the turn percentiles, and FirstTurns from the warm-up's
+// turns followed by the run's first to end.
+func (res *Result) setLatencies(turns []timedTurn, warmup []time.Duration) {
+	slices.SortFunc(turns, func(a, b timedTurn) int { return a.end.Compare(b.end) })
+	first := slices.Clone(warmup)
+	for _, t := range turns {
+		if len(first) >= firstTurns {
+			break
+		}
+		first = append(first, t.d)
+	}
+	res.FirstTurns = first[:min(len(first), firstTurns)]
+	lat := make([]time.Duration, len(turns))
+	for i, t := range turns {
+		lat[i] = t.d
+	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		res.TurnP50 = lat[len(lat)/2]
 		res.TurnP99 = lat[min(len(lat)-1, len(lat)*99/100)]
 		res.TurnP999 = lat[min(len(lat)-1, len(lat)*999/1000)]
 	}
-	if cfg.FlatCycles > 0 {
-		if res.FlatFirst, res.FlatLast, err = flatness(ctx, admin, cycle, cfg.FlatCycles); err != nil {
-			return nil, err
+}
+
+// report adds the long session's flatness and the peak RSS, and prints.
+func (r *run) report(ctx context.Context, res *Result) error {
+	var err error
+	if r.cfg.FlatCycles > 0 {
+		if res.FlatFirst, res.FlatLast, err = flatness(ctx, r.admin, r.cycle, r.cfg.FlatCycles); err != nil {
+			return err
 		}
 	}
 	res.PeakRSS = peakRSS()
-	if cfg.Out != nil {
-		Print(cfg.Out, res)
+	out := r.cfg.Out
+	if out != nil {
+		Print(out, res)
 	}
-	if wt != nil && cfg.Out != nil {
-		wt.finish(cfg.Out, cfg.Sessions*cfg.Cycles, res.Elapsed)
+	if r.wt != nil && out != nil {
+		r.wt.finish(out, r.cfg.Sessions*r.cfg.Cycles, res.Elapsed)
 	}
-	if rig != nil {
-		if err := rig.finish(ctx, admin, cfg.Out, cfg.Sessions*cfg.Cycles); err != nil {
-			return res, err
+	if r.rig != nil {
+		if err := r.rig.finish(ctx, r.admin, out, r.cfg.Sessions*r.cfg.Cycles); err != nil {
+			return err
 		}
 	}
 	if res.Errors > 0 {
-		return res, fmt.Errorf("%d sessions failed", res.Errors)
+		return fmt.Errorf("%d sessions failed", res.Errors)
 	}
-	return res, nil
+	return nil
 }
 
 // Print writes the result table.
 func Print(w io.Writer, r *Result) {
+	// Before the table, whose last line (the figures) make bench keeps.
+	if len(r.FirstTurns) > 0 {
+		sorted := slices.Sorted(slices.Values(r.FirstTurns))
+		fmt.Fprintf(w, "first %d turns of the server (%d of them warm-up): p50 %s, max %s\n",
+			len(r.FirstTurns), min(len(r.FirstTurns), 2*warmupCycles), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tmachine CPU ms/cycle\tof ceiling\tpeak RSS\t")
 	ceiling := "-"
