@@ -298,113 +298,24 @@ func RunStreams(ctx context.Context, cfg StreamsConfig) (*StreamsResult, error) 
 	}
 	defer r.close()
 	cycle := inProcessCycle(r.rt)
-	for i := range 3 { // warm up
+	for i := range warmupCycles {
 		if _, _, err := cycle(ctx, "streams-warmup", i); err != nil {
 			return nil, fmt.Errorf("warm-up cycle: %w", err)
 		}
 	}
 	transport := &http.Transport{MaxIdleConns: n + 4, MaxIdleConnsPerHost: n + 4, MaxConnsPerHost: n + 4, DisableCompression: true}
 	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport}
-
 	res := &StreamsResult{Streams: n, Wait: cfg.Wait, Before: measure(true)}
-	session := fmt.Sprintf("streams-%d", time.Now().UnixNano())
-	var cycleStart atomic.Int64 // unix nanoseconds; 0 until the cycle starts
-	got := make([]time.Duration, n)
-	streamCtx, closeStreams := context.WithCancel(ctx)
-	defer closeStreams()
-	opened := make(chan error, n)
-	var received, ended sync.WaitGroup
-	received.Add(n)
-	sem := make(chan struct{}, openers)
+	st := newStreamsRun(ctx, n, &http.Client{Transport: transport}, r.base+"/api/v1/events")
+	defer st.close()
 	start := time.Now()
-	for i := range n {
-		ended.Add(1)
-		go func() {
-			defer ended.Done()
-			gotIt := false
-			defer func() {
-				if !gotIt {
-					received.Done()
-				}
-			}()
-			sem <- struct{}{}
-			body, err := openStream(streamCtx, client, r.base+"/api/v1/events")
-			<-sem
-			opened <- err
-			if err != nil {
-				return
-			}
-			defer body.Close()
-			rd := bufio.NewReader(body)
-			for {
-				line, err := rd.ReadString('\n')
-				if err != nil {
-					return
-				}
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok || gotIt {
-					continue
-				}
-				var ev struct{ Type, SessionID string }
-				if json.Unmarshal([]byte(data), &ev) == nil && ev.SessionID == session && ev.Type == "interrupt.created" {
-					got[i] = time.Duration(time.Now().UnixNano() - cycleStart.Load())
-					gotIt = true
-					received.Done()
-				}
-			}
-		}()
-	}
-	var openErr error
-	timeout := time.After(30*time.Second + time.Duration(n)*10*time.Millisecond)
-	for range n {
-		select {
-		case err := <-opened:
-			if err != nil && openErr == nil {
-				openErr = err
-			}
-		case <-timeout:
-			openErr = fmt.Errorf("the streams did not all open in time")
-		}
-		if openErr != nil {
-			break
-		}
-	}
-	if openErr != nil {
-		closeStreams()
-		ended.Wait()
-		return nil, fmt.Errorf("opening %d event streams: %w", n, openErr)
+	if err := st.open(); err != nil {
+		return nil, fmt.Errorf("opening %d event streams: %w", n, err)
 	}
 	res.OpenTime = time.Since(start)
 	res.Open = measure(true)
-
-	// One approval cycle: its first turn creates the interrupt.
-	t0 := time.Now()
-	cycleStart.Store(t0.UnixNano())
-	if _, _, err := cycle(ctx, session, 0); err != nil {
-		closeStreams()
-		ended.Wait()
-		return nil, fmt.Errorf("cycle: %w", err)
-	}
-	all := make(chan struct{})
-	go func() { received.Wait(); close(all) }()
-	select {
-	case <-all:
-	case <-time.After(time.Until(t0.Add(cfg.Wait))):
-	}
-	closeStreams()
-	ended.Wait()
-	<-all // every stream ended, so every count is in
-	var lat []time.Duration
-	for _, d := range got {
-		if d > 0 && d <= cfg.Wait {
-			lat = append(lat, d)
-		}
-	}
-	res.Received = len(lat)
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		res.LatencyP50, res.LatencyMax = lat[len(lat)/2], lat[len(lat)-1]
+	if err := st.deliver(ctx, cycle, cfg.Wait, res); err != nil {
+		return nil, err
 	}
 	// The server's side of each stream ends when it notices its client
 	// went away.
@@ -425,6 +336,121 @@ func RunStreams(ctx context.Context, cfg StreamsConfig) (*StreamsResult, error) 
 		return res, fmt.Errorf("goroutines %d after closing the streams, %d before: not within 10%%", res.GoroutinesAfter, res.Before.Goroutines)
 	}
 	return res, nil
+}
+
+// streamsRun is n event streams of one tenant, each waiting for the
+// interrupt.created event of one session.
+type streamsRun struct {
+	n            int
+	client       *http.Client
+	url          string
+	session      string
+	cycleStart   atomic.Int64    // unix nanoseconds; 0 until the cycle starts
+	got          []time.Duration // per stream: the event's latency, 0 if none
+	ctx          context.Context
+	closeStreams context.CancelFunc
+	opened       chan error
+	received     sync.WaitGroup
+	ended        sync.WaitGroup
+}
+
+func newStreamsRun(ctx context.Context, n int, client *http.Client, url string) *streamsRun {
+	st := &streamsRun{n: n, client: client, url: url, session: fmt.Sprintf("streams-%d", time.Now().UnixNano()),
+		got: make([]time.Duration, n), opened: make(chan error, n)}
+	st.ctx, st.closeStreams = context.WithCancel(ctx)
+	return st
+}
+
+// close ends every stream and waits for their readers.
+func (st *streamsRun) close() {
+	st.closeStreams()
+	st.ended.Wait()
+}
+
+// open opens the streams, openers at a time, and waits until all did.
+func (st *streamsRun) open() error {
+	st.received.Add(st.n)
+	sem := make(chan struct{}, openers)
+	for i := range st.n {
+		st.ended.Go(func() { st.read(i, sem) })
+	}
+	timeout := time.After(30*time.Second + time.Duration(st.n)*10*time.Millisecond)
+	for range st.n {
+		select {
+		case err := <-st.opened:
+			if err != nil {
+				return err
+			}
+		case <-timeout:
+			return fmt.Errorf("the streams did not all open in time")
+		}
+	}
+	return nil
+}
+
+// read opens stream i and notes when the session's event arrives on it.
+func (st *streamsRun) read(i int, sem chan struct{}) {
+	gotIt := false
+	defer func() {
+		if !gotIt {
+			st.received.Done()
+		}
+	}()
+	sem <- struct{}{}
+	body, err := openStream(st.ctx, st.client, st.url)
+	<-sem
+	st.opened <- err
+	if err != nil {
+		return
+	}
+	defer body.Close()
+	rd := bufio.NewReader(body)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || gotIt {
+			continue
+		}
+		var ev struct{ Type, SessionID string }
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.SessionID == st.session && ev.Type == "interrupt.created" {
+			st.got[i] = time.Duration(time.Now().UnixNano() - st.cycleStart.Load())
+			gotIt = true
+			st.received.Done()
+		}
+	}
+}
+
+// deliver runs one approval cycle, whose first turn creates the interrupt,
+// waits up to wait for every stream to see it, and records the latencies.
+func (st *streamsRun) deliver(ctx context.Context, cycle cycleFunc, wait time.Duration, res *StreamsResult) error {
+	t0 := time.Now()
+	st.cycleStart.Store(t0.UnixNano())
+	if _, _, err := cycle(ctx, st.session, 0); err != nil {
+		return fmt.Errorf("cycle: %w", err)
+	}
+	all := make(chan struct{})
+	go func() { st.received.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(time.Until(t0.Add(wait))):
+	}
+	st.close()
+	<-all // every stream ended, so every count is in
+	var lat []time.Duration
+	for _, d := range st.got {
+		if d > 0 && d <= wait {
+			lat = append(lat, d)
+		}
+	}
+	res.Received = len(lat)
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.LatencyP50, res.LatencyMax = lat[len(lat)/2], lat[len(lat)-1]
+	}
+	return nil
 }
 
 // openStream opens one event stream and reads until its first frame (the

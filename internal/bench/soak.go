@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/holdpoint/holdpoint/httpapi"
 )
 
@@ -98,6 +100,48 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if cfg.Duration <= 0 || cfg.Rate <= 0 || cfg.Rate > 1 {
 		return nil, fmt.Errorf("the soak needs a positive duration and a rate in (0, 1]")
 	}
+	cfg.setDefaults()
+	r, err := startRig(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	sk := &soak{cfg: cfg, prefix: fmt.Sprintf("soak-%d", time.Now().UnixNano())}
+	switch cfg.Mode {
+	case "inprocess", "":
+		sk.cfg.Mode = "inprocess"
+		sk.cycle = inProcessCycle(r.rt)
+	case "http":
+		sk.cycle = httpCycle(r.base+httpapi.DefaultBasePath+"/"+Agent, cfg.Sessions, false)
+	default:
+		return nil, fmt.Errorf("--mode must be inprocess or http")
+	}
+	for i := range warmupCycles {
+		if _, _, err := sk.cycle(ctx, "soak-warmup", i); err != nil {
+			return nil, fmt.Errorf("warm-up cycle: %w", err)
+		}
+	}
+	res := &SoakResult{Mode: sk.cfg.Mode, Sessions: cfg.Sessions, Duration: cfg.Duration, Rate: cfg.Rate}
+	every, err := sk.peak(ctx, res)
+	if err != nil {
+		return res, err
+	}
+	stopVacuum, err := keepVacuumed(ctx, r.admin, sk.out())
+	if err != nil {
+		return nil, err
+	}
+	defer stopVacuum()
+	sk.intervals(ctx, res, every)
+	res.Errors = sk.errs.Load()
+	printSoakSummary(sk.out(), res)
+	if res.Errors > 0 {
+		return res, fmt.Errorf("%d sessions failed", res.Errors)
+	}
+	return res, nil
+}
+
+// setDefaults fills the sizes left at zero.
+func (cfg *SoakConfig) setDefaults() {
 	if cfg.Sessions <= 0 {
 		cfg.Sessions = 8
 	}
@@ -110,146 +154,145 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if cfg.SessionCycles <= 0 {
 		cfg.SessionCycles = 20
 	}
-	out := cfg.Out
-	if out == nil {
-		out = io.Discard
-	}
-	r, err := startRig(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	defer r.close()
-	var cycle cycleFunc
-	switch cfg.Mode {
-	case "inprocess", "":
-		cfg.Mode = "inprocess"
-		cycle = inProcessCycle(r.rt)
-	case "http":
-		cycle = httpCycle(r.base+httpapi.DefaultBasePath+"/"+Agent, cfg.Sessions, false)
-	default:
-		return nil, fmt.Errorf("--mode must be inprocess or http")
-	}
-	for i := range 3 { // warm up
-		if _, _, err := cycle(ctx, "soak-warmup", i); err != nil {
-			return nil, fmt.Errorf("warm-up cycle: %w", err)
-		}
-	}
-	res := &SoakResult{Mode: cfg.Mode, Sessions: cfg.Sessions, Duration: cfg.Duration, Rate: cfg.Rate}
+}
 
-	// The sessions' shared record of the current interval.
-	var (
-		mu     sync.Mutex
-		lat    []time.Duration
-		errs   atomic.Int64
-		prefix = fmt.Sprintf("soak-%d", time.Now().UnixNano())
-	)
-	// work runs session s's cycles until end, every interval apart (0:
-	// back to back).
-	work := func(s int, end time.Time, every time.Duration) {
-		next := time.Now().Add(time.Duration(s) * every / time.Duration(cfg.Sessions)) // staggered
-		for n := 0; ; n++ {
-			if every > 0 {
-				time.Sleep(time.Until(next))
-			}
-			if !time.Now().Before(end) || ctx.Err() != nil {
-				return
-			}
-			session := fmt.Sprintf("%s-%d-%d", prefix, s, n/cfg.SessionCycles)
-			a, b, err := cycle(ctx, session, n%cfg.SessionCycles)
-			if err != nil {
-				if errs.Add(1) == 1 {
-					fmt.Fprintf(os.Stderr, "bench: cycle failed: %v\n", err)
-				}
-				return
-			}
-			mu.Lock()
-			lat = append(lat, a, b)
-			mu.Unlock()
-			if every > 0 {
-				// The next slot; slots already past are skipped, not
-				// caught up on.
-				next = next.Add(every)
-				if now := time.Now(); next.Before(now) {
-					next = next.Add((now.Sub(next)/every + 1) * every)
-				}
-			}
-		}
-	}
-	run := func(d, every time.Duration) *sync.WaitGroup {
-		end := time.Now().Add(d)
-		var wg sync.WaitGroup
-		for s := range cfg.Sessions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				work(s, end, every)
-			}()
-		}
-		return &wg
-	}
-	take := func() []time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		l := lat
-		lat = nil
-		return l
-	}
+// soak is one soak run: its cycle and the sessions' shared record of the
+// current interval.
+type soak struct {
+	cfg    SoakConfig
+	cycle  cycleFunc
+	prefix string
+	mu     sync.Mutex
+	lat    []time.Duration
+	errs   atomic.Int64
+}
 
-	// The peak: back to back.
+func (sk *soak) out() io.Writer {
+	if sk.cfg.Out == nil {
+		return io.Discard
+	}
+	return sk.cfg.Out
+}
+
+// work runs session s's cycles until end, every interval apart (0: back
+// to back).
+func (sk *soak) work(ctx context.Context, s int, end time.Time, every time.Duration) {
+	next := time.Now().Add(time.Duration(s) * every / time.Duration(sk.cfg.Sessions)) // staggered
+	for n := 0; ; n++ {
+		if every > 0 {
+			time.Sleep(time.Until(next))
+		}
+		if !time.Now().Before(end) || ctx.Err() != nil {
+			return
+		}
+		session := fmt.Sprintf("%s-%d-%d", sk.prefix, s, n/sk.cfg.SessionCycles)
+		a, b, err := sk.cycle(ctx, session, n%sk.cfg.SessionCycles)
+		if err != nil {
+			if sk.errs.Add(1) == 1 {
+				fmt.Fprintf(os.Stderr, "bench: cycle failed: %v\n", err)
+			}
+			return
+		}
+		sk.mu.Lock()
+		sk.lat = append(sk.lat, a, b)
+		sk.mu.Unlock()
+		if every > 0 {
+			// The next slot; slots already past are skipped, not caught
+			// up on.
+			next = next.Add(every)
+			if now := time.Now(); next.Before(now) {
+				next = next.Add((now.Sub(next)/every + 1) * every)
+			}
+		}
+	}
+}
+
+// run starts every session's work for d and returns what to wait on.
+func (sk *soak) run(ctx context.Context, d, every time.Duration) *sync.WaitGroup {
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for s := range sk.cfg.Sessions {
+		wg.Go(func() { sk.work(ctx, s, end, every) })
+	}
+	return &wg
+}
+
+// take returns the latencies recorded since the last take.
+func (sk *soak) take() []time.Duration {
+	sk.mu.Lock()
+	defer sk.mu.Unlock()
+	l := sk.lat
+	sk.lat = nil
+	return l
+}
+
+// peak measures the back-to-back rate and returns the interval between a
+// session's cycles that holds the soak's share of it.
+func (sk *soak) peak(ctx context.Context, res *SoakResult) (time.Duration, error) {
 	start := time.Now()
-	run(cfg.PeakTime, 0).Wait()
-	res.Peak = float64(len(take())/2) / time.Since(start).Seconds()
-	if errs.Load() > 0 {
-		return res, fmt.Errorf("the peak measurement failed")
+	sk.run(ctx, sk.cfg.PeakTime, 0).Wait()
+	res.Peak = float64(len(sk.take())/2) / time.Since(start).Seconds()
+	if sk.errs.Load() > 0 {
+		return 0, fmt.Errorf("the peak measurement failed")
 	}
-	res.Target = cfg.Rate * res.Peak
+	res.Target = sk.cfg.Rate * res.Peak
 	if res.Target <= 0 {
-		return res, fmt.Errorf("no cycle completed in the peak measurement")
+		return 0, fmt.Errorf("no cycle completed in the peak measurement")
 	}
-	every := time.Duration(float64(cfg.Sessions) / res.Target * float64(time.Second))
-	fmt.Fprintf(out, "soak: peak %.0f cycles/s (%d sessions back to back, %s); now %.0f%% of it, %.0f cycles/s (a cycle every %s per session) for %s\n",
-		res.Peak, cfg.Sessions, cfg.PeakTime, 100*cfg.Rate, res.Target, every.Round(time.Microsecond), cfg.Duration)
-	// Fixed widths rather than a tabwriter: each line is printed when its
-	// interval ends.
-	const lineFormat = "%8s %9s %10s %10s %11s %12s %11s\n"
+	every := time.Duration(float64(sk.cfg.Sessions) / res.Target * float64(time.Second))
+	fmt.Fprintf(sk.out(), "soak: peak %.0f cycles/s (%d sessions back to back, %s); now %.0f%% of it, %.0f cycles/s (a cycle every %s per session) for %s\n",
+		res.Peak, sk.cfg.Sessions, sk.cfg.PeakTime, 100*sk.cfg.Rate, res.Target, every.Round(time.Microsecond), sk.cfg.Duration)
+	return every, nil
+}
 
-	// A server with autovacuum off (some CI configurations) never removes
-	// dead row versions nor gathers statistics, and a soak on it measures
-	// that instead: the soak then does what autovacuum would, a VACUUM
-	// ANALYZE of the database now (the peak run filled the tables) and
-	// every 30 s.
+// keepVacuumed: a server with autovacuum off (some CI configurations)
+// never removes dead row versions nor gathers statistics, and a soak on it
+// measures that instead; the soak then does what autovacuum would, a
+// VACUUM ANALYZE of the database now (the peak run filled the tables) and
+// every 30 s until stop is called.
+func keepVacuumed(ctx context.Context, admin *pgxpool.Pool, out io.Writer) (stop func(), err error) {
 	var autovacuum string
-	if err := r.admin.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
+	if err := admin.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
 		return nil, err
 	}
-	if autovacuum != "on" {
-		fmt.Fprintln(out, "soak: autovacuum is off on this server; the soak runs VACUUM ANALYZE now and every 30 s in its place")
-		if _, err := r.admin.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
-			return nil, err
-		}
-		vctx, stopVacuum := context.WithCancel(ctx)
-		vdone := make(chan struct{})
-		go func() {
-			defer close(vdone)
-			t := time.NewTicker(30 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-vctx.Done():
-					return
-				case <-t.C:
-					if _, err := r.admin.Exec(vctx, `VACUUM (ANALYZE)`); err != nil && vctx.Err() == nil {
-						fmt.Fprintf(os.Stderr, "bench: vacuum: %v\n", err)
-					}
+	if autovacuum == "on" {
+		return func() {}, nil
+	}
+	fmt.Fprintln(out, "soak: autovacuum is off on this server; the soak runs VACUUM ANALYZE now and every 30 s in its place")
+	if _, err := admin.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
+		return nil, err
+	}
+	vctx, cancel := context.WithCancel(ctx)
+	vdone := make(chan struct{})
+	go func() {
+		defer close(vdone)
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-vctx.Done():
+				return
+			case <-t.C:
+				if _, err := admin.Exec(vctx, `VACUUM (ANALYZE)`); err != nil && vctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "bench: vacuum: %v\n", err)
 				}
 			}
-		}()
-		defer func() { stopVacuum(); <-vdone }()
-	}
+		}
+	}()
+	return func() { cancel(); <-vdone }, nil
+}
 
-	fmt.Fprintf(out, lineFormat, "elapsed", "cycles/s", "turn p50", "turn p99", "RSS", "heap in use", "goroutines")
-	start = time.Now()
-	wg := run(cfg.Duration, every)
+// soakLine is the format of an interval's line: fixed widths rather than a
+// tabwriter, since each line is printed when its interval ends.
+const soakLine = "%8s %9s %10s %10s %11s %12s %11s\n"
+
+// intervals holds the rate for the soak's duration, recording and
+// printing an interval's figures as each ends.
+func (sk *soak) intervals(ctx context.Context, res *SoakResult, every time.Duration) {
+	out := sk.out()
+	fmt.Fprintf(out, soakLine, "elapsed", "cycles/s", "turn p50", "turn p99", "RSS", "heap in use", "goroutines")
+	start := time.Now()
+	wg := sk.run(ctx, sk.cfg.Duration, every)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	last := start
@@ -258,37 +301,37 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		select {
 		case <-done:
 			finished = true
-		case <-time.After(time.Until(start.Add(time.Duration(i) * cfg.Interval))):
+		case <-time.After(time.Until(start.Add(time.Duration(i) * sk.cfg.Interval))):
 		}
 		now := time.Now()
-		l := take()
-		iv := SoakInterval{Elapsed: now.Sub(start), Length: now.Sub(last), Cycles: len(l) / 2}
+		iv := sk.interval(now.Sub(start), now.Sub(last))
 		last = now
-		iv.PerSecond = float64(iv.Cycles) / iv.Length.Seconds()
-		slices.Sort(l)
-		if len(l) > 0 {
-			iv.P50, iv.P99 = l[len(l)/2], l[min(len(l)-1, len(l)*99/100)]
-		}
-		runtime.GC()
-		iv.Footprint = measure(false)
 		// A last sliver (the cycles that were running at the end) is no
 		// interval of its own.
-		if finished && len(res.Intervals) > 0 && iv.Length < cfg.Interval/2 {
-			break
+		if finished && len(res.Intervals) > 0 && iv.Length < sk.cfg.Interval/2 {
+			return
 		}
 		res.Intervals = append(res.Intervals, iv)
-		fmt.Fprintf(out, lineFormat, iv.Elapsed.Round(time.Second), fmt.Sprintf("%.0f", iv.PerSecond), ms(iv.P50), ms(iv.P99),
+		fmt.Fprintf(out, soakLine, iv.Elapsed.Round(time.Second), fmt.Sprintf("%.0f", iv.PerSecond), ms(iv.P50), ms(iv.P99),
 			mib(iv.RSS), mib(iv.Heap), fmt.Sprint(iv.Goroutines))
 		if finished {
-			break
+			return
 		}
 	}
-	res.Errors = errs.Load()
-	printSoakSummary(out, res)
-	if res.Errors > 0 {
-		return res, fmt.Errorf("%d sessions failed", res.Errors)
+}
+
+// interval is the figures of the interval of length ending at elapsed.
+func (sk *soak) interval(elapsed, length time.Duration) SoakInterval {
+	l := sk.take()
+	iv := SoakInterval{Elapsed: elapsed, Length: length, Cycles: len(l) / 2}
+	iv.PerSecond = float64(iv.Cycles) / iv.Length.Seconds()
+	slices.Sort(l)
+	if len(l) > 0 {
+		iv.P50, iv.P99 = l[len(l)/2], l[min(len(l)-1, len(l)*99/100)]
 	}
-	return res, nil
+	runtime.GC()
+	iv.Footprint = measure(false)
+	return iv
 }
 
 // printSoakSummary compares the first interval with the last.
