@@ -47,6 +47,39 @@ func RunInbox(ctx context.Context, cfg InboxConfig) (*InboxResult, error) {
 	return res, runInbox(ctx, cfg, res)
 }
 
+// timeQueries times the inbox's first page and the daily report, cfg.Queries
+// times each after 20 to warm the plan cache and the buffers, and prints a
+// table of their percentiles.
+func timeQueries(cfg InboxConfig, inbox, report func() error, res *InboxResult) error {
+	tw := tabwriter.NewWriter(cfg.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "query\tp50\tp99\tmax\t")
+	for _, q := range []struct {
+		name string
+		fn   func() error
+		res  *QueryTimes
+	}{{"first page of a tenant's pending inbox (50)", inbox, &res.Inbox}, {"a tenant's daily report (1 day)", report, &res.Report}} {
+		for i := 0; i < 20; i++ {
+			if err := q.fn(); err != nil {
+				return fmt.Errorf("%s: %w", q.name, err)
+			}
+		}
+		var lat []time.Duration
+		for i := 0; i < cfg.Queries; i++ {
+			t0 := time.Now()
+			if err := q.fn(); err != nil {
+				return fmt.Errorf("%s: %w", q.name, err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		*q.res = QueryTimes{P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Max: lat[len(lat)-1]}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", q.name, ms(q.res.P50), ms(q.res.P99), ms(q.res.Max))
+	}
+	return tw.Flush()
+}
+
+// runInbox seeds the tenants' interrupts, then times and explains the
+// store's inbox and report queries as the application role.
 func runInbox(ctx context.Context, cfg InboxConfig, res *InboxResult) error {
 	admin, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -82,31 +115,9 @@ func runInbox(ctx context.Context, cfg InboxConfig, res *InboxResult) error {
 		_, err := rt.ReportInterrupts(ctx, service.Caller{TenantID: tenant()}, day.Add(-24*time.Hour), day, "day")
 		return err
 	}
-	tw := tabwriter.NewWriter(cfg.Out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "query\tp50\tp99\tmax\t")
-	for _, q := range []struct {
-		name string
-		fn   func() error
-		res  *QueryTimes
-	}{{"first page of a tenant's pending inbox (50)", inbox, &res.Inbox}, {"a tenant's daily report (1 day)", report, &res.Report}} {
-		for i := 0; i < 20; i++ { // warm the plan cache and the buffers
-			if err := q.fn(); err != nil {
-				return fmt.Errorf("%s: %w", q.name, err)
-			}
-		}
-		var lat []time.Duration
-		for i := 0; i < cfg.Queries; i++ {
-			t0 := time.Now()
-			if err := q.fn(); err != nil {
-				return fmt.Errorf("%s: %w", q.name, err)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		slices.Sort(lat)
-		*q.res = QueryTimes{P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Max: lat[len(lat)-1]}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", q.name, ms(q.res.P50), ms(q.res.P99), ms(q.res.Max))
+	if err := timeQueries(cfg, inbox, report, res); err != nil {
+		return err
 	}
-	tw.Flush()
 	for _, name := range []string{"ListInterrupts", "ReportInterrupts"} {
 		st, _ := capture.Last(name)
 		plan, err := explain(ctx, pool, st.SQL, st.Args)

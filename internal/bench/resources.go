@@ -153,6 +153,40 @@ func (r *IdleResult) HeapPerSession() float64 {
 // idleWorkers is how many first turns run at once while pausing sessions.
 const idleWorkers = 8
 
+// pauseSessions runs the first turns of n sessions named prefix-i,
+// idleWorkers at a time; each pauses on its approval.
+func pauseSessions(ctx context.Context, rt *service.Runtime, prefix string, n int) error {
+	caller := service.Caller{TenantID: "default", Actor: "bench"}
+	firstTurn := func(session string) error {
+		msg := service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart("Transfer $50 to account 12345")}}
+		out, err := rt.InvokeOne(ctx, caller, Agent, service.AgentInit{SessionID: session}, service.AgentInput{Message: &msg}, nil)
+		if err != nil {
+			return err
+		}
+		if out.FinishReason != service.FinishInterrupted {
+			return fmt.Errorf("first turn of %s: finish %s %+v", session, out.FinishReason, out.Error)
+		}
+		return nil
+	}
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range min(idleWorkers, n) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n) && failed.Load() == nil; i = next.Add(1) - 1 {
+				if err := firstTurn(fmt.Sprintf("%s-%d", prefix, i)); err != nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
 // RunIdle starts the runtime and the HTTP server, pauses cfg.Sessions
 // sessions on an approval (one first turn each, through the runtime) and
 // measures what the process holds for them: nothing should remain but what
@@ -166,40 +200,7 @@ func RunIdle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 		return nil, err
 	}
 	defer r.close()
-	caller := service.Caller{TenantID: "default", Actor: "bench"}
-	firstTurn := func(session string) error {
-		msg := service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart("Transfer $50 to account 12345")}}
-		out, err := r.rt.InvokeOne(ctx, caller, Agent, service.AgentInit{SessionID: session}, service.AgentInput{Message: &msg}, nil)
-		if err != nil {
-			return err
-		}
-		if out.FinishReason != service.FinishInterrupted {
-			return fmt.Errorf("first turn of %s: finish %s %+v", session, out.FinishReason, out.Error)
-		}
-		return nil
-	}
-	// pause runs n first turns, idleWorkers at a time.
-	pause := func(prefix string, n int) error {
-		var next atomic.Int64
-		var failed atomic.Pointer[error]
-		var wg sync.WaitGroup
-		for range min(idleWorkers, n) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := next.Add(1) - 1; i < int64(n) && failed.Load() == nil; i = next.Add(1) - 1 {
-					if err := firstTurn(fmt.Sprintf("%s-%d", prefix, i)); err != nil {
-						failed.CompareAndSwap(nil, &err)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if err := failed.Load(); err != nil {
-			return *err
-		}
-		return nil
-	}
+	pause := func(prefix string, n int) error { return pauseSessions(ctx, r.rt, prefix, n) }
 	// Warm up with as many concurrent turns (connections, prepared
 	// statements, code paths), so the baseline holds what they hold.
 	if err := pause("idle-warmup", 2*idleWorkers); err != nil {

@@ -56,13 +56,9 @@ type webhookRig struct {
 	trips func() int64
 }
 
-// startWebhooks sets up cfg's endpoints in the default tenant and starts a
-// dispatcher; nil when cfg asks for nothing.
-func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.Pool, cfg WebhookConfig, log *slog.Logger) (*webhookRig, error) {
-	if !cfg.Subscribe && cfg.Backlog == 0 {
-		return nil, nil
-	}
-	rig := &webhookRig{done: make(chan struct{}), noDispatch: cfg.NoDispatch && !cfg.Drain, drain: cfg.Drain}
+// receiver is the endpoints' server: /fast records the delay of each
+// event, /slow answers after slow.
+func (rig *webhookRig) receiver(slow time.Duration) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/fast", func(w http.ResponseWriter, r *http.Request) {
 		// The receiver stands for a system on another machine: it reads
@@ -80,46 +76,64 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(cfg.Slow):
+		case <-time.After(slow):
 		case <-r.Context().Done():
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	rig.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = rig.srv.Serve(ln) }()
-	base := "http://" + ln.Addr().String()
+	return mux
+}
+
+// subscribe creates the run's endpoints: /fast for every event, and /slow
+// with a backlog of due deliveries when cfg asks for one.
+func (rig *webhookRig) subscribe(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.Pool, cfg WebhookConfig, base string) error {
 	m := &webhooks.Manager{Store: store, AllowLoopback: true}
 	caller := service.Caller{TenantID: "default", Actor: "bench"}
 	if cfg.Subscribe {
 		u := base + "/fast"
 		w, err := m.Create(ctx, caller, webhooks.Input{URL: &u})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rig.fastID = w.ID.String()
 	}
-	if cfg.Backlog > 0 {
-		u := base + "/slow"
-		only := []string{"interrupt.expired"} // no new deliveries: only the backlog
-		w, err := m.Create(ctx, caller, webhooks.Input{URL: &u, EventTypes: only})
-		if err != nil {
-			return nil, err
-		}
-		// The backlog is one event delivered many times over: a
-		// queue of due deliveries like an outage leaves behind.
-		if _, err := admin.Exec(ctx, `INSERT INTO interrupt_events (tenant_id, type, actor, payload)
-			VALUES ('default', 'turn.failed', 'bench', '{"snapshotId":"none"}')`); err != nil {
-			return nil, err
-		}
-		if _, err := admin.Exec(ctx, `INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, next_attempt_at)
-			SELECT 'default', $1, e.xid, e.id, now()
-			FROM (SELECT xid, id FROM interrupt_events ORDER BY id DESC LIMIT 1) e, generate_series(1, $2)`, w.ID, cfg.Backlog); err != nil {
-			return nil, err
-		}
+	if cfg.Backlog == 0 {
+		return nil
+	}
+	u := base + "/slow"
+	only := []string{"interrupt.expired"} // no new deliveries: only the backlog
+	w, err := m.Create(ctx, caller, webhooks.Input{URL: &u, EventTypes: only})
+	if err != nil {
+		return err
+	}
+	// The backlog is one event delivered many times over: a queue of due
+	// deliveries like an outage leaves behind.
+	if _, err := admin.Exec(ctx, `INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+		VALUES ('default', 'turn.failed', 'bench', '{"snapshotId":"none"}')`); err != nil {
+		return err
+	}
+	_, err = admin.Exec(ctx, `INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_xid, event_id, next_attempt_at)
+		SELECT 'default', $1, e.xid, e.id, now()
+		FROM (SELECT xid, id FROM interrupt_events ORDER BY id DESC LIMIT 1) e, generate_series(1, $2)`, w.ID, cfg.Backlog)
+	return err
+}
+
+// startWebhooks sets up cfg's endpoints in the default tenant and starts a
+// dispatcher; nil when cfg asks for nothing.
+func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.Pool, cfg WebhookConfig, log *slog.Logger) (*webhookRig, error) {
+	if !cfg.Subscribe && cfg.Backlog == 0 {
+		return nil, nil
+	}
+	rig := &webhookRig{done: make(chan struct{}), noDispatch: cfg.NoDispatch && !cfg.Drain, drain: cfg.Drain}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rig.srv = &http.Server{Handler: rig.receiver(cfg.Slow), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = rig.srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	if err := rig.subscribe(ctx, store, admin, cfg, base); err != nil {
+		return nil, err
 	}
 	dctx, stop := context.WithCancel(context.Background())
 	rig.stop, rig.dctx = stop, dctx
