@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,24 +24,80 @@ import (
 // benchCommand runs `platform bench`: the approval cycle against a fresh
 // database it creates on DATABASE_URL's server (and drops afterwards).
 func benchCommand(args []string, stdout, stderr io.Writer) int {
+	fs, b := benchFlags(stdout, stderr)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if err := b.check(fs); err != nil {
+		fmt.Fprintln(stderr, "platform bench:", err)
+		return 2
+	}
+	ctx := context.Background()
+	dbURL, drop, err := createBenchDatabase(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform bench:", err)
+		return 1
+	}
+	if !b.keep {
+		defer drop()
+	} else {
+		fmt.Fprintln(stderr, "platform bench: keeping", dbURL)
+	}
+	stopProfile, err := startCPUProfile(b.cpuProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform bench:", err)
+		return 1
+	}
+	defer stopProfile()
+	row, err := b.run(ctx, dbURL)
+	if err != nil {
+		fmt.Fprintln(stderr, "platform bench:", err)
+		return 1
+	}
+	if b.markdown != "" {
+		if err := bench.AppendMarkdown(b.markdown, row); err != nil {
+			fmt.Fprintln(stderr, "platform bench: --markdown:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// benchRun is what `platform bench`'s flags ask for: the approval cycle
+// (cfg), or one of the runs of their own.
+type benchRun struct {
+	cfg        bench.Config
+	inbox      bool
+	inboxCfg   bench.InboxConfig
+	idleCfg    bench.IdleConfig
+	streamsCfg bench.StreamsConfig
+	soakCfg    bench.SoakConfig
+	dispatch   *bool
+	keep       bool
+	cpuProfile string
+	markdown   string
+}
+
+// benchFlags registers `platform bench`'s flags.
+func benchFlags(stdout, stderr io.Writer) (*flag.FlagSet, *benchRun) {
 	fs := flag.NewFlagSet("platform bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := bench.Config{Out: stdout}
-	var keep bool
-	var cpuProfile string
+	b := &benchRun{cfg: bench.Config{Out: stdout}, inboxCfg: bench.InboxConfig{Out: stdout, Queries: 500},
+		idleCfg: bench.IdleConfig{Out: stdout}, streamsCfg: bench.StreamsConfig{Out: stdout}, soakCfg: bench.SoakConfig{Out: stdout}}
+	cfg := &b.cfg
 	fs.StringVar(&cfg.Mode, "mode", "inprocess", "inprocess (runtime calls) or http (the protocol over loopback HTTP)")
 	fs.IntVar(&cfg.Sessions, "sessions", 32, "concurrent sessions (HTTP clients)")
 	fs.IntVar(&cfg.Cycles, "cycles", 20, "approval cycles per session")
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
-	fs.BoolVar(&keep, "keep", false, "keep the benchmark database")
+	fs.BoolVar(&b.keep, "keep", false, "keep the benchmark database")
 	fs.BoolVar(&cfg.Stream, "stream", false, "with --mode http: streaming turns (Accept: text/event-stream), kept as durable streams")
 	fs.BoolVar(&cfg.EarlyClaims, "early-claims", false, "make every resume claim its interrupts before the model runs (serve --early-claims): one commit more per cycle")
 	fs.DurationVar(&cfg.DBRTT, "db-rtt", 0, "add at least this round-trip time between the server and PostgreSQL (a delaying loopback proxy), as for a database on another host; the machine's timer granularity may make it more, and the bench prints the round trip measured")
 	fs.BoolVar(&cfg.Waits, "waits", false, "sample where turns wait during the run (the run queue of PostgreSQL's backends and of this process, GC pauses, pool acquires, PostgreSQL wait events) and print it per cycle")
 	fs.BoolVar(&cfg.Calibrate, "calibrate", false, "first measure the server's commit ceiling (one-row insert transactions with 1 and 32 clients, 3 s each) and print the fraction of it the run reached")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&cfg.Webhooks.Subscribe, "webhook", false, "subscribe a loopback endpoint to every event and deliver during the run")
-	dispatch := fs.Bool("webhook-dispatch", true, "deliver during the run (false: no dispatcher, to measure what a subscribed endpoint alone costs the turns)")
+	b.dispatch = fs.Bool("webhook-dispatch", true, "deliver during the run (false: no dispatcher, to measure what a subscribed endpoint alone costs the turns)")
 	fs.BoolVar(&cfg.Webhooks.Drain, "webhook-drain", false, "with --webhook: deliver nothing while the turns run, then deliver the events they left in the log and print the rate and the CPU per delivery (this process's and the rest of the machine's)")
 	fs.IntVar(&cfg.Webhooks.Backlog, "webhook-backlog", 0, "queue this many deliveries to a slow loopback endpoint before the run")
 	fs.DurationVar(&cfg.Webhooks.Slow, "webhook-slow", 2*time.Second, "how long the slow endpoint takes to answer (--webhook-backlog)")
@@ -49,116 +106,82 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Prune.Batch, "prune-batch", 0, "sessions per prune transaction (default: platform prune's)")
 	fs.DurationVar(&cfg.Prune.Pause, "prune-pause", 0, "least wait between prune batches (default: platform prune's)")
 	fs.Float64Var(&cfg.Prune.Share, "prune-share", 0, "the most of the wall time prune batches take (default: platform prune's)")
-	var inbox bool
-	inboxCfg := bench.InboxConfig{Out: stdout, Queries: 500}
-	fs.BoolVar(&inbox, "inbox", false, "instead of the approval cycle: seed many tenants' interrupts and time the inbox and the daily report")
-	fs.IntVar(&inboxCfg.Tenants, "inbox-tenants", 1000, "tenants to seed (--inbox)")
-	fs.IntVar(&inboxCfg.PerTenant, "inbox-interrupts", 1000, "interrupts per tenant (--inbox)")
-	fs.IntVar(&inboxCfg.Pending, "inbox-pending", 100, "pending interrupts per tenant (--inbox)")
-	idleCfg := bench.IdleConfig{Out: stdout}
-	fs.IntVar(&idleCfg.Sessions, "idle-sessions", 0, "instead of the approval cycle: pause this many sessions on an approval and print the heap, RSS and goroutines they hold (make bench: 1000)")
-	streamsCfg := bench.StreamsConfig{Out: stdout}
-	fs.IntVar(&streamsCfg.Streams, "streams", 0, "instead of the approval cycle: open this many GET /api/v1/events streams, print what they hold and check one cycle's event reaches each (make bench: 1000)")
-	soakCfg := bench.SoakConfig{Out: stdout}
-	fs.DurationVar(&soakCfg.Duration, "soak", 0, "instead of the approval cycle: measure the peak rate (8 sessions, 10 s), then hold --soak-rate of it for this long, printing a line a minute (make soak: 10m)")
-	fs.Float64Var(&soakCfg.Rate, "soak-rate", 0.5, "the fraction of the peak rate a soak holds (--soak)")
-	fs.DurationVar(&soakCfg.Interval, "soak-interval", time.Minute, "how often a soak prints a line (--soak)")
-	var markdown string
-	fs.StringVar(&markdown, "markdown", "", "also append the run's figures as a row of its kind's table to this markdown file (created with its title if absent)")
-	if code := parseFlags(fs, args); code >= 0 {
-		return code
-	}
-	cfg.Webhooks.NoDispatch = !*dispatch
+	b.otherRunFlags(fs)
+	fs.StringVar(&b.markdown, "markdown", "", "also append the run's figures as a row of its kind's table to this markdown file (created with its title if absent)")
+	return fs, b
+}
+
+// otherRunFlags registers the flags of the runs other than the cycle's.
+func (b *benchRun) otherRunFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&b.inbox, "inbox", false, "instead of the approval cycle: seed many tenants' interrupts and time the inbox and the daily report")
+	fs.IntVar(&b.inboxCfg.Tenants, "inbox-tenants", 1000, "tenants to seed (--inbox)")
+	fs.IntVar(&b.inboxCfg.PerTenant, "inbox-interrupts", 1000, "interrupts per tenant (--inbox)")
+	fs.IntVar(&b.inboxCfg.Pending, "inbox-pending", 100, "pending interrupts per tenant (--inbox)")
+	fs.IntVar(&b.idleCfg.Sessions, "idle-sessions", 0, "instead of the approval cycle: pause this many sessions on an approval and print the heap, RSS and goroutines they hold (make bench: 1000)")
+	fs.IntVar(&b.streamsCfg.Streams, "streams", 0, "instead of the approval cycle: open this many GET /api/v1/events streams, print what they hold and check one cycle's event reaches each (make bench: 1000)")
+	fs.DurationVar(&b.soakCfg.Duration, "soak", 0, "instead of the approval cycle: measure the peak rate (8 sessions, 10 s), then hold --soak-rate of it for this long, printing a line a minute (make soak: 10m)")
+	fs.Float64Var(&b.soakCfg.Rate, "soak-rate", 0.5, "the fraction of the peak rate a soak holds (--soak)")
+	fs.DurationVar(&b.soakCfg.Interval, "soak-interval", time.Minute, "how often a soak prints a line (--soak)")
+}
+
+// check refuses flags that ask for two runs, and carries the cycle's mode
+// and sessions to a soak.
+func (b *benchRun) check(fs *flag.FlagSet) error {
+	b.cfg.Webhooks.NoDispatch = !*b.dispatch
 	kinds := 0
-	for _, on := range []bool{inbox, idleCfg.Sessions > 0, streamsCfg.Streams > 0, soakCfg.Duration > 0} {
+	for _, on := range []bool{b.inbox, b.idleCfg.Sessions > 0, b.streamsCfg.Streams > 0, b.soakCfg.Duration > 0} {
 		if on {
 			kinds++
 		}
 	}
 	if kinds > 1 {
-		fmt.Fprintln(stderr, "platform bench: --inbox, --idle-sessions, --streams and --soak are runs of their own: give one at a time")
-		return 2
+		return errors.New("--inbox, --idle-sessions, --streams and --soak are runs of their own: give one at a time")
 	}
-	if soakCfg.Duration > 0 {
-		soakCfg.Mode = cfg.Mode
+	if b.soakCfg.Duration > 0 {
+		b.soakCfg.Mode = b.cfg.Mode
 		if flagsSet(fs)["sessions"] {
-			soakCfg.Sessions = cfg.Sessions
+			b.soakCfg.Sessions = b.cfg.Sessions
 		}
 	}
-	ctx := context.Background()
-	dbURL, drop, err := createBenchDatabase(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, "platform bench:", err)
-		return 1
-	}
-	if !keep {
-		defer drop()
-	} else {
-		fmt.Fprintln(stderr, "platform bench: keeping", dbURL)
-	}
-	cfg.DatabaseURL = dbURL
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-	var row bench.Row
+	return nil
+}
+
+// run runs what the flags ask for on the database at dbURL.
+func (b *benchRun) run(ctx context.Context, dbURL string) (bench.Row, error) {
 	switch {
-	case inbox:
-		inboxCfg.DatabaseURL = dbURL
-		res, err := bench.RunInbox(ctx, inboxCfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		row = res
-	case idleCfg.Sessions > 0:
-		idleCfg.DatabaseURL = dbURL
-		res, err := bench.RunIdle(ctx, idleCfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		row = res
-	case streamsCfg.Streams > 0:
-		streamsCfg.DatabaseURL = dbURL
-		res, err := bench.RunStreams(ctx, streamsCfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		row = res
-	case soakCfg.Duration > 0:
-		soakCfg.DatabaseURL = dbURL
-		res, err := bench.RunSoak(ctx, soakCfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		row = res
+	case b.inbox:
+		b.inboxCfg.DatabaseURL = dbURL
+		return bench.RunInbox(ctx, b.inboxCfg)
+	case b.idleCfg.Sessions > 0:
+		b.idleCfg.DatabaseURL = dbURL
+		return bench.RunIdle(ctx, b.idleCfg)
+	case b.streamsCfg.Streams > 0:
+		b.streamsCfg.DatabaseURL = dbURL
+		return bench.RunStreams(ctx, b.streamsCfg)
+	case b.soakCfg.Duration > 0:
+		b.soakCfg.DatabaseURL = dbURL
+		return bench.RunSoak(ctx, b.soakCfg)
 	default:
-		res, err := bench.Run(ctx, cfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "platform bench:", err)
-			return 1
-		}
-		row = res
+		b.cfg.DatabaseURL = dbURL
+		return bench.Run(ctx, b.cfg)
 	}
-	if markdown != "" {
-		if err := bench.AppendMarkdown(markdown, row); err != nil {
-			fmt.Fprintln(stderr, "platform bench: --markdown:", err)
-			return 1
-		}
+}
+
+// startCPUProfile writes a CPU profile to path until stop (no profile
+// when path is "").
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
 	}
-	return 0
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // createBenchDatabase creates and migrates a database of its own next to
