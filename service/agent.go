@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // Agent is a registered agent: either a prompt agent (System, Model, Tools)
@@ -105,7 +107,7 @@ func (t *Tool) onExpireJSON() json.RawMessage {
 	if t.OnExpire == nil {
 		return json.RawMessage(`{"action":"expire"}`)
 	}
-	raw, _ := json.Marshal(map[string]any{"action": "respond", "output": rawOr(t.OnExpire.Output, "null")})
+	raw, _ := json.Marshal(map[string]any{"action": "respond", "output": rawjson.Or(t.OnExpire.Output, "null")})
 	return raw
 }
 
@@ -220,7 +222,7 @@ func (a *Agent) validate() error {
 			return fmt.Errorf("agent %q: tool %q has no Run and is not an interrupt", a.Name, t.Name)
 		}
 		for what, schema := range map[string]json.RawMessage{"input": t.InputSchema, "output": t.OutputSchema} {
-			if isNull(schema) {
+			if rawjson.IsNull(schema) {
 				continue
 			}
 			if _, err := compileSchema(schema); err != nil {
@@ -230,8 +232,8 @@ func (a *Agent) validate() error {
 		if err := a.validateApproval(t); err != nil {
 			return err
 		}
-		if t.OnExpire != nil && !isNull(t.OutputSchema) {
-			if v := validateAgainstSchema(t.OutputSchema, rawOr(t.OnExpire.Output, "null")); len(v) > 0 {
+		if t.OnExpire != nil && !rawjson.IsNull(t.OutputSchema) {
+			if v := validateAgainstSchema(t.OutputSchema, rawjson.Or(t.OnExpire.Output, "null")); len(v) > 0 {
 				return fmt.Errorf("agent %q: tool %q: its on-expire output does not match its output schema: %s", a.Name, t.Name, strings.Join(v, "; "))
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // ApprovalPolicy makes the platform, not the model, ask a human before a
@@ -121,7 +123,7 @@ func (p *ApprovalPolicy) requires(ctx context.Context, input json.RawMessage) (b
 	if p.When == nil {
 		return true, nil
 	}
-	return p.When(ctx, rawOr(input, "null"))
+	return p.When(ctx, rawjson.Or(input, "null"))
 }
 
 // StoredPolicy is an approval policy as an interrupt row keeps it

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // The platform's approval gate (Tool.Approval, ApprovalPolicy): a call the
@@ -106,8 +108,8 @@ func (inv *invocation) gate(ctx context.Context, tool *Tool, part Part, explanat
 
 // checkToolInput checks a request's input against its tool's schema.
 func checkToolInput(tool *Tool, req *ToolRequest) error {
-	if violations := validateAgainstSchema(tool.InputSchema, rawOr(req.Input, "null")); len(violations) > 0 {
-		e := Errorf(CodeInvalidArgument, "The model called '%s%s' with input that does not match its input schema: %s", req.Name, refSuffix(req.Ref), strings.Join(violations, "; "))
+	if violations := validateAgainstSchema(tool.InputSchema, rawjson.Or(req.Input, "null")); len(violations) > 0 {
+		e := Errorf(CodeInvalidArgument, "The model called '%s%s' with input that does not match its input schema: %s", req.Name, RefSuffix(req.Ref), strings.Join(violations, "; "))
 		e.Details = map[string]any{"violations": violations}
 		return e
 	}
@@ -193,7 +195,7 @@ func editedRequest(p Part, input json.RawMessage) Part {
 	if meta == nil {
 		meta = Metadata{}
 	}
-	meta[metaEditedFrom] = rawOr(p.ToolRequest.Input, "null")
+	meta[metaEditedFrom] = rawjson.Or(p.ToolRequest.Input, "null")
 	p.Metadata = meta
 	req := *p.ToolRequest
 	req.Input = input

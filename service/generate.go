@@ -9,6 +9,8 @@ import (
 	"time"
 
 	oteltrace "go.opentelemetry.io/otel/trace"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // Metadata keys the protocol gives meaning to.
@@ -308,7 +310,7 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 		if p.Metadata == nil {
 			p.Metadata = Metadata{}
 		}
-		p.Metadata[metaPendingOutput] = rawOr(out.ToolResponse.Output, "null")
+		p.Metadata[metaPendingOutput] = rawjson.Or(out.ToolResponse.Output, "null")
 		revised.Content[i] = p
 	}
 	if !interrupted {
@@ -406,7 +408,7 @@ func interruptedPart(part Part, meta json.RawMessage) *Part {
 		p.Metadata = Metadata{}
 	}
 	delete(p.Metadata, metaResumed)
-	p.Metadata[metaInterrupt] = rawOr(meta, "true")
+	p.Metadata[metaInterrupt] = rawjson.Or(meta, "true")
 	return &p
 }
 
@@ -460,11 +462,11 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	if err := inv.chargeToolOutput(t, req.Name, out); err != nil {
 		return nil, nil, err
 	}
-	if violations := validateAgainstSchema(tool.OutputSchema, rawOr(out, "null")); len(violations) > 0 {
+	if violations := validateAgainstSchema(tool.OutputSchema, rawjson.Or(out, "null")); len(violations) > 0 {
 		// The tool ran; what it returned is a bug of the agent's code.
 		return nil, nil, inv.hideError(fmt.Errorf("tool %s returned output that does not match its output schema: %s", req.Name, strings.Join(violations, "; ")), CodeInternal, "tool "+req.Name)
 	}
-	resp := Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawOr(out, "null")}}
+	resp := Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawjson.Or(out, "null")}}
 	return &resp, nil, nil
 }
 
@@ -566,7 +568,7 @@ func unresolvedRequests(m Message) []string {
 	for _, p := range m.Content {
 		if tr := p.ToolRequest; tr != nil {
 			if _, ok := p.Metadata[metaPendingOutput]; !ok {
-				names = append(names, "'"+tr.Name+refSuffix(tr.Ref)+"'")
+				names = append(names, "'"+tr.Name+RefSuffix(tr.Ref)+"'")
 			}
 		}
 	}
@@ -603,12 +605,12 @@ func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
 			if !jsonEqual(r.ToolRequest.Input, tr.Input) {
 				// An approver's edit (a gate that allows it) is recorded
 				// with the decision.
-				resolution, _ = json.Marshal(map[string]any{"restart": true, "input": rawOr(r.ToolRequest.Input, "null")})
+				resolution, _ = json.Marshal(map[string]any{"restart": true, "input": rawjson.Or(r.ToolRequest.Input, "null")})
 			}
 			plan.claims = append(plan.claims, InterruptClaim{Tool: tr.Name, Ref: tr.Ref, Resolution: resolution})
 			continue
 		}
-		return nil, Errorf(CodeInvalidArgument, "Unresolved tool request '%s%s' was not handled by the 'resume' argument. You must supply replies or restarts for all interrupted tool requests.", tr.Name, refSuffix(tr.Ref))
+		return nil, Errorf(CodeInvalidArgument, "Unresolved tool request '%s%s' was not handled by the 'resume' argument. You must supply replies or restarts for all interrupted tool requests.", tr.Name, RefSuffix(tr.Ref))
 	}
 	return plan, nil
 }
@@ -626,8 +628,8 @@ func checkRespondOutputs(plan *resumePlan, a *Agent) error {
 		if tool == nil {
 			continue
 		}
-		if violations := validateAgainstSchema(tool.OutputSchema, rawOr(r.Output, "null")); len(violations) > 0 {
-			e := Errorf(CodeInvalidArgument, "resume.respond output for '%s%s' does not match its output schema: %s", r.Name, refSuffix(r.Ref), strings.Join(violations, "; "))
+		if violations := validateAgainstSchema(tool.OutputSchema, rawjson.Or(r.Output, "null")); len(violations) > 0 {
+			e := Errorf(CodeInvalidArgument, "resume.respond output for '%s%s' does not match its output schema: %s", r.Name, RefSuffix(r.Ref), strings.Join(violations, "; "))
 			e.Details = map[string]any{"violations": violations}
 			return e
 		}
@@ -687,7 +689,7 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 		return Message{}, true, nil
 	}
 	resumedMeta := res.Metadata
-	if isNull(resumedMeta) {
+	if rawjson.IsNull(resumedMeta) {
 		resumedMeta = jsonTrue
 	}
 	toolMsg := Message{Role: RoleTool, Content: responses, Metadata: Metadata{metaResumed: resumedMeta}}
@@ -704,7 +706,7 @@ func (inv *invocation) restartStep(ctx context.Context, t *Turn, i int, p Part, 
 	// As the reference: the tool sees `resumed` only when the restart's
 	// metadata carries it.
 	resumed := restart.Metadata[metaResumed]
-	if isNull(resumed) {
+	if rawjson.IsNull(resumed) {
 		resumed = nil
 	}
 	if !jsonEqual(restart.ToolRequest.Input, p.ToolRequest.Input) {
@@ -722,7 +724,7 @@ func (inv *invocation) restartStep(ctx context.Context, t *Turn, i int, p Part, 
 			meta = Metadata{}
 		}
 		delete(meta, metaResumed)
-		meta[metaInterrupt] = rawOr(irq.Metadata[metaInterrupt], "true")
+		meta[metaInterrupt] = rawjson.Or(irq.Metadata[metaInterrupt], "true")
 		p.Metadata = meta
 		return p, nil, nil
 	}
@@ -750,7 +752,7 @@ func (inv *invocation) repause(last Message, responses []Part, again []int, tr *
 			if meta == nil {
 				meta = Metadata{}
 			}
-			meta[metaPendingOutput] = rawOr(resp.ToolResponse.Output, "null")
+			meta[metaPendingOutput] = rawjson.Or(resp.ToolResponse.Output, "null")
 			p.Metadata = meta
 			last.Content[i] = p
 		}
@@ -814,15 +816,8 @@ func findRequest(parts []Part, name, ref string) *Part {
 
 func intPtr(i int) *int { return &i }
 
-func rawOr(r json.RawMessage, def string) json.RawMessage {
-	if r == nil {
-		return json.RawMessage(def)
-	}
-	return r
-}
-
-// refSuffix is "#ref" for messages naming a tool request, or nothing.
-func refSuffix(ref string) string {
+// RefSuffix is "#ref" for messages naming a tool request, or nothing.
+func RefSuffix(ref string) string {
 	if ref == "" {
 		return ""
 	}

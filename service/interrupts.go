@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // MaxInboxPage bounds one page of the approvals inbox.
@@ -150,7 +152,7 @@ func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 	if err != nil {
 		return r.orSameDecision(ctx, c, id, resolution, err)
 	}
-	if isNull(output) {
+	if rawjson.IsNull(output) {
 		return nil, Errorf(CodeInvalidArgument, "output is required")
 	}
 	if violations := validateAgainstSchema(tool.OutputSchema, output); len(violations) > 0 {
@@ -354,7 +356,7 @@ func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID
 			res.Restart = append(res.Restart, Part{ToolRequest: &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: input}, Metadata: meta})
 			continue
 		}
-		res.Respond = append(res.Respond, Part{ToolResponse: &ToolResponse{Name: it.Tool, Ref: it.Ref, Output: rawOr(decision.Respond, "null")}})
+		res.Respond = append(res.Respond, Part{ToolResponse: &ToolResponse{Name: it.Tool, Ref: it.Ref, Output: rawjson.Or(decision.Respond, "null")}})
 	}
 	ch := make(chan AgentInput, 1)
 	ch <- AgentInput{Resume: res}
@@ -546,7 +548,7 @@ func ValidateJSON(schema, doc json.RawMessage) []string {
 // validateAgainstSchema checks doc against a JSON Schema and returns the
 // violations (none when the schema is empty).
 func validateAgainstSchema(schema, doc json.RawMessage) []string {
-	if isNull(schema) {
+	if rawjson.IsNull(schema) {
 		return nil
 	}
 	sch, err := compileSchema(schema)

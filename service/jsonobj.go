@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // rawObject is a JSON object whose members are kept as raw JSON, so that keys
@@ -37,7 +39,7 @@ func (o rawObject) take(key string, dst any, what string) (bool, error) {
 		return false, nil
 	}
 	delete(o, key)
-	if isNull(raw) {
+	if rawjson.IsNull(raw) {
 		return false, nil
 	}
 	if dst == nil {
@@ -56,7 +58,7 @@ func (o rawObject) takeRaw(key string) json.RawMessage {
 		return nil
 	}
 	delete(o, key)
-	if isNull(raw) {
+	if rawjson.IsNull(raw) {
 		return nil
 	}
 	return raw
@@ -109,10 +111,6 @@ type member struct {
 	value any
 }
 
-func isNull(raw json.RawMessage) bool {
-	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
-}
-
 // jsonTypeError turns encoding/json's errors into a short client-facing text.
 func jsonTypeError(err error) string {
 	if te, ok := err.(*json.UnmarshalTypeError); ok {
@@ -144,8 +142,8 @@ func JSONTypeName(kind string) string {
 // not as float64: 9007199254740993 and 9007199254740992 are one float64,
 // and a restart must repeat the input the model asked for exactly.
 func jsonEqual(a, b json.RawMessage) bool {
-	if isNull(a) || isNull(b) {
-		return isNull(a) == isNull(b)
+	if rawjson.IsNull(a) || rawjson.IsNull(b) {
+		return rawjson.IsNull(a) == rawjson.IsNull(b)
 	}
 	va, erra := decodeExact(a)
 	vb, errb := decodeExact(b)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // recordedTool runs a tool that is not an interrupt and records it: a row
@@ -158,7 +160,7 @@ func (inv *invocation) reuseCall(ctx context.Context, turnID, key string, part P
 	req := part.ToolRequest
 	switch rec.Status {
 	case ToolCallSucceeded:
-		return &Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawOr(rec.Output, "null")}}, nil, true, nil
+		return &Part{ToolResponse: &ToolResponse{Name: req.Name, Ref: req.Ref, Output: rawjson.Or(rec.Output, "null")}}, nil, true, nil
 	case ToolCallInterrupted:
 		return nil, interruptedPart(part, rec.Output), true, nil
 	case ToolCallFailed:

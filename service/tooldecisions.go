@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // The decisions on a tool call whose outcome is unknown. Such a call may
@@ -41,7 +43,7 @@ func (r *Runtime) ConfirmToolCall(ctx context.Context, c Caller, id uuid.UUID, o
 	if err != nil {
 		return nil, err
 	}
-	if isNull(output) {
+	if rawjson.IsNull(output) {
 		return nil, Errorf(CodeInvalidArgument, "output is required: the outcome the call had")
 	}
 	if _, tool, err := r.toolOfCall(ctx, c, rec); err == nil {

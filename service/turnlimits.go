@@ -188,7 +188,7 @@ func (inv *invocation) checkToolRequests(msg Message, requests []int, raised int
 		isInterrupt := tool != nil && tool.Interrupt
 		k := [2]string{req.Name, req.Ref}
 		if seen[k] && (req.Ref != "" || isInterrupt) {
-			return Errorf(CodeInvalidArgument, "The model asked for two calls of '%s%s' with one ref; none of them ran", req.Name, refSuffix(req.Ref))
+			return Errorf(CodeInvalidArgument, "The model asked for two calls of '%s%s' with one ref; none of them ran", req.Name, RefSuffix(req.Ref))
 		}
 		seen[k] = true
 		if isInterrupt {
@@ -212,7 +212,7 @@ func (inv *invocation) checkInterrupts(tr *turnRecord) error {
 	for _, ni := range tr.interrupts {
 		k := [2]string{ni.Tool, ni.Ref}
 		if seen[k] {
-			return Errorf(CodeInvalidArgument, "The turn raised two interrupts of '%s%s' with one ref: they could not be answered apart", ni.Tool, refSuffix(ni.Ref))
+			return Errorf(CodeInvalidArgument, "The turn raised two interrupts of '%s%s' with one ref: they could not be answered apart", ni.Tool, RefSuffix(ni.Ref))
 		}
 		seen[k] = true
 	}

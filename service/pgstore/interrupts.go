@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -173,15 +174,15 @@ func (s *PgStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, jo
 func refuse(id uuid.UUID, tool, ref, status string, raced bool) error {
 	switch {
 	case status == service.InterruptExpired:
-		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", id, tool, refSuffix(ref))
+		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", id, tool, service.RefSuffix(ref))
 	case status == service.InterruptPending && raced:
-		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, refSuffix(ref))
+		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, service.RefSuffix(ref))
 		e.Cause = &service.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
 		return e
 	case status == service.InterruptPending:
 		return nil
 	default:
-		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, refSuffix(ref), status)
+		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, service.RefSuffix(ref), status)
 		e.Cause = &service.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
 		return e
 	}
@@ -477,7 +478,7 @@ func applyDeadline(ctx context.Context, q *db.Queries, row db.Interrupt) (respon
 	}
 	var events eventBatch
 	if policy.Action == "respond" {
-		resolution, _ := json.Marshal(map[string]any{"respond": rawOr(policy.Output, "null"), "reason": "deadline"})
+		resolution, _ := json.Marshal(map[string]any{"respond": rawjson.Or(policy.Output, "null"), "reason": "deadline"})
 		if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
 			TenantID: row.TenantID, ID: row.ID, Resolution: resolution, ResolvedBy: strPtr("system"),
 		}); err != nil {

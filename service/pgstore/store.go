@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -261,7 +261,7 @@ func strPtr(s string) *string {
 }
 
 func nullableJSON(r json.RawMessage) []byte {
-	if isNull(r) {
+	if rawjson.IsNull(r) {
 		return nil
 	}
 	return r
@@ -275,25 +275,4 @@ func translateConflict(err error, format string, args ...any) error {
 		return service.Errorf(service.CodeAlreadyExists, format, args...)
 	}
 	return translate(err)
-}
-
-func refSuffix(ref string) string {
-	if ref == "" {
-		return ""
-	}
-	return "#" + ref
-}
-
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) == 0 || string(t) == "null"
-}
-
-// rawOr is raw, or def when raw is absent.
-func rawOr(raw json.RawMessage, def string) json.RawMessage {
-	if raw == nil {
-		return json.RawMessage(def)
-	}
-	return raw
 }
