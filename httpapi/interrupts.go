@@ -2,17 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -144,28 +143,21 @@ func isPlainText(s string) bool {
 // encodeCursor makes the opaque keyset cursor of an inbox page: the
 // (createdAt, id) of its last item.
 func encodeCursor(at time.Time, id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id.String()))
+	return cursor.Encode(at.UTC().Format(time.RFC3339Nano), id.String())
 }
 
 // decodeCursor reads a cursor made by encodeCursor.
 func decodeCursor(s string) (time.Time, uuid.UUID, error) {
-	bad := invalid("cursor is malformed: pass the nextCursor of a previous page unchanged")
-	if len(s) > 256 {
-		return time.Time{}, uuid.Nil, bad
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	bad := invalid("%s", cursor.ErrMalformed)
+	f, err := cursor.Decode(s, 2)
 	if err != nil {
 		return time.Time{}, uuid.Nil, bad
 	}
-	at, idText, ok := strings.Cut(string(raw), "|")
-	if !ok {
-		return time.Time{}, uuid.Nil, bad
-	}
-	t, err := time.Parse(time.RFC3339Nano, at)
+	t, err := time.Parse(time.RFC3339Nano, f[0])
 	if err != nil || !inYearRange(t) {
 		return time.Time{}, uuid.Nil, bad
 	}
-	id, err := uuid.Parse(idText)
+	id, err := uuid.Parse(f[1])
 	if err != nil {
 		return time.Time{}, uuid.Nil, bad
 	}

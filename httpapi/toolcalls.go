@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -68,34 +68,21 @@ func (a *api) interruptToolCalls(c echo.Context) error {
 
 // encodeToolCallCursor makes the opaque keyset cursor of a tool call page.
 func encodeToolCallCursor(cur service.ToolCallCursor) string {
-	raw := cur.StartedAt.UTC().Format(time.RFC3339Nano) + "\x00" + cur.TurnID + "\x00" + cur.CallKey
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+	return cursor.Encode(cur.StartedAt.UTC().Format(time.RFC3339Nano), cur.TurnID, cur.CallKey)
 }
 
 // decodeToolCallCursor reads a cursor made by encodeToolCallCursor.
 func decodeToolCallCursor(s string) (*service.ToolCallCursor, error) {
-	bad := invalid("cursor is malformed: pass the nextCursor of a previous page unchanged")
-	if len(s) > 4096 {
-		return nil, bad
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	bad := invalid("%s", cursor.ErrMalformed)
+	f, err := cursor.Decode(s, 3)
 	if err != nil {
 		return nil, bad
 	}
-	parts := strings.Split(string(raw), "\x00")
-	if len(parts) != 3 {
-		return nil, bad
-	}
-	at, err := time.Parse(time.RFC3339Nano, parts[0])
+	at, err := time.Parse(time.RFC3339Nano, f[0])
 	if err != nil {
 		return nil, bad
 	}
-	for _, p := range parts[1:] {
-		if !validText(p) {
-			return nil, bad
-		}
-	}
-	return &service.ToolCallCursor{StartedAt: at, TurnID: parts[1], CallKey: parts[2]}, nil
+	return &service.ToolCallCursor{StartedAt: at, TurnID: f[1], CallKey: f[2]}, nil
 }
 
 // validText reports whether s can reach the database as text: valid UTF-8

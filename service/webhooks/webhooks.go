@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
 )
@@ -329,14 +330,12 @@ func (m *Manager) Health(ctx context.Context, c service.Caller) ([]service.Webho
 }
 
 // A cursor is the last delivery's id (ids are time-ordered), opaque.
-func encodeCursor(id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString(id[:])
-}
+func encodeCursor(id uuid.UUID) string { return cursor.Encode(id.String()) }
 
 func decodeCursor(s string) (uuid.UUID, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	f, err := cursor.Decode(s, 1)
 	if err != nil {
 		return uuid.Nil, err
 	}
-	return uuid.FromBytes(b)
+	return uuid.Parse(f[0])
 }
