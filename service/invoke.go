@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -423,123 +421,6 @@ type detachState struct {
 	heartbeatDone chan struct{}
 }
 
-// sessionState is the session an invocation works on.
-type sessionState struct {
-	id    string
-	owner string // the end user who created the session ("" when none)
-	// unclaimed marks a client-chosen id no session has yet: the first
-	// turn takes it for the caller before any agent code runs.
-	unclaimed bool
-	// untrusted counts the leading messages that came from a client's
-	// state without a valid signature: not the server's history.
-	untrusted int
-	messages  []Message
-	custom    json.RawMessage
-	artifacts []Artifact
-	// touched are positions below the base's message count that were
-	// rewritten in place (a resume's interrupted message); replaced says
-	// the history was set wholesale, so every position must be compared.
-	touched  map[int]bool
-	replaced bool
-	// shared says a view (state), the snapshot cache or a model request
-	// may be looking at the messages' backing array: it must be copied
-	// before a rewrite.
-	shared bool
-	// front is the array the messages live in once this invocation copied
-	// them (grow), from front[1] on: front[0] is a slot before the first
-	// message where callModel puts the agent's system message, so that a
-	// model request is a view of the history rather than a copy of it.
-	// Appends that go past its capacity (a plain append) leave it, and
-	// the next grow copies again (inFront tells).
-	front []Message
-	// frontSystem says front[0] holds the system message.
-	frontSystem bool
-}
-
-// inFront reports whether the messages start at front[1].
-func (s *sessionState) inFront() bool {
-	if cap(s.front) < 2 || cap(s.messages) == 0 {
-		return false
-	}
-	return &s.front[:2][1] == &s.messages[:1][0]
-}
-
-// grow copies the messages into a new array of this invocation's, after a
-// free slot and with room for extra more (and an eighth as many again, so
-// that appending copies a long history once per invocation, not once per
-// message).
-func (s *sessionState) grow(extra int) {
-	n := len(s.messages)
-	buf := make([]Message, 1+n, 1+n+extra+n/8+16)
-	copy(buf[1:], s.messages)
-	s.front, s.frontSystem = buf, false
-	s.messages = buf[1 : 1+n]
-	s.shared = false
-}
-
-// add appends messages to the history. The array they go into is this
-// invocation's (views of the history have their capacity cut to their
-// length, so none sees the appended positions).
-func (s *sessionState) add(msgs ...Message) {
-	if !s.inFront() || cap(s.messages)-len(s.messages) < len(msgs) {
-		s.grow(len(msgs))
-	}
-	s.messages = append(s.messages, msgs...)
-}
-
-// modelView is the history for a model request, with system (when not
-// nil) as a leading message: a view of the session's array, which the
-// model must not change. It may keep it: the session treats the array as
-// shared from then on, so a later rewrite copies it first.
-func (s *sessionState) modelView(system *Message) []Message {
-	n := len(s.messages)
-	s.shared = true
-	if system == nil {
-		return s.messages[:n:n]
-	}
-	if !s.inFront() {
-		s.grow(1)
-		s.shared = true
-	}
-	if !s.frontSystem {
-		s.front[0], s.frontSystem = *system, true
-	}
-	return s.front[: 1+n : 1+n]
-}
-
-// touch marks a position rewritten in place.
-func (s *sessionState) touch(i int) {
-	if s.touched == nil {
-		s.touched = map[int]bool{}
-	}
-	s.touched[i] = true
-}
-
-// state is a view of the session that later turns cannot change. It
-// shares the session's slices rather than copying them (a turn's cost must
-// not grow with the conversation): appends past the view's length are not
-// part of it, artifacts are replaced rather than changed, and the one
-// in-place change, rewriting a message, copies the slice first while a view
-// may be looking at it (replaceMessage).
-func (s *sessionState) state() SessionState {
-	s.shared = true
-	return SessionState{
-		SessionID: s.id,
-		Messages:  s.messages[:len(s.messages):len(s.messages)],
-		Custom:    s.custom,
-		Artifacts: s.artifacts[:len(s.artifacts):len(s.artifacts)],
-	}
-}
-
-// replaceMessage rewrites the message at position i, copy-on-write.
-func (s *sessionState) replaceMessage(i int, m Message) {
-	if s.shared {
-		s.grow(2) // a resume appends the tool message next
-	}
-	s.messages[i] = m
-	s.touch(i)
-}
-
 // emit sends a chunk to the client unless the invocation detached; a
 // detached one sends it to its durable stream, if it carries one on.
 func (inv *invocation) emit(c StreamChunk) {
@@ -561,191 +442,6 @@ func (inv *invocation) isDetached() bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	return inv.detached
-}
-
-// resolveSession loads or creates the session init names.
-func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error {
-	if err := inv.checkInitKind(init); err != nil {
-		return err
-	}
-	if err := checkInit(init); err != nil {
-		return err
-	}
-	var err error
-	switch {
-	case init.SnapshotID != "":
-		err = inv.fromSnapshot(ctx, init)
-	case init.SessionID != "":
-		err = inv.fromSession(ctx, init.SessionID)
-	case init.State != nil:
-		err = inv.fromState(ctx, init.State)
-	default:
-		inv.sess = &sessionState{id: NewRowID().String(), owner: inv.caller.EndUser}
-	}
-	if err != nil {
-		return err
-	}
-	inv.last.good = inv.sess.state()
-	inv.last.goodID = inv.baseID
-	return nil
-}
-
-// checkInitKind refuses ids for a client-managed agent and a state for a
-// server-managed one.
-func (inv *invocation) checkInitKind(init AgentInit) error {
-	a := inv.agent
-	if (init.SnapshotID != "" || init.SessionID != "") && !a.ServerManaged {
-		which := "snapshotId"
-		if init.SnapshotID == "" {
-			which = "sessionId"
-		}
-		return Errorf(CodeFailedPrecondition, "Cannot use '%s' with agent '%s': this agent has no store configured (client-managed state). Send 'state' instead.", which, a.Name)
-	}
-	if init.State != nil && a.ServerManaged {
-		return Errorf(CodeFailedPrecondition, "Cannot send 'state' to agent '%s': this agent uses a server-managed store. Send 'snapshotId' or 'sessionId' instead.", a.Name)
-	}
-	return nil
-}
-
-// fromSnapshot continues from the snapshot init names (of the session it
-// names too, if any). A snapshot that is not completed is kept for
-// inspection: resuming it is a graceful failure.
-func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
-	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true})
-	if errors.Is(err, ErrNotFound) {
-		return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
-	}
-	if err != nil {
-		return err
-	}
-	if init.SessionID != "" && snap.SessionID != init.SessionID {
-		return Errorf(CodeInvalidArgument, "Snapshot %s does not belong to session %s.", init.SnapshotID, init.SessionID)
-	}
-	if snap.Status != StatusCompleted {
-		inv.sess = &sessionState{id: snap.SessionID}
-		inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.effectiveStatus(&snap.Snapshot))
-		return nil
-	}
-	inv.useSnapshot(snap)
-	return nil
-}
-
-// fromSession continues a session from its newest completed snapshot, or
-// starts a new one under the client's id.
-func (inv *invocation) fromSession(ctx context.Context, id string) error {
-	if inv.headCached {
-		// This instance's last write of the session, if it is the
-		// caller's to see and of this agent (else the read says why not).
-		if h := inv.rt.store.CachedSessionHead(inv.caller.TenantID, id); h != nil && h.LatestSnapshotID != "" &&
-			h.Agent == inv.agent.Name && inv.caller.scope().Sees(h.EndUser) {
-			snap, err := inv.latestCompleted(ctx, h)
-			if err == nil && snap != nil {
-				inv.expectedHead = h.LatestSnapshotID
-				inv.useSnapshot(snap)
-				return nil
-			}
-		}
-	}
-	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), id)
-	if errors.Is(err, ErrNotFound) {
-		// A new session under the client's id, or another user's (which
-		// looks the same): the first turn takes the id, or finds it is not
-		// free.
-		inv.sess = &sessionState{id: id, owner: inv.caller.EndUser, unclaimed: true}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if sess.Agent != inv.agent.Name {
-		return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", id)
-	}
-	snap, err := inv.latestCompleted(ctx, sess)
-	if err != nil {
-		return err
-	}
-	if snap == nil {
-		inv.sess = &sessionState{id: id, owner: sess.EndUser}
-		return nil
-	}
-	inv.useSnapshot(snap)
-	return nil
-}
-
-// latestCompleted walks back from a session's latest snapshot to the
-// newest completed one (nil when there is none).
-func (inv *invocation) latestCompleted(ctx context.Context, sess *StoredSession) (*StoredSnapshot, error) {
-	visited := map[string]bool{}
-	for id := sess.LatestSnapshotID; id != ""; {
-		if visited[id] {
-			return nil, Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", sess.ID)
-		}
-		visited[id] = true
-		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: id, WithState: true})
-		if err != nil {
-			return nil, err
-		}
-		if s.Status == StatusCompleted {
-			return s, nil
-		}
-		id = s.ParentID
-	}
-	return nil, nil
-}
-
-// fromState starts from a client-managed agent's state. A state this
-// server signed for this caller and agent is history the server wrote; any
-// other may seed the conversation, but its tool requests cannot be
-// answered or restarted.
-func (inv *invocation) fromState(ctx context.Context, st *SessionState) error {
-	id := st.SessionID
-	if id == "" {
-		id = NewRowID().String()
-	}
-	inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
-	verified, err := inv.rt.verifyState(ctx, inv.caller, inv.agent.Name, *st)
-	if err != nil {
-		return err
-	}
-	if !verified {
-		inv.sess.untrusted = len(st.Messages)
-	}
-	return nil
-}
-
-// useSnapshot continues from snap, which may be a shared cache entry: the
-// session never writes into the snapshot's slices.
-func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
-	st := snap.State
-	// Capacity is cut to length, so an append reallocates instead of
-	// writing into the snapshot's array (another branch may append too).
-	inv.sess = &sessionState{
-		id:        snap.SessionID,
-		owner:     snap.EndUser,
-		messages:  st.Messages[:len(st.Messages):len(st.Messages)],
-		custom:    st.Custom,
-		artifacts: st.Artifacts[:len(st.Artifacts):len(st.Artifacts)],
-		shared:    true,
-	}
-	inv.baseID = snap.SnapshotID
-	inv.baseBodies = snap.Bodies
-	inv.baseVersion = snap.AgentVersion
-	inv.basePaused = snap.FinishReason == FinishInterrupted
-	inv.baseAnswered = snap.Answered
-}
-
-// checkID bounds a client-chosen id: any string, but not an unbounded or
-// unprintable one.
-func checkID(field, id string) error {
-	if len(id) > 256 {
-		return Errorf(CodeInvalidArgument, "%s is longer than 256 bytes", field)
-	}
-	for _, r := range id {
-		if r < 0x20 || r == 0x7f {
-			return Errorf(CodeInvalidArgument, "%s contains a control character", field)
-		}
-	}
-	return nil
 }
 
 // runTurns runs a turn per queued input and returns the invocation's output.
@@ -814,32 +510,6 @@ func (inv *invocation) failedOutput(err error) *AgentOutput {
 	return out
 }
 
-// claimSession takes the client-chosen id of a new session for the caller
-// before the first turn runs any agent code: two callers racing on one new
-// id cannot both get it, and the loser sees a missing session (404), never
-// the winner's messages.
-func (inv *invocation) claimSession(ctx context.Context) error {
-	sess, err := inv.rt.store.CreateSession(ctx, inv.caller.scope(), inv.agent.Name, inv.sess.id)
-	if errors.Is(err, ErrNotFound) {
-		err = Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
-	} else if err == nil && sess.Agent != inv.agent.Name {
-		err = Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", inv.sess.id)
-	}
-	if errors.Is(err, ErrUnavailable) {
-		// Nothing ran and nothing was written: the request as a whole is
-		// refused (503), and sending it again is safe.
-		err = AsError(err)
-	}
-	if err != nil {
-		if _, ok := err.(*Error); ok {
-			inv.reject(err)
-		}
-		return err
-	}
-	inv.sess.unclaimed = false
-	return nil
-}
-
 // runTurn runs one turn and persists its end, in a span of its own, and
 // reports how it ended to the observer.
 func (inv *invocation) runTurn(ctx context.Context, in AgentInput) (err error) {
@@ -875,25 +545,33 @@ func (inv *invocation) runTurn(ctx context.Context, in AgentInput) (err error) {
 		}
 		endSpan(span, err)
 	}()
-	err = inv.turn(ctx, in, &t, &finish, &tr)
+	res, err := inv.turn(ctx, in)
+	t, finish, tr = res.turn, res.finish, res.record
 	return err
 }
 
-// turn is runTurn's work: it sets *tp, *finish and *trp as they become
-// known.
-func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finishp *string, trp *turnRecord) error {
+// turnResult is what runTurn's bookkeeping needs of a turn, as far as it
+// got: the turn (nil when refused before it began), its finish reason and
+// its record of calls, interrupts and claims.
+type turnResult struct {
+	turn   *Turn
+	finish string
+	record turnRecord
+}
+
+// turn is runTurn's work.
+func (inv *invocation) turn(ctx context.Context, in AgentInput) (turnResult, error) {
 	if res := in.Resume; res != nil && len(res.Respond)+len(res.Restart) > 0 && inv.sess.untrusted > 0 && len(inv.sess.messages) <= inv.sess.untrusted {
 		// The request to answer would be one the client wrote itself.
 		err := Errorf(CodeInvalidArgument, "init.state carries no valid signature of this server (it is missing, or the state was changed): its tool requests cannot be answered or restarted. Send the state exactly as the last answer returned it.")
 		inv.reject(err)
-		return err
+		return turnResult{}, err
 	}
 	if in.Message != nil {
 		inv.sess.add(in.Message.Clone())
 	}
 	inv.patches.firstInTurn = true
 	t := &Turn{inv: inv, input: in}
-	*tp = t
 	if inv.agent.ServerManaged {
 		t.snapshotID = NewRowID().String()
 		if inv.isDetached() {
@@ -916,14 +594,14 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 	if err == nil {
 		err = inv.checkInterrupts(&tr)
 	}
-	*finishp, *trp = finish, tr
+	res := turnResult{turn: t, finish: finish, record: tr}
 	if err == nil && inv.agent.ServerManaged {
 		err = inv.persist(ctx, t, StatusCompleted, finish, nil, tr)
 	}
 	if err != nil {
 		err = inv.advise(err, in, t, tr)
 		inv.endFailedTurn(ctx, t, err, tr)
-		return err
+		return res, err
 	}
 	inv.flushToolCalls(ctx, t)
 	inv.last.finishReason = finish
@@ -934,7 +612,7 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput, tp **Turn, finis
 		end.SnapshotID = inv.last.goodID
 	}
 	inv.emit(StreamChunk{TurnEnd: end})
-	return nil
+	return res, nil
 }
 
 // endFailedTurn settles a turn that failed. The interrupts its resume
@@ -977,35 +655,6 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	}
 	inv.flushToolCalls(ctx, t)
 	inv.endGuard()
-}
-
-// settleFailedClaims decides what becomes of the interrupts a failed
-// turn's resume claimed: given back when nothing ran (released), kept
-// when a tool ran (returned, for the failed snapshot to record), and an
-// operator's decision kept for a later turn when the database failed it.
-func (inv *invocation) settleFailedClaims(ctx context.Context, t *Turn, err error, tr turnRecord) (kept turnRecord, released bool) {
-	switch {
-	case len(tr.claimed) == 0:
-	case !t.ranTool && inv.preclaimed != nil && errors.Is(err, ErrUnavailable):
-		// An operator's (or a deadline's) decision is recorded: a database
-		// outage does not undo it. Its turn is carried out once the
-		// database is back, by the guard's takeover or, without a guard,
-		// by the repair of stranded decisions.
-		inv.rt.log.Warn("a decision's turn failed with the database out of reach; the decision stays and its turn is carried out later", "snapshot", inv.baseID)
-	case !t.ranTool:
-		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
-			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
-		} else {
-			released = true
-		}
-	default:
-		inv.rt.log.Warn("resume turn failed after a tool ran; its interrupts stay resolved", "session", inv.sess.id)
-		kept = turnRecord{claimed: tr.claimed, resolvedEvents: tr.resolvedEvents}
-		if inv.checkpoint(ctx, t, kept) {
-			kept = turnRecord{}
-		}
-	}
-	return kept, released
 }
 
 // customTurn runs a custom agent's turn. When the session is paused on
@@ -1116,190 +765,6 @@ func (inv *invocation) hideError(err error, status, what string) error {
 		msg += "; the server log has the details under request id " + inv.requestID
 	}
 	return &Error{Status: status, Message: msg, Cause: err}
-}
-
-// persist writes the turn's snapshot (server-managed, not detached), with
-// the outcomes of its tool calls.
-func (inv *invocation) persist(ctx context.Context, t *Turn, status, finish string, errd *ErrorDetails, tr turnRecord) error {
-	snapshotID := t.snapshotID
-	if d := t.deferred; d != nil && (status != StatusCompleted || inv.isDetached() || inv.baseID != d.on) {
-		// Only the completed write of the synchronous turn it answers can
-		// make a deferred claim; a turn detached since claims now.
-		if err := inv.settleClaims(ctx, t); err != nil {
-			return err
-		}
-		tr.claimed, tr.resolvedEvents = d.tr.claimed, d.tr.resolvedEvents
-	}
-	inv.persistMu.Lock()
-	defer inv.persistMu.Unlock()
-	if inv.isDetached() {
-		inv.det.interrupts = append(inv.det.interrupts, tr.interrupts...)
-		inv.det.claims = append(inv.det.claims, tr.claimed...)
-		inv.det.resolvedEvents = inv.det.resolvedEvents || tr.resolvedEvents
-		return nil
-	}
-	w, bodies, err := inv.snapshotWrite(snapshotID, status, finish, errd)
-	if err != nil {
-		return err
-	}
-	deferred := inv.fillWrite(w, t, status, bodies, tr)
-	sctx, span := inv.rt.storeSpan(ctx, "holdpoint.store.commit_turn")
-	committed, err := inv.rt.store.CommitTurn(sctx, w)
-	endSpan(span, err)
-	t.deferred = nil
-	if err != nil {
-		return inv.commitError(err, len(deferred) > 0)
-	}
-	if w.FinalizePending {
-		if !committed {
-			// Aborted, or taken over by an instance that thought this one
-			// dead: what it writes is the turn's end.
-			return Errorf(CodeAborted, "the turn's snapshot %s was ended elsewhere (aborted, or finished by another instance)", snapshotID)
-		}
-		inv.endGuard()
-	}
-	for _, c := range deferred {
-		inv.rt.obs.InterruptResolved(inv.metricAgent(), inv.metricTool(c.Tool))
-	}
-	for _, ni := range tr.interrupts {
-		inv.rt.obs.InterruptCreated(inv.metricAgent(), inv.metricTool(ni.Tool))
-	}
-	t.outcomes = nil
-	inv.expectedHead = "" // the session is at this write now
-	if status == StatusCompleted {
-		inv.written(snapshotID, bodies)
-	}
-	return nil
-}
-
-// fillWrite adds to w what the turn's write carries besides its state
-// record: its interrupts, tool outcomes and claims (a deferred claim,
-// returned, is made by the write), the guard it ends, and, completed, the
-// session's state.
-func (inv *invocation) fillWrite(w *SnapshotWrite, t *Turn, status string, bodies [][]byte, tr turnRecord) []InterruptClaim {
-	w.Interrupts = tr.interrupts
-	w.ToolCalls = t.outcomes
-	if w.FinalizePending = inv.guarding(w.SnapshotID); w.FinalizePending {
-		inv.stopGuardHeartbeat()
-	}
-	var deferred []InterruptClaim
-	if t.deferred != nil {
-		deferred = t.deferred.claims
-		w.Claims = deferred
-	}
-	w.Resolved = tr.claimed
-	w.ResolvedEvents = tr.resolvedEvents
-	// A claim made by this turn's own resume already named this snapshot.
-	w.ResumedSet = tr.resolvedEvents
-	if status == StatusCompleted {
-		st := inv.sess.state()
-		w.State, w.Bodies = &st, bodies
-	}
-	return deferred
-}
-
-// written moves the invocation on to the completed snapshot it wrote.
-func (inv *invocation) written(snapshotID string, bodies [][]byte) {
-	inv.baseID = snapshotID
-	inv.baseAnswered = false
-	inv.baseBodies = bodies
-	inv.last.goodID = snapshotID
-	inv.sess.touched, inv.sess.replaced = nil, false
-	if len(inv.unpersisted) > 0 {
-		inv.unpersisted = inv.unpersisted[1:]
-	}
-}
-
-// commitError is what a turn whose write the store refused fails with;
-// nothing was written. claimed says the write made the resume's claim.
-func (inv *invocation) commitError(err error, claimed bool) error {
-	if errors.Is(err, ErrSessionMoved) {
-		// Started from a cached head another writer has moved on from: no
-		// tool ran (checkHead).
-		inv.reject(errHeadMoved)
-		return errHeadMoved
-	}
-	if errors.Is(err, ErrNotFound) {
-		return Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
-	}
-	if errors.Is(err, ErrTooManyPending) {
-		return inv.tooManyPending()
-	}
-	var e *Error
-	if claimed && errors.As(err, &e) {
-		// The claim was refused: answered as an error, as a claim made up
-		// front is (see claimNow).
-		if e.Status == CodeAborted {
-			inv.rt.obs.ResumeConflict(inv.metricAgent())
-		}
-		inv.reject(e)
-	}
-	return err
-}
-
-// tooManyPending is the failure of a turn whose interrupts would pass the
-// session's bound.
-func (inv *invocation) tooManyPending() error {
-	return exhausted("The turn would leave more than %d interrupts pending in session %s; answer or cancel some first", inv.rt.limits.PendingPerSession, inv.sess.id)
-}
-
-// snapshotWrite builds the write of the current session state: only the
-// message positions that differ from the base snapshot are written.
-func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *ErrorDetails) (*SnapshotWrite, [][]byte, error) {
-	msgs := inv.sess.messages
-	bodies := make([][]byte, len(msgs))
-	w := &SnapshotWrite{
-		TenantID:     inv.caller.TenantID,
-		Agent:        inv.agent.Name,
-		SessionID:    inv.sess.id,
-		EndUser:      inv.caller.EndUser,
-		Actor:        inv.caller.Actor,
-		MaxPending:   inv.rt.limits.PendingPerSession,
-		SnapshotID:   snapshotID,
-		ParentID:     inv.baseID,
-		AgentVersion: inv.agent.Version,
-		Status:       status,
-		FinishReason: finish,
-		Error:        errd,
-		Custom:       inv.sess.custom,
-		Artifacts:    inv.sess.artifacts,
-		MessageCount: len(msgs),
-		ExpectedHead: inv.expectedHead,
-	}
-	sess := inv.sess
-	// Positions below the base's count that were not rewritten are the
-	// base's: not encoded nor written again. (Once the history was set
-	// wholesale, every position is compared.)
-	same := 0
-	if !sess.replaced {
-		same = copy(bodies, inv.baseBodies)
-	}
-	encode := func(i int) error {
-		b, err := json.Marshal(msgs[i])
-		if err != nil {
-			return fmt.Errorf("encoding message %d: %w", i, err)
-		}
-		bodies[i] = b
-		if i < len(inv.baseBodies) && jsonEqual(inv.baseBodies[i], b) {
-			bodies[i] = inv.baseBodies[i]
-			return nil
-		}
-		w.Messages = append(w.Messages, PositionedMessage{Position: i, Body: b})
-		return nil
-	}
-	for _, i := range slices.Sorted(maps.Keys(sess.touched)) {
-		if i < same {
-			if err := encode(i); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	for i := same; i < len(msgs); i++ {
-		if err := encode(i); err != nil {
-			return nil, nil, err
-		}
-	}
-	return w, bodies, nil
 }
 
 // protect runs agent code (a custom turn, a tool, a model), turning a panic

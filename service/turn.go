@@ -39,15 +39,6 @@ type Turn struct {
 	budget turnBudget
 }
 
-// deferredClaim is a resume's claim not made yet: the interrupts of the
-// paused snapshot on that claims names, and the turn record that takes
-// their ids when it is made before the write.
-type deferredClaim struct {
-	claims []InterruptClaim
-	on     string
-	tr     *turnRecord
-}
-
 // begin marks the point where the turn's input has passed validation and
 // agent code (a model, a tool, a custom turn) is about to run. A new
 // session's client-chosen id is taken for the caller here, not earlier, so

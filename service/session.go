@@ -1,0 +1,313 @@
+package service
+
+// Session loading: which session and history a turn starts from (a
+// snapshot, a session id, client-managed state, or nothing), and the
+// copy-on-write state the turn works on.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// sessionState is the session an invocation works on.
+type sessionState struct {
+	id    string
+	owner string // the end user who created the session ("" when none)
+	// unclaimed marks a client-chosen id no session has yet: the first
+	// turn takes it for the caller before any agent code runs.
+	unclaimed bool
+	// untrusted counts the leading messages that came from a client's
+	// state without a valid signature: not the server's history.
+	untrusted int
+	messages  []Message
+	custom    json.RawMessage
+	artifacts []Artifact
+	// touched are positions below the base's message count that were
+	// rewritten in place (a resume's interrupted message); replaced says
+	// the history was set wholesale, so every position must be compared.
+	touched  map[int]bool
+	replaced bool
+	// shared says a view (state), the snapshot cache or a model request
+	// may be looking at the messages' backing array: it must be copied
+	// before a rewrite.
+	shared bool
+	// front is the array the messages live in once this invocation copied
+	// them (grow), from front[1] on: front[0] is a slot before the first
+	// message where callModel puts the agent's system message, so that a
+	// model request is a view of the history rather than a copy of it.
+	// Appends that go past its capacity (a plain append) leave it, and
+	// the next grow copies again (inFront tells).
+	front []Message
+	// frontSystem says front[0] holds the system message.
+	frontSystem bool
+}
+
+// inFront reports whether the messages start at front[1].
+func (s *sessionState) inFront() bool {
+	if cap(s.front) < 2 || cap(s.messages) == 0 {
+		return false
+	}
+	return &s.front[:2][1] == &s.messages[:1][0]
+}
+
+// grow copies the messages into a new array of this invocation's, after a
+// free slot and with room for extra more (and an eighth as many again, so
+// that appending copies a long history once per invocation, not once per
+// message).
+func (s *sessionState) grow(extra int) {
+	n := len(s.messages)
+	buf := make([]Message, 1+n, 1+n+extra+n/8+16)
+	copy(buf[1:], s.messages)
+	s.front, s.frontSystem = buf, false
+	s.messages = buf[1 : 1+n]
+	s.shared = false
+}
+
+// add appends messages to the history. The array they go into is this
+// invocation's (views of the history have their capacity cut to their
+// length, so none sees the appended positions).
+func (s *sessionState) add(msgs ...Message) {
+	if !s.inFront() || cap(s.messages)-len(s.messages) < len(msgs) {
+		s.grow(len(msgs))
+	}
+	s.messages = append(s.messages, msgs...)
+}
+
+// modelView is the history for a model request, with system (when not
+// nil) as a leading message: a view of the session's array, which the
+// model must not change. It may keep it: the session treats the array as
+// shared from then on, so a later rewrite copies it first.
+func (s *sessionState) modelView(system *Message) []Message {
+	n := len(s.messages)
+	s.shared = true
+	if system == nil {
+		return s.messages[:n:n]
+	}
+	if !s.inFront() {
+		s.grow(1)
+		s.shared = true
+	}
+	if !s.frontSystem {
+		s.front[0], s.frontSystem = *system, true
+	}
+	return s.front[: 1+n : 1+n]
+}
+
+// touch marks a position rewritten in place.
+func (s *sessionState) touch(i int) {
+	if s.touched == nil {
+		s.touched = map[int]bool{}
+	}
+	s.touched[i] = true
+}
+
+// state is a view of the session that later turns cannot change. It
+// shares the session's slices rather than copying them (a turn's cost must
+// not grow with the conversation): appends past the view's length are not
+// part of it, artifacts are replaced rather than changed, and the one
+// in-place change, rewriting a message, copies the slice first while a view
+// may be looking at it (replaceMessage).
+func (s *sessionState) state() SessionState {
+	s.shared = true
+	return SessionState{
+		SessionID: s.id,
+		Messages:  s.messages[:len(s.messages):len(s.messages)],
+		Custom:    s.custom,
+		Artifacts: s.artifacts[:len(s.artifacts):len(s.artifacts)],
+	}
+}
+
+// replaceMessage rewrites the message at position i, copy-on-write.
+func (s *sessionState) replaceMessage(i int, m Message) {
+	if s.shared {
+		s.grow(2) // a resume appends the tool message next
+	}
+	s.messages[i] = m
+	s.touch(i)
+}
+
+// resolveSession loads or creates the session init names.
+func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error {
+	if err := inv.checkInitKind(init); err != nil {
+		return err
+	}
+	if err := checkInit(init); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case init.SnapshotID != "":
+		err = inv.fromSnapshot(ctx, init)
+	case init.SessionID != "":
+		err = inv.fromSession(ctx, init.SessionID)
+	case init.State != nil:
+		err = inv.fromState(ctx, init.State)
+	default:
+		inv.sess = &sessionState{id: NewRowID().String(), owner: inv.caller.EndUser}
+	}
+	if err != nil {
+		return err
+	}
+	inv.last.good = inv.sess.state()
+	inv.last.goodID = inv.baseID
+	return nil
+}
+
+// checkInitKind refuses ids for a client-managed agent and a state for a
+// server-managed one.
+func (inv *invocation) checkInitKind(init AgentInit) error {
+	a := inv.agent
+	if (init.SnapshotID != "" || init.SessionID != "") && !a.ServerManaged {
+		which := "snapshotId"
+		if init.SnapshotID == "" {
+			which = "sessionId"
+		}
+		return Errorf(CodeFailedPrecondition, "Cannot use '%s' with agent '%s': this agent has no store configured (client-managed state). Send 'state' instead.", which, a.Name)
+	}
+	if init.State != nil && a.ServerManaged {
+		return Errorf(CodeFailedPrecondition, "Cannot send 'state' to agent '%s': this agent uses a server-managed store. Send 'snapshotId' or 'sessionId' instead.", a.Name)
+	}
+	return nil
+}
+
+// fromSnapshot continues from the snapshot init names (of the session it
+// names too, if any). A snapshot that is not completed is kept for
+// inspection: resuming it is a graceful failure.
+func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
+	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true})
+	if errors.Is(err, ErrNotFound) {
+		return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
+	}
+	if err != nil {
+		return err
+	}
+	if init.SessionID != "" && snap.SessionID != init.SessionID {
+		return Errorf(CodeInvalidArgument, "Snapshot %s does not belong to session %s.", init.SnapshotID, init.SessionID)
+	}
+	if snap.Status != StatusCompleted {
+		inv.sess = &sessionState{id: snap.SessionID}
+		inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.effectiveStatus(&snap.Snapshot))
+		return nil
+	}
+	inv.useSnapshot(snap)
+	return nil
+}
+
+// fromSession continues a session from its newest completed snapshot, or
+// starts a new one under the client's id.
+func (inv *invocation) fromSession(ctx context.Context, id string) error {
+	if inv.headCached {
+		// This instance's last write of the session, if it is the
+		// caller's to see and of this agent (else the read says why not).
+		if h := inv.rt.store.CachedSessionHead(inv.caller.TenantID, id); h != nil && h.LatestSnapshotID != "" &&
+			h.Agent == inv.agent.Name && inv.caller.scope().Sees(h.EndUser) {
+			snap, err := inv.latestCompleted(ctx, h)
+			if err == nil && snap != nil {
+				inv.expectedHead = h.LatestSnapshotID
+				inv.useSnapshot(snap)
+				return nil
+			}
+		}
+	}
+	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), id)
+	if errors.Is(err, ErrNotFound) {
+		// A new session under the client's id, or another user's (which
+		// looks the same): the first turn takes the id, or finds it is not
+		// free.
+		inv.sess = &sessionState{id: id, owner: inv.caller.EndUser, unclaimed: true}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sess.Agent != inv.agent.Name {
+		return Errorf(CodeFailedPrecondition, "Session %s belongs to another agent.", id)
+	}
+	snap, err := inv.latestCompleted(ctx, sess)
+	if err != nil {
+		return err
+	}
+	if snap == nil {
+		inv.sess = &sessionState{id: id, owner: sess.EndUser}
+		return nil
+	}
+	inv.useSnapshot(snap)
+	return nil
+}
+
+// latestCompleted walks back from a session's latest snapshot to the
+// newest completed one (nil when there is none).
+func (inv *invocation) latestCompleted(ctx context.Context, sess *StoredSession) (*StoredSnapshot, error) {
+	visited := map[string]bool{}
+	for id := sess.LatestSnapshotID; id != ""; {
+		if visited[id] {
+			return nil, Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", sess.ID)
+		}
+		visited[id] = true
+		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: id, WithState: true})
+		if err != nil {
+			return nil, err
+		}
+		if s.Status == StatusCompleted {
+			return s, nil
+		}
+		id = s.ParentID
+	}
+	return nil, nil
+}
+
+// fromState starts from a client-managed agent's state. A state this
+// server signed for this caller and agent is history the server wrote; any
+// other may seed the conversation, but its tool requests cannot be
+// answered or restarted.
+func (inv *invocation) fromState(ctx context.Context, st *SessionState) error {
+	id := st.SessionID
+	if id == "" {
+		id = NewRowID().String()
+	}
+	inv.sess = &sessionState{id: id, messages: cloneMessages(st.Messages), custom: st.Custom, artifacts: st.Artifacts}
+	verified, err := inv.rt.verifyState(ctx, inv.caller, inv.agent.Name, *st)
+	if err != nil {
+		return err
+	}
+	if !verified {
+		inv.sess.untrusted = len(st.Messages)
+	}
+	return nil
+}
+
+// useSnapshot continues from snap, which may be a shared cache entry: the
+// session never writes into the snapshot's slices.
+func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
+	st := snap.State
+	// Capacity is cut to length, so an append reallocates instead of
+	// writing into the snapshot's array (another branch may append too).
+	inv.sess = &sessionState{
+		id:        snap.SessionID,
+		owner:     snap.EndUser,
+		messages:  st.Messages[:len(st.Messages):len(st.Messages)],
+		custom:    st.Custom,
+		artifacts: st.Artifacts[:len(st.Artifacts):len(st.Artifacts)],
+		shared:    true,
+	}
+	inv.baseID = snap.SnapshotID
+	inv.baseBodies = snap.Bodies
+	inv.baseVersion = snap.AgentVersion
+	inv.basePaused = snap.FinishReason == FinishInterrupted
+	inv.baseAnswered = snap.Answered
+}
+
+// checkID bounds a client-chosen id: any string, but not an unbounded or
+// unprintable one.
+func checkID(field, id string) error {
+	if len(id) > 256 {
+		return Errorf(CodeInvalidArgument, "%s is longer than 256 bytes", field)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return Errorf(CodeInvalidArgument, "%s contains a control character", field)
+		}
+	}
+	return nil
+}
