@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 )
 
 // escalatingAgent's model calls transferMoney, which its policy gates for
@@ -78,7 +79,7 @@ func TestEscalationOnTheEventStream(t *testing.T) {
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+id.String()+"/events", nil), http.StatusOK, &trail)
 	last := trail.Items[len(trail.Items)-1]
 	var moved struct{ From, To string }
-	if err := json.Unmarshal(last.Payload, &moved); err != nil || last.Type != service.EventEscalated || moved.From != "approve:payments" || moved.To != "approve:lead" {
+	if err := json.Unmarshal(last.Payload, &moved); err != nil || last.Type != events.Escalated || moved.From != "approve:payments" || moved.To != "approve:lead" {
 		t.Fatalf("audit trail %+v", trail.Items)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/webhooks"
+	"github.com/holdpoint/holdpoint/service/events"
 )
 
 // eventsHeartbeat is how often an idle event stream gets a comment line, so
@@ -108,8 +107,8 @@ func parseEventFilter(c echo.Context) (eventFilter, error) {
 			if t == "" {
 				continue
 			}
-			if !slices.Contains(webhooks.EventTypes, t) {
-				return f, fieldInvalid("type", "unknown event type %q: want one of %s", t, strings.Join(webhooks.EventTypes, ", "))
+			if !events.Known(t) {
+				return f, fieldInvalid("type", "unknown event type %q: want one of %s", t, strings.Join(events.Names(), ", "))
 			}
 			if f.types == nil {
 				f.types = map[string]bool{}

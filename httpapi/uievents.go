@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 )
 
 // eventLine is one event of an interrupt's audit trail as a sentence:
@@ -60,17 +61,17 @@ func eventSentence(ev service.InterruptEvent) eventLine {
 	_ = json.Unmarshal(ev.Payload, &p)
 	l := eventLine{At: ev.CreatedAt, Note: p.Note}
 	switch ev.Type {
-	case service.EventCreated:
+	case events.Created:
 		l.Text = "Raised by a turn of " + ev.Actor
-	case service.EventClaimed:
+	case events.Claimed:
 		l.Text = "Claimed by a resume of " + ev.Actor
-	case service.EventResolved:
+	case events.Resolved:
 		l.Text, l.With = decisionSentence(ev.Actor, p)
-	case service.EventExpired:
+	case events.Expired:
 		l.Text = "Expired"
-	case service.EventReleased:
+	case events.Released:
 		l.Text = "Released: the resume failed before it changed anything"
-	case service.EventCancelled:
+	case events.Cancelled:
 		l.Text = "Cancelled because the session moved on"
 	case "voted":
 		l.Text = voteSentence(ev.Actor, p)

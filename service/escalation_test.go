@@ -17,6 +17,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -195,13 +196,13 @@ func TestEscalationReassignsOnce(t *testing.T) {
 		t.Fatalf("the escalation not yet due: %v %+v", err, w)
 	}
 
-	events, err := e.rt.InterruptEvents(ctx, lead, it.ID)
+	trail, err := e.rt.InterruptEvents(ctx, lead, it.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	escalated := 0
-	for _, ev := range events {
-		if ev.Type == service.EventEscalated {
+	for _, ev := range trail {
+		if ev.Type == events.Escalated {
 			escalated++
 			if ev.Actor != "system" || !jsonEq(ev.Payload, `{"from":"approve:payments","to":"approve:lead"}`) {
 				t.Errorf("escalated event %+v (payload %s)", ev, ev.Payload)
@@ -209,7 +210,7 @@ func TestEscalationReassignsOnce(t *testing.T) {
 		}
 	}
 	if escalated != 1 {
-		t.Fatalf("%d escalated events, want 1: %+v", escalated, events)
+		t.Fatalf("%d escalated events, want 1: %+v", escalated, trail)
 	}
 
 	p := hook.wait(t, "interrupt.escalated")

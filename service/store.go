@@ -412,21 +412,6 @@ const (
 	InterruptCancelled = "cancelled"
 )
 
-// Interrupt event types (interrupt_events.type): the audit trail.
-const (
-	EventCreated   = "created"
-	EventClaimed   = "claimed"
-	EventReleased  = "released"
-	EventResolved  = "resolved"
-	EventExpired   = "expired"
-	EventCancelled = "cancelled"
-	// EventVoted: an approver voted on a gated call (payload: the vote,
-	// the voter, the approvals so far and needed).
-	EventVoted = "voted"
-	// EventEscalated: a policy handed the interrupt to another scope.
-	EventEscalated = "escalated"
-)
-
 // Tool call statuses.
 const (
 	ToolCallRunning     = "running"

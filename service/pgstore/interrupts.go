@@ -12,6 +12,7 @@ import (
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/internal/rawjson"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 )
 
 // eventBatch collects audit events (rows of interrupt_events) as the
@@ -32,26 +33,26 @@ func (b *eventBatch) add(id uuid.UUID, typ string, payload json.RawMessage) {
 // created: the turn that paused on the interrupt, by its snapshot.
 func (b *eventBatch) created(id uuid.UUID, snapshotID string) {
 	payload, _ := json.Marshal(map[string]string{"snapshotId": snapshotID})
-	b.add(id, service.EventCreated, payload)
+	b.add(id, events.Created, payload)
 }
 
 // resumed: the resume that answered the interrupt, by the snapshot it
 // wrote.
 func (b *eventBatch) resumed(id uuid.UUID, snapshotID string) {
 	payload, _ := json.Marshal(map[string]string{"resumedSnapshotId": snapshotID})
-	b.add(id, service.EventResolved, payload)
+	b.add(id, events.Resolved, payload)
 }
 
 // decided: an operator's or a deadline's decision, as stored on the row.
 func (b *eventBatch) decided(id uuid.UUID, resolution json.RawMessage) {
-	b.add(id, service.EventResolved, resolution)
+	b.add(id, events.Resolved, resolution)
 }
 
 // released: a claim given back.
-func (b *eventBatch) released(id uuid.UUID) { b.add(id, service.EventReleased, nil) }
+func (b *eventBatch) released(id uuid.UUID) { b.add(id, events.Released, nil) }
 
 // expired: a deadline that passed with nothing to answer.
-func (b *eventBatch) expired(id uuid.UUID) { b.add(id, service.EventExpired, nil) }
+func (b *eventBatch) expired(id uuid.UUID) { b.add(id, events.Expired, nil) }
 
 // insert appends the batch's events of one tenant, by actor.
 func (b *eventBatch) insert(ctx context.Context, q *db.Queries, tenantID, actor string) error {
@@ -199,11 +200,11 @@ func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []
 				return err
 			}
 		}
-		var events eventBatch
+		var batch eventBatch
 		for _, id := range ids {
-			events.released(id)
+			batch.released(id)
 		}
-		return events.insert(ctx, q, tenantID, actor)
+		return batch.insert(ctx, q, tenantID, actor)
 	})
 	if err == nil {
 		s.eventsWritten()
@@ -371,9 +372,9 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 		if err := refuse(row.ID, row.Tool, row.Ref, row.Status, false); err != nil {
 			return err
 		}
-		var events eventBatch
+		var batch eventBatch
 		if p.Vote != nil {
-			d, err := s.vote(ctx, q, row, p, &events)
+			d, err := s.vote(ctx, q, row, p, &batch)
 			if err != nil || d != nil {
 				out = d
 				return err
@@ -389,8 +390,8 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 		if n == 0 {
 			return service.Errorf(service.CodeAborted, "interrupt %s was decided concurrently", id)
 		}
-		events.decided(id, resolution)
-		if err := events.insert(ctx, q, tenantID, actor); err != nil {
+		batch.decided(id, resolution)
+		if err := batch.insert(ctx, q, tenantID, actor); err != nil {
 			return err
 		}
 		row.Status = service.InterruptResolved
@@ -476,7 +477,7 @@ func applyDeadline(ctx context.Context, q *db.Queries, row db.Interrupt) (respon
 	if err := q.SetTenant(ctx, row.TenantID); err != nil {
 		return false, err
 	}
-	var events eventBatch
+	var batch eventBatch
 	if policy.Action == "respond" {
 		resolution, _ := json.Marshal(map[string]any{"respond": rawjson.Or(policy.Output, "null"), "reason": "deadline"})
 		if _, err := q.ClaimInterrupt(ctx, db.ClaimInterruptParams{
@@ -484,14 +485,14 @@ func applyDeadline(ctx context.Context, q *db.Queries, row db.Interrupt) (respon
 		}); err != nil {
 			return false, err
 		}
-		events.decided(row.ID, resolution)
-		return true, events.insert(ctx, q, row.TenantID, "system")
+		batch.decided(row.ID, resolution)
+		return true, batch.insert(ctx, q, row.TenantID, "system")
 	}
 	if _, err := q.ExpireInterrupt(ctx, db.ExpireInterruptParams{TenantID: row.TenantID, ID: row.ID}); err != nil {
 		return false, err
 	}
-	events.expired(row.ID)
-	return false, events.insert(ctx, q, row.TenantID, "system")
+	batch.expired(row.ID)
+	return false, batch.insert(ctx, q, row.TenantID, "system")
 }
 
 // decidedSnapshots are the snapshots among touched whose interrupts are
@@ -646,7 +647,7 @@ func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration
 // voter is refused; an approval short of the approvals needed returns the
 // decision that only records it (with its event), else nil to go on with
 // the decision (row.ProposedInput then is the input approved).
-func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p service.DecideInterruptParams, events *eventBatch) (*service.Decision, error) {
+func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p service.DecideInterruptParams, batch *eventBatch) (*service.Decision, error) {
 	v := p.Vote
 	if deref(row.Scope) != p.Scope {
 		return nil, service.Errorf(service.CodeAborted, "interrupt %s was escalated to %s meanwhile: decide it again if you may", row.ID, deref(row.Scope))
@@ -678,8 +679,8 @@ func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p 
 		}
 		if c.ApprovalsGiven < c.ApprovalsNeeded {
 			raw, _ := json.Marshal(payload)
-			events.add(row.ID, service.EventVoted, raw)
-			if err := events.insert(ctx, q, p.TenantID, p.Actor); err != nil {
+			batch.add(row.ID, events.Voted, raw)
+			if err := batch.insert(ctx, q, p.TenantID, p.Actor); err != nil {
 				return nil, err
 			}
 			it := interruptFromRow(*row)
@@ -688,7 +689,7 @@ func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p 
 		}
 	}
 	raw, _ := json.Marshal(payload)
-	events.add(row.ID, service.EventVoted, raw)
+	batch.add(row.ID, events.Voted, raw)
 	return nil, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 )
 
 // LoadSnapshot implements Store. A completed snapshot with its state comes
@@ -366,7 +367,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		MaxPending: int32(w.MaxPending), KeepHead: w.KeepHead,
 	}
 	p.MessagesFrom, p.Messages = messageRun(w.Messages)
-	var events eventBatch
+	var batch eventBatch
 	for _, in := range w.Interrupts {
 		id := service.NewRowID()
 		p.InterruptIDs = append(p.InterruptIDs, id)
@@ -378,11 +379,11 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		p.OnExpires = append(p.OnExpires, nullableJSON(in.OnExpire))
 		p.Repauses = append(p.Repauses, in.Repause)
 		p.Policies = append(p.Policies, nullableJSON(in.Policy))
-		events.created(id, w.SnapshotID)
+		batch.created(id, w.SnapshotID)
 	}
 	if w.ResolvedEvents {
 		for _, id := range w.Resolved {
-			events.resumed(id, w.SnapshotID)
+			batch.resumed(id, w.SnapshotID)
 		}
 	}
 	for _, c := range w.Claims {
@@ -390,7 +391,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 		p.ClaimRefs = append(p.ClaimRefs, c.Ref)
 		p.ClaimResolutions = append(p.ClaimResolutions, nullableJSON(c.Resolution))
 	}
-	p.EventInterruptIDs, p.EventTypes, p.EventPayloads = events.ids, events.types, events.payloads
+	p.EventInterruptIDs, p.EventTypes, p.EventPayloads = batch.ids, batch.types, batch.payloads
 	p.TurnEvent = turnEvent(w.Status)
 	return p, nil
 }
@@ -400,9 +401,9 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 func turnEvent(status string) string {
 	switch status {
 	case service.StatusCompleted:
-		return "turn.completed"
+		return events.TurnCompleted
 	case service.StatusFailed:
-		return "turn.failed"
+		return events.TurnFailed
 	}
 	return ""
 }

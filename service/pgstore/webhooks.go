@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 )
 
 var _ service.WebhookStore = (*PgStore)(nil)
@@ -194,7 +195,7 @@ func webhookEventOf(r db.WebhookDeliveryContext) *service.WebhookEvent {
 func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
 	ev := &service.WebhookEvent{
 		Pos:  service.EventPos{Xid: r.EventXid, ID: r.EventID},
-		Type: eventName(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
+		Type: events.Name(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
 	}
 	switch {
 	case r.InterruptID.Valid && r.InterruptAgent != nil:
@@ -222,17 +223,6 @@ func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
 		}
 	}
 	return ev
-}
-
-// eventName is the public name of a stored event type (as the SQL
-// function holdpoint_event_name says).
-func eventName(t string) string {
-	for i := 0; i < len(t); i++ {
-		if t[i] == '.' {
-			return t
-		}
-	}
-	return "interrupt." + t
 }
 
 // LeaseWebhookCursors implements service.WebhookStore (a system function:
@@ -381,7 +371,7 @@ func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, don
 
 func deliveryOf(r db.ListWebhookDeliveriesRow) service.WebhookDelivery {
 	d := service.WebhookDelivery{
-		ID: r.ID, WebhookID: r.WebhookID, EventType: eventName(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
+		ID: r.ID, WebhookID: r.WebhookID, EventType: events.Name(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
 		NextAttemptAt: r.NextAttemptAt, LastAttemptAt: r.LastAttemptAt, LastError: deref(r.LastError),
 		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: service.EventPos{Xid: int64(r.EventXid.Uint64), ID: r.EventID},
 	}

@@ -20,23 +20,9 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/httptool"
 )
-
-// EventTypes are the events an endpoint may subscribe to.
-var EventTypes = []string{
-	"interrupt.created",   // an agent paused for a human
-	"interrupt.claimed",   // a resume took the interrupt (the decision is being applied)
-	"interrupt.released",  // a resume failed before it changed anything: pending again
-	"interrupt.resolved",  // decided (respond or restart), recorded with who and what
-	"interrupt.expired",   // its deadline passed
-	"interrupt.cancelled", // its session moved on without it
-	"interrupt.voted",     // an approver approved or denied a gated call (every vote; the deciding one is followed by interrupt.resolved)
-	"interrupt.escalated", // its approval policy handed it to another scope (its deadline still applies)
-	"turn.completed",      // a turn ended (finish reason stop, interrupted, ...)
-	"turn.failed",         // a turn failed
-	"tool.called",         // a tool ran (its outcome recorded)
-}
 
 // Bounds of an endpoint's fields.
 const (
@@ -117,12 +103,12 @@ func checkDescription(d string) error {
 // result; none means every type.
 func checkTypes(types []string) ([]string, error) {
 	if len(types) == 0 {
-		return slices.Clone(EventTypes), nil
+		return events.Names(), nil
 	}
 	out := make([]string, 0, len(types))
 	for _, t := range types {
-		if !slices.Contains(EventTypes, t) {
-			return nil, fieldError("eventTypes", "unknown event type %q: want one of %s", t, strings.Join(EventTypes, ", "))
+		if !events.Known(t) {
+			return nil, fieldError("eventTypes", "unknown event type %q: want one of %s", t, strings.Join(events.Names(), ", "))
 		}
 		if !slices.Contains(out, t) {
 			out = append(out, t)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -34,7 +35,7 @@ var webhooksUsage = `Usage:
                                          queue a delivered or dead delivery again
 
 Event types (--events; none given on create: all of them):
-  ` + strings.Join(webhooks.EventTypes, ", ") + `
+  ` + strings.Join(events.Names(), ", ") + `
 
 The endpoint's URL follows the tenant's address rules for HTTP tools (see
 platform tenants allow-tool-hosts); --allow-loopback also lets it be this
@@ -252,7 +253,7 @@ func webhooksList(args []string, stdout, stderr io.Writer) int {
 
 // eventsColumn shows an endpoint's event types, "all" when it has every one.
 func eventsColumn(types []string) string {
-	if len(types) == len(webhooks.EventTypes) {
+	if len(types) == len(events.Names()) {
 		return "all"
 	}
 	return strings.Join(types, ",")
