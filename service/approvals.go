@@ -126,22 +126,6 @@ func (p *ApprovalPolicy) requires(ctx context.Context, input json.RawMessage) (b
 	return p.When(ctx, rawjson.Or(input, "null"))
 }
 
-// StoredPolicy is an approval policy as an interrupt row keeps it
-// (interrupts.policy): what decisions need, without the agent's code.
-type StoredPolicy struct {
-	Scope     string            `json:"scope,omitempty"`
-	Approvals int               `json:"approvals"`
-	AllowEdit bool              `json:"allowEdit,omitempty"`
-	Attempts  int               `json:"attempts"`
-	Escalate  *StoredEscalation `json:"escalate,omitempty"`
-}
-
-// StoredEscalation is an escalation as stored.
-type StoredEscalation struct {
-	AfterMs int64  `json:"afterMs"`
-	Scope   string `json:"scope"`
-}
-
 // stored is the policy as its interrupts keep it.
 func (p *ApprovalPolicy) stored() *StoredPolicy {
 	s := &StoredPolicy{Scope: p.Scope, Approvals: p.approvals(), AllowEdit: p.AllowEdit, Attempts: p.attempts()}
@@ -149,12 +133,6 @@ func (p *ApprovalPolicy) stored() *StoredPolicy {
 		s.Escalate = &StoredEscalation{AfterMs: p.Escalate.After.Milliseconds(), Scope: p.Escalate.Scope}
 	}
 	return s
-}
-
-// MakerChecker reports whether the stored policy excludes the requester
-// and the protocol (see ApprovalPolicy.MakerChecker).
-func (s *StoredPolicy) MakerChecker() bool {
-	return s != nil && (s.Scope != "" || s.Approvals > 1)
 }
 
 // HasScope reports whether the caller may decide what needs scope ("":
@@ -173,16 +151,6 @@ func (c Caller) Voter() string {
 		return "key:" + c.KeyID
 	}
 	return c.Actor
-}
-
-// ActorOfKey is how every decision, vote and call records an API key (and
-// a dashboard session of one): its name, when it has one, and its id, the
-// same way everywhere.
-func ActorOfKey(id, name string) string {
-	if name == "" {
-		return "key:" + id
-	}
-	return "key:" + name + "/" + id
 }
 
 // voteOf is the vote a decision of c on it records: nil for an interrupt

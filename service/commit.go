@@ -176,7 +176,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 			return fmt.Errorf("encoding message %d: %w", i, err)
 		}
 		bodies[i] = b
-		if i < len(inv.baseBodies) && jsonEqual(inv.baseBodies[i], b) {
+		if i < len(inv.baseBodies) && JSONEqual(inv.baseBodies[i], b) {
 			bodies[i] = inv.baseBodies[i]
 			return nil
 		}

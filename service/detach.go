@@ -34,7 +34,7 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 				return
 			}
 		}
-		if in.hasPayload() {
+		if in.HasPayload() {
 			if !in.Detach {
 				inv.track(ctx, in)
 			}
@@ -89,7 +89,7 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 		// Its guard's job would finish the same turn under another id.
 		return Errorf(CodeFailedPrecondition, "This turn is executing an approval and cannot detach now: send detach with the resume itself.")
 	}
-	if in.hasPayload() {
+	if in.HasPayload() {
 		in.Detach = false
 		inv.unpersisted = append(inv.unpersisted, in)
 	}
@@ -100,7 +100,7 @@ func (inv *invocation) detach(ctx context.Context, in AgentInput) error {
 	// owned by nobody, for the first instance with a slot to take. A turn
 	// already running when the detach came goes on here either way.
 	inv.det.slot = inv.rt.takeJobSlot()
-	inv.det.queued = !inv.det.slot && len(job.Inputs) == 1 && in.hasPayload()
+	inv.det.queued = !inv.det.slot && len(job.Inputs) == 1 && in.HasPayload()
 	owner := inv.rt.instanceID
 	if inv.det.queued {
 		owner = ""
@@ -290,7 +290,7 @@ func (inv *invocation) finalizeDetached(status, finish string, errd *ErrorDetail
 	if errors.Is(err, ErrTooManyPending) {
 		// Its interrupts would pass the session's bound: the turn ends
 		// failed instead, pausing on none.
-		w.Status, w.FinishReason, w.Error, w.Interrupts = StatusFailed, FinishFailed, details(inv.tooManyPending()), nil
+		w.Status, w.FinishReason, w.Error, w.Interrupts = StatusFailed, FinishFailed, Details(inv.tooManyPending()), nil
 		committed, err = inv.rt.store.CommitTurn(sctx, w)
 	}
 	endSpan(span, err)
@@ -315,7 +315,7 @@ const outageRetries = 3
 // databaseOutage reports whether a failed turn's error is a database
 // outage (not a model's or a tool's UNAVAILABLE).
 func databaseOutage(e *ErrorDetails) bool {
-	return e != nil && e.Status == CodeUnavailable && e.Message == unavailableMessage
+	return e != nil && e.Status == CodeUnavailable && e.Message == UnavailableMessage
 }
 
 // dropJob deletes the job of a detached turn that ended without finalizing

@@ -2,21 +2,7 @@ package service
 
 import (
 	"context"
-
-	"github.com/google/uuid"
 )
-
-// EscalatedInterrupt is a pending approval the escalation sweep handed to
-// another scope.
-type EscalatedInterrupt struct {
-	TenantID string
-	ID       uuid.UUID
-	Agent    string
-	Tool     string
-	// From is the scope it needed before ("" for any operator); To the
-	// escalation's scope, which it needs now.
-	From, To string
-}
 
 // escalationBatch is how many interrupts one statement of the sweep
 // escalates.

@@ -8,21 +8,6 @@ import (
 	"strings"
 )
 
-// EventPos is an event's position in the log: its writing transaction's
-// id, then its number. Readers take events in this order, and only those
-// whose transaction is older than every transaction still running, so
-// nothing can appear at or before a position a reader has passed (see the
-// migration 00019_webhooks.sql).
-type EventPos struct {
-	Xid int64
-	ID  int64
-}
-
-// After reports whether p comes after q.
-func (p EventPos) After(q EventPos) bool {
-	return p.Xid > q.Xid || (p.Xid == q.Xid && p.ID > q.ID)
-}
-
 // Event positions would tell a tenant how busy the others are (both parts
 // count across all tenants). An event id is therefore shown as the AES
 // encryption, with the tenant's own event_ids key, of its position:
@@ -43,7 +28,7 @@ func (k *keyring) eventID(ctx context.Context, tenantID string, pos EventPos) (s
 	}
 	block, err := aes.NewCipher(key.Secret[:32])
 	if err != nil {
-		return "", internalError(err)
+		return "", InternalError(err)
 	}
 	// Layout: xid (8 bytes), number (6 bytes), two zero bytes.
 	var plain, sealed [aes.BlockSize]byte
@@ -77,7 +62,7 @@ func (k *keyring) parseEventID(ctx context.Context, tenantID, id string) (EventP
 	for _, key := range keys {
 		block, err := aes.NewCipher(key.Secret[:32])
 		if err != nil {
-			return EventPos{}, false, internalError(err)
+			return EventPos{}, false, InternalError(err)
 		}
 		var plain [aes.BlockSize]byte
 		block.Decrypt(plain[:], sealed)

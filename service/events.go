@@ -5,28 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
 )
-
-// Notification announces an event to live listeners.
-type Notification struct {
-	TenantID string `json:"tenantId"`
-	// EventID is the event's opaque id (see eventids.go): what a listener
-	// resumes from.
-	EventID string `json:"eventId"`
-	// Pos is the event's position in the log, never shown.
-	Pos EventPos `json:"-"`
-	// Type is the event's public name, e.g. interrupt.created.
-	Type        string     `json:"type"`
-	InterruptID *uuid.UUID `json:"interruptId,omitempty"`
-	Agent       string     `json:"agent,omitempty"`
-	Tool        string     `json:"tool,omitempty"`
-	SessionID   string     `json:"sessionId,omitempty"`
-	SnapshotID  string     `json:"snapshotId,omitempty"`
-	Actor       string     `json:"actor,omitempty"`
-	At          time.Time  `json:"at"`
-}
 
 // EventHub delivers events to subscribers of the same tenant, so a
 // dashboard on any instance sees every instance's events, usually within a
@@ -49,24 +28,6 @@ type EventHub struct {
 type subscriber struct {
 	tenantID string
 	ch       chan Notification
-}
-
-// EventSource is where the hub reads events from.
-type EventSource interface {
-	// EventHorizon returns the position where a reader starting now
-	// starts: every event before it is final.
-	EventHorizon(ctx context.Context) (int64, error)
-	// EventsAfter returns events of every tenant after a position, oldest
-	// first, at most limit, all final.
-	EventsAfter(ctx context.Context, after EventPos, limit int) ([]Notification, error)
-	// TenantEventsAfter is EventsAfter for one tenant.
-	TenantEventsAfter(ctx context.Context, tenantID string, after EventPos, limit int) ([]Notification, error)
-	// ListenEvents blocks until ctx ends or the connection fails, calling
-	// ready once listening and wake whenever an instance announces new
-	// events.
-	ListenEvents(ctx context.Context, ready, wake func()) error
-	// SigningKeys returns a tenant's keys of a purpose (the event id key).
-	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
 }
 
 // NewEventHub returns a hub over src; Run must be started for it to

@@ -143,7 +143,7 @@ func sameApproval(a, b json.RawMessage) bool {
 		Restart bool            `json:"restart"`
 		Input   json.RawMessage `json:"input"`
 	}
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && x.Restart && y.Restart && jsonEqual(x.Input, y.Input)
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && x.Restart && y.Restart && JSONEqual(x.Input, y.Input)
 }
 
 // checkGatedResume checks a protocol resume's answers to gate interrupts:
@@ -168,7 +168,7 @@ func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool,
 		if !preclaimed && tool.Approval.MakerChecker() && pending(i) {
 			return Errorf(CodePermissionDenied, "%s needs %d approval(s)%s from someone other than who asked: it is decided in the inbox (POST /api/v1/interrupts/{id}/restart), not by resuming the session", name, tool.Approval.approvals(), scopeNote(tool.Approval.Scope))
 		}
-		if !jsonEqual(step.restart.ToolRequest.Input, last.Content[i].ToolRequest.Input) {
+		if !JSONEqual(step.restart.ToolRequest.Input, last.Content[i].ToolRequest.Input) {
 			if !tool.Approval.AllowEdit {
 				return Errorf(CodeInvalidArgument, "resume.restart for tool '%s' changes its input, which its approval policy does not allow", name)
 			}
@@ -191,7 +191,7 @@ func scopeNote(scope string) string {
 // edited: the model reads what ran, and the metadata keeps what it asked.
 func editedRequest(p Part, input json.RawMessage) Part {
 	p = p.Clone()
-	meta := cloneMeta(p.Metadata)
+	meta := CloneMetadata(p.Metadata)
 	if meta == nil {
 		meta = Metadata{}
 	}

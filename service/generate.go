@@ -325,7 +325,7 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	if tool.Interrupt {
 		return nil, interruptedPart(part, nil), nil
 	}
-	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: cloneMeta(part.Metadata),
+	call := ToolCall{Name: req.Name, Ref: req.Ref, Input: req.Input, Resumed: resumed, Metadata: CloneMetadata(part.Metadata),
 		Session: &ToolSession{t: t}, ID: callID, TenantID: inv.caller.TenantID, SessionID: inv.sess.id, TurnID: t.turnID(),
 		EndUser: inv.caller.EndUser, Trace: trace, Prepared: prepared}
 	var out json.RawMessage
@@ -400,7 +400,7 @@ func validateResumeAgainstHistory(res *Resume, history []Message) error {
 		}
 		// A gate that allows edits takes an edited input (checked
 		// against the policy and the schema by checkGatedResume).
-		if g := gateOf(*match); !jsonEqual(tr.Input, match.ToolRequest.Input) && (g == nil || !g.AllowEdit) {
+		if g := gateOf(*match); !JSONEqual(tr.Input, match.ToolRequest.Input) && (g == nil || !g.AllowEdit) {
 			return Errorf(CodeInvalidArgument, "resume.restart for tool '%s'%s has modified inputs that do not match the original tool request in session history. Restart inputs must exactly match the interrupted tool request.", tr.Name, refNote(tr.Ref))
 		}
 	}
@@ -504,7 +504,7 @@ func planResume(res *Resume, history []Message, a *Agent) (*resumePlan, error) {
 		if r := findRequest(res.Restart, tr.Name, tr.Ref); r != nil {
 			plan.steps[i] = resumeStep{kind: stepRestart, restart: r}
 			resolution := json.RawMessage(`{"restart":true}`)
-			if !jsonEqual(r.ToolRequest.Input, tr.Input) {
+			if !JSONEqual(r.ToolRequest.Input, tr.Input) {
 				// An approver's edit (a gate that allows it) is recorded
 				// with the decision.
 				resolution, _ = json.Marshal(map[string]any{"restart": true, "input": rawjson.Or(r.ToolRequest.Input, "null")})
@@ -555,10 +555,10 @@ func (inv *invocation) applyResume(ctx context.Context, t *Turn, plan *resumePla
 		p := last.Content[i]
 		switch step.kind {
 		case stepPending:
-			meta := cloneMeta(p.Metadata)
+			meta := CloneMetadata(p.Metadata)
 			out := meta[metaPendingOutput]
 			delete(meta, metaPendingOutput)
-			respMeta := cloneMeta(meta)
+			respMeta := CloneMetadata(meta)
 			respMeta[metaSource] = json.RawMessage(`"pending"`)
 			responses = append(responses, Part{
 				ToolResponse: &ToolResponse{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Output: out},
@@ -611,7 +611,7 @@ func (inv *invocation) restartStep(ctx context.Context, t *Turn, i int, p Part, 
 	if rawjson.IsNull(resumed) {
 		resumed = nil
 	}
-	if !jsonEqual(restart.ToolRequest.Input, p.ToolRequest.Input) {
+	if !JSONEqual(restart.ToolRequest.Input, p.ToolRequest.Input) {
 		p = editedRequest(p, restart.ToolRequest.Input)
 	}
 	out, irq, err := inv.runTool(ctx, t, toolRun{key: "restart:" + callKey(-1, i, restart.ToolRequest), part: restart.Clone(), restart: true, resumed: resumed})
@@ -621,7 +621,7 @@ func (inv *invocation) restartStep(ctx context.Context, t *Turn, i int, p Part, 
 	if irq != nil {
 		// The server's own request, not the client's copy of it, pauses
 		// again, with the tool's new interrupt metadata.
-		meta := cloneMeta(p.Metadata)
+		meta := CloneMetadata(p.Metadata)
 		if meta == nil {
 			meta = Metadata{}
 		}
@@ -650,7 +650,7 @@ func (inv *invocation) repause(last Message, responses []Part, again []int, tr *
 		resp := responses[k]
 		k++
 		if resp.ToolResponse != nil {
-			meta := cloneMeta(p.Metadata)
+			meta := CloneMetadata(p.Metadata)
 			if meta == nil {
 				meta = Metadata{}
 			}
@@ -670,7 +670,7 @@ func (inv *invocation) repause(last Message, responses []Part, again []int, tr *
 
 // resolvedMeta moves metadata.interrupt to metadata.resolvedInterrupt.
 func resolvedMeta(m Metadata) Metadata {
-	out := cloneMeta(m)
+	out := CloneMetadata(m)
 	if out == nil {
 		out = Metadata{}
 	}
@@ -717,11 +717,3 @@ func findRequest(parts []Part, name, ref string) *Part {
 }
 
 func intPtr(i int) *int { return &i }
-
-// RefSuffix is "#ref" for messages naming a tool request, or nothing.
-func RefSuffix(ref string) string {
-	if ref == "" {
-		return ""
-	}
-	return "#" + ref
-}

@@ -108,11 +108,6 @@ func (inv *invocation) dropGuard() {
 	}
 }
 
-// ErrDecisionTaken is the store's refusal of a decided batch's guard when
-// another guard took one of its decisions already (a repair raced the
-// decision's own turn): that guard's turn carries the decision out.
-var ErrDecisionTaken = errors.New("the decision is being carried out by another turn")
-
 // strandedAfter is how long a decision may stay without the turn that
 // carries it out before the repair starts that turn: far longer than the
 // moment between a decision's commit and its turn's guard.

@@ -89,7 +89,7 @@ func (r *Runtime) GetInterrupt(ctx context.Context, c Caller, id uuid.UUID, last
 			return nil, err
 		}
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: it.Agent, ID: it.SnapshotID, WithState: true})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: it.Agent, ID: it.SnapshotID, WithState: true})
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func (r *Runtime) ApproveInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 	if tool.Interrupt {
 		return nil, Errorf(CodeFailedPrecondition, "%s is an interrupt that asks a human; it cannot be restarted, respond instead", it.Tool)
 	}
-	if input != nil && it.ProposedInput == nil && jsonEqual(input, it.Input) {
+	if input != nil && it.ProposedInput == nil && JSONEqual(input, it.Input) {
 		input = nil // not an edit
 	}
 	if input != nil {
@@ -281,7 +281,7 @@ func (r *Runtime) snapshotAgent(ctx context.Context, c Caller, agent, snapshotID
 	if err != nil {
 		return nil, Errorf(CodeFailedPrecondition, "agent %s of snapshot %s is not served by this instance", agent, snapshotID)
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: agent, ID: snapshotID})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: agent, ID: snapshotID})
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 	if errors.Is(err, ErrUnavailable) {
 		// The decision is recorded, so this 503 must not read as
 		// "nothing happened": sent again it is refused as decided.
-		e := unavailableError(err)
+		e := UnavailableError(err)
 		e.Message = "the decision was recorded, but the database became unavailable before the turn it resumes was saved; " +
 			"the turn is carried out once the database is back: send the same decision again to get its outcome"
 		e.Retry = &RetryAdvice{DecisionRecorded: true, RetrySafe: true, Retry: RetryOutcome, InterruptID: it.ID.String()}
@@ -326,7 +326,7 @@ func (r *Runtime) decide(ctx context.Context, c Caller, it *Interrupt, resolutio
 func (r *Runtime) resumeDecided(ctx context.Context, c Caller, agent, snapshotID string, batch []Interrupt) (*AgentOutput, error) {
 	// The operator (or the deadline) decides; the turn continues the
 	// session of whoever owns it.
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: agent, ID: snapshotID, WithState: true})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: agent, ID: snapshotID, WithState: true})
 	if err != nil {
 		return nil, err
 	}

@@ -457,7 +457,7 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 				inv.last.err = nil
 			} else {
 				inv.last.finishReason = FinishFailed
-				inv.last.err = details(err)
+				inv.last.err = Details(err)
 				if e := AsError(err); e.Cause != nil {
 					inv.rt.log.ErrorContext(ctx, "turn failed", "agent", inv.agent.Name, "session", inv.sess.id, "status", e.Status, "err", e.Cause, "request_id", inv.requestID)
 				}
@@ -506,7 +506,7 @@ func (inv *invocation) output(ctx context.Context) *AgentOutput {
 // failedOutput is the graceful failure of an invocation that could not
 // start a turn.
 func (inv *invocation) failedOutput(err error) *AgentOutput {
-	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: FinishFailed, Error: details(err)}
+	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: FinishFailed, Error: Details(err)}
 	return out
 }
 
@@ -642,7 +642,7 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	keep := (t.started || inv.baseID != "") && !inv.rejected.Load() && inv.agent.ServerManaged && !inv.isDetached() &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrUnavailable)
 	if keep {
-		if perr := inv.persist(ctx, t, StatusFailed, FinishFailed, details(err), kept); perr != nil {
+		if perr := inv.persist(ctx, t, StatusFailed, FinishFailed, Details(err), kept); perr != nil {
 			inv.rt.log.Error("keeping a failed turn's snapshot failed", "snapshot", t.snapshotID, "err", perr)
 		} else {
 			inv.emit(StreamChunk{TurnEnd: &TurnEnd{SnapshotID: t.snapshotID, FinishReason: FinishFailed}})
@@ -755,7 +755,7 @@ func (inv *invocation) hideError(err error, status, what string) error {
 	if errors.Is(err, ErrUnavailable) {
 		// The agent's code failed because the database did: the client
 		// may retry, which an INTERNAL would not tell it.
-		return unavailableError(err)
+		return UnavailableError(err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err

@@ -30,19 +30,6 @@ func newSecret() []byte {
 	return b
 }
 
-// SigningKey is one numbered key of a tenant.
-type SigningKey struct {
-	ID     int
-	Secret []byte
-	// ExpiresAt is when a rotated key stops verifying (nil: current).
-	ExpiresAt *time.Time
-}
-
-// usable reports whether the key still verifies at now.
-func (k SigningKey) usable(now time.Time) bool {
-	return k.ExpiresAt == nil || now.Before(*k.ExpiresAt)
-}
-
 // keyring caches tenants' keys, so signing a client-managed state or
 // encoding an event id costs no query. A key id it does not know (a key
 // rotated in on another instance) makes it read the keys again, at most
@@ -104,7 +91,7 @@ func (k *keyring) keys(ctx context.Context, tenantID, purpose string, refresh bo
 	}
 	out := make([]SigningKey, 0, len(set.keys))
 	for _, key := range set.keys {
-		if key.usable(now) {
+		if key.Usable(now) {
 			out = append(out, key)
 		}
 	}
@@ -118,7 +105,7 @@ func (k *keyring) signing(ctx context.Context, tenantID, purpose string) (Signin
 		return SigningKey{}, err
 	}
 	if len(keys) == 0 {
-		return SigningKey{}, internalError(errNoKey{tenantID, purpose})
+		return SigningKey{}, InternalError(errNoKey{tenantID, purpose})
 	}
 	return keys[0], nil
 }

@@ -94,7 +94,7 @@ func (r *Readiness) Err() error {
 	if cause == nil {
 		return nil
 	}
-	return unavailableError(fmt.Errorf("%w: this instance is not ready: %w", ErrUnavailable, cause))
+	return UnavailableError(fmt.Errorf("%w: this instance is not ready: %w", ErrUnavailable, cause))
 }
 
 // Check runs one probe and updates the state; Run calls it periodically,

@@ -47,7 +47,7 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 			mine = &claims[i]
 		}
 	}
-	if mine == nil || !(jsonEqual(mine.Resolution, it.Resolution) || it.Policy != nil && sameApproval(mine.Resolution, it.Resolution)) || it.ResumedSnapshotID == "" {
+	if mine == nil || !(JSONEqual(mine.Resolution, it.Resolution) || it.Policy != nil && sameApproval(mine.Resolution, it.Resolution)) || it.ResumedSnapshotID == "" {
 		return alreadyDecided(refusal, it)
 	}
 	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: it.ResumedSnapshotID, WithState: true})
@@ -81,7 +81,7 @@ func (r *Runtime) sameDecision(ctx context.Context, c Caller, id uuid.UUID, reso
 	if gerr != nil || it.Status != InterruptResolved || it.ResolvedBy != c.Actor {
 		return nil, false, nil
 	}
-	if !jsonEqual(it.Resolution, resolution) {
+	if !JSONEqual(it.Resolution, resolution) {
 		if key := resolutionKey(resolution); key != "" && key == resolutionKey(it.Resolution) {
 			return nil, true, Errorf(CodeInvalidArgument, "the Idempotency-Key %q was used for another decision of interrupt %s; a key names one decision", key, id)
 		}
@@ -100,7 +100,7 @@ func (r *Runtime) sameDecision(ctx context.Context, c Caller, id uuid.UUID, reso
 			Retry:      &RetryAdvice{DecisionRecorded: true, RetrySafe: true, Retry: RetryOutcome, InterruptID: it.ID.String()},
 		}
 	}
-	snap, lerr := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: it.Agent, ID: it.ResumedSnapshotID, WithState: true})
+	snap, lerr := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: it.Agent, ID: it.ResumedSnapshotID, WithState: true})
 	if lerr != nil && !errors.Is(lerr, ErrNotFound) {
 		return nil, true, lerr
 	}

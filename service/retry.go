@@ -55,7 +55,7 @@ func (r *Runtime) retryable(ctx context.Context, c Caller, rec *ToolCallRecord) 
 	if rec.Status != ToolCallFailed || !rec.Restart {
 		return nil, Errorf(CodeFailedPrecondition, "tool call %s is %s: only an approved call that failed can be retried", rec.ID, rec.Status)
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: rec.Agent, ID: rec.TurnID})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: rec.Agent, ID: rec.TurnID})
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (r *Runtime) retryable(ctx context.Context, c Caller, rec *ToolCallRecord) 
 	if rec.Attempt >= it.Policy.Attempts {
 		return nil, Errorf(CodeFailedPrecondition, "tool call %s ran %d time(s), all the attempts its policy allows", rec.ID, rec.Attempt)
 	}
-	sess, err := r.store.LoadSession(ctx, operatorScope(c.TenantID), rec.SessionID)
+	sess, err := r.store.LoadSession(ctx, OperatorScope(c.TenantID), rec.SessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -15,44 +15,6 @@ import (
 // turn goes on without it. Readers on other instances are woken by the
 // store's notifications (LISTEN), and poll while those are down.
 
-// StreamFrame is one frame of a durable stream: seq counts from 1; the
-// terminal frame (the result or the error) is the last.
-type StreamFrame struct {
-	Seq      int
-	Frame    []byte
-	Terminal bool
-}
-
-// StreamInfo is what a rejoin checks: who may read the stream, and of
-// which agent it is.
-type StreamInfo struct {
-	EndUser string
-	Agent   string
-	Ended   bool
-}
-
-// StreamStore is the persistence of durable streams.
-type StreamStore interface {
-	// CreateStream records a new stream of the tenant.
-	CreateStream(ctx context.Context, tenantID string, id uuid.UUID, endUser, agent string) error
-	// GetStream returns a stream of the tenant; ok is false when the
-	// tenant has none with that id.
-	GetStream(ctx context.Context, tenantID string, id uuid.UUID) (info StreamInfo, ok bool, err error)
-	// AppendStreamFrames writes frames (their seqs set) in one
-	// transaction; a terminal frame also ends the stream. Readers of
-	// every instance are then woken.
-	AppendStreamFrames(ctx context.Context, tenantID string, id uuid.UUID, frames []StreamFrame) error
-	// StreamFramesAfter returns at most limit frames after seq after.
-	StreamFramesAfter(ctx context.Context, tenantID string, id uuid.UUID, after, limit int) ([]StreamFrame, error)
-	// ListenStreams blocks on a connection that hears the wake-ups
-	// (the id of a stream that got frames) until ctx ends or it fails.
-	ListenStreams(ctx context.Context, ready func(), wake func(id uuid.UUID)) error
-	// PruneStreams deletes at most limit streams, of every tenant, that
-	// ended longer than ended ago or began, never ending, longer than
-	// open ago.
-	PruneStreams(ctx context.Context, ended, open time.Duration, limit int) (int64, error)
-}
-
 // Stream settings.
 const (
 	// DefaultStreamRetention is how long a stream is kept after its turn
@@ -206,10 +168,6 @@ func (h *StreamHub) Follow(ctx context.Context, c Caller, id uuid.UUID, after in
 		}
 	}
 }
-
-// ErrStreamStalled ends a rejoin of a stream whose turn stopped writing
-// without an outcome (its instance died).
-var ErrStreamStalled = Errorf(CodeUnavailable, "The stream's turn stopped without an outcome; read the session's latest snapshot.")
 
 // DetachedStream carries a durable stream on past a detach: a streaming
 // turn that detaches and runs on in this process calls Detached, then

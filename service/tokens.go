@@ -99,7 +99,7 @@ func (a *Accounts) MintUserToken(ctx context.Context, tenantID, userID string, t
 	tok.Header["kid"] = strconv.Itoa(key.ID)
 	signed, err := tok.SignedString(key.Secret)
 	if err != nil {
-		return nil, internalError(err)
+		return nil, InternalError(err)
 	}
 	return &UserToken{Token: signed, TokenID: claims.ID, ExpiresAt: claims.ExpiresAt.Time}, nil
 }

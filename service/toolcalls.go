@@ -134,9 +134,9 @@ func outcomeOf(key string, trace *ToolTrace, resp, irq *Part, runErr error) Tool
 	outcome := ToolCallOutcome{Key: key, FinishedAt: time.Now(), HTTPStatus: trace.HTTPStatus, Attempts: trace.Attempts}
 	switch {
 	case errors.Is(runErr, ErrMayHaveRun):
-		outcome.Status, outcome.Error = ToolCallUnknown, details(runErr)
+		outcome.Status, outcome.Error = ToolCallUnknown, Details(runErr)
 	case runErr != nil:
-		outcome.Status, outcome.Error = ToolCallFailed, details(runErr)
+		outcome.Status, outcome.Error = ToolCallFailed, Details(runErr)
 	case irq != nil:
 		outcome.Status, outcome.Output = ToolCallInterrupted, irq.Metadata[metaInterrupt]
 	default:
@@ -282,7 +282,7 @@ func (r *Runtime) SessionToolCalls(ctx context.Context, c Caller, sessionID stri
 	if limit > MaxToolCallPage {
 		return nil, Errorf(CodeInvalidArgument, "limit must be at most %d", MaxToolCallPage)
 	}
-	_, err := r.store.LoadSession(ctx, operatorScope(c.TenantID), sessionID)
+	_, err := r.store.LoadSession(ctx, OperatorScope(c.TenantID), sessionID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}

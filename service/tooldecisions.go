@@ -176,7 +176,7 @@ func (r *Runtime) toolOfCall(ctx context.Context, c Caller, rec *ToolCallRecord)
 	if err != nil {
 		return nil, nil, Errorf(CodeFailedPrecondition, "agent %s of tool call %s is not served by this instance", rec.Agent, rec.ID)
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: operatorScope(c.TenantID), Agent: rec.Agent, ID: rec.TurnID})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: rec.Agent, ID: rec.TurnID})
 	if err == nil {
 		if a, err = r.agentOfSnapshot(ctx, c, a, rec.TurnID, snap.AgentVersion, false); err != nil {
 			return nil, nil, err

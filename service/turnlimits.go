@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -218,16 +217,6 @@ func (inv *invocation) checkInterrupts(tr *turnRecord) error {
 	}
 	return nil
 }
-
-// ErrTooManyPending is the store's refusal of a write whose interrupts
-// would leave more pending in its session than SnapshotWrite.MaxPending:
-// nothing was written.
-var ErrTooManyPending = errors.New("too many interrupts pending in the session")
-
-// ErrTooManyDetached is the store's refusal of a detached turn past its
-// tenant's or credential's bound (TurnJob.TenantCap, CredentialCap):
-// nothing was written.
-var ErrTooManyDetached = errors.New("too many detached turns queued or running")
 
 // bigTurnBytes is what a turn must have held for the heap to be given
 // back to the system after it.

@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // SigningKeys implements Store.
-func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]service.SigningKey, error) {
+func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]store.SigningKey, error) {
 	var rows []db.ListTenantSecretsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -23,16 +23,16 @@ func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.SigningKey, len(rows))
+	out := make([]store.SigningKey, len(rows))
 	for i, r := range rows {
-		out[i] = service.SigningKey{ID: int(r.KeyID), Secret: r.Secret, ExpiresAt: r.ExpiresAt}
+		out[i] = store.SigningKey{ID: int(r.KeyID), Secret: r.Secret, ExpiresAt: r.ExpiresAt}
 	}
 	return out, nil
 }
 
-// CreateTenant implements service.AccountStore. The tenant's first keys
+// CreateTenant implements store.AccountStore. The tenant's first keys
 // come with it (trigger tenants_create_secrets).
-func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*service.Tenant, error) {
+func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*store.Tenant, error) {
 	var row db.Tenant
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -42,20 +42,20 @@ func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*service.T
 	if err != nil {
 		return nil, err
 	}
-	return &service.Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt}, nil
+	return &store.Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt}, nil
 }
 
-// ListTenants implements service.AccountStore (a system function).
-func (s *PgStore) ListTenants(ctx context.Context) ([]service.Tenant, error) {
+// ListTenants implements store.AccountStore (a system function).
+func (s *PgStore) ListTenants(ctx context.Context) ([]store.Tenant, error) {
 	var rows []db.Tenant
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListTenants(ctx)
 		return err
 	})
-	out := make([]service.Tenant, len(rows))
+	out := make([]store.Tenant, len(rows))
 	for i, r := range rows {
-		out[i] = service.Tenant{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt}
+		out[i] = store.Tenant{ID: r.ID, Name: r.Name, CreatedAt: r.CreatedAt}
 	}
 	return out, err
 }
@@ -63,7 +63,7 @@ func (s *PgStore) ListTenants(ctx context.Context) ([]service.Tenant, error) {
 // errTenantNotFound is the answer for a tenant-scoped write to a tenant
 // that does not exist.
 func errTenantNotFound(tenantID string) error {
-	return service.Errorf(service.CodeNotFound, "tenant %s not found", tenantID)
+	return store.Errorf(store.CodeNotFound, "tenant %s not found", tenantID)
 }
 
 // requireTenant fails with NOT_FOUND when the transaction's tenant does
@@ -78,8 +78,8 @@ func requireTenant(ctx context.Context, q *db.Queries, tenantID string) error {
 	return nil
 }
 
-// CreateAPIKey implements service.AccountStore.
-func (s *PgStore) CreateAPIKey(ctx context.Context, key *service.APIKey, hash []byte) error {
+// CreateAPIKey implements store.AccountStore.
+func (s *PgStore) CreateAPIKey(ctx context.Context, key *store.APIKey, hash []byte) error {
 	return s.inTx(ctx, key.TenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, key.TenantID); err != nil {
 			return err
@@ -91,23 +91,23 @@ func (s *PgStore) CreateAPIKey(ctx context.Context, key *service.APIKey, hash []
 	})
 }
 
-// ListAPIKeys implements service.AccountStore.
-func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]service.APIKey, error) {
+// ListAPIKeys implements store.AccountStore.
+func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
 	var rows []db.APIKey
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListAPIKeys(ctx, tenantID)
 		return err
 	})
-	out := make([]service.APIKey, len(rows))
+	out := make([]store.APIKey, len(rows))
 	for i, r := range rows {
 		out[i] = keyFromRow(r)
 	}
 	return out, err
 }
 
-func keyFromRow(r db.APIKey) service.APIKey {
-	return service.APIKey{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: r.Role, Prefix: r.KeyPrefix,
+func keyFromRow(r db.APIKey) store.APIKey {
+	return store.APIKey{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: r.Role, Prefix: r.KeyPrefix,
 		CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt, Scopes: nonNil(r.Scopes)}
 }
 
@@ -120,7 +120,7 @@ func nonNil(scopes []string) []string {
 	return scopes
 }
 
-// RevokeAPIKey implements service.AccountStore (in a transaction: the
+// RevokeAPIKey implements store.AccountStore (in a transaction: the
 // answer is the row count).
 func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUID) (bool, error) {
 	var n int64
@@ -132,10 +132,10 @@ func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUI
 	return n > 0, err
 }
 
-// APIKeyByHash implements service.AccountStore. The key decides the
+// APIKeyByHash implements store.AccountStore. The key decides the
 // tenant, so its lookup is a system function (it also stamps the key's
 // use).
-func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*service.APIKey, error) {
+func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*store.APIKey, error) {
 	var row db.APIKey
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -149,8 +149,8 @@ func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*service.APIKe
 	return &key, nil
 }
 
-// RotateSecret implements service.AccountStore.
-func (s *PgStore) RotateSecret(ctx context.Context, p service.RotateSecretParams) (int, error) {
+// RotateSecret implements store.AccountStore.
+func (s *PgStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (int, error) {
 	var id int32
 	err := s.inTx(ctx, p.TenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, p.TenantID); err != nil {
@@ -165,8 +165,8 @@ func (s *PgStore) RotateSecret(ctx context.Context, p service.RotateSecretParams
 	return int(id), err
 }
 
-// TokenVerification implements service.AccountStore, in one round trip.
-func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endUser string) (*service.TokenVerification, error) {
+// TokenVerification implements store.AccountStore, in one round trip.
+func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endUser string) (*store.TokenVerification, error) {
 	var row db.GetTokenVerificationRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -176,41 +176,41 @@ func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endU
 	if err != nil {
 		return nil, err
 	}
-	out := &service.TokenVerification{Revoked: row.TokenRevoked, NotBefore: row.NotBefore}
+	out := &store.TokenVerification{Revoked: row.TokenRevoked, NotBefore: row.NotBefore}
 	for i, id := range row.KeyIDs {
-		out.Keys = append(out.Keys, service.SigningKey{ID: int(id), Secret: row.Secrets[i]})
+		out.Keys = append(out.Keys, store.SigningKey{ID: int(id), Secret: row.Secrets[i]})
 	}
 	return out, nil
 }
 
-// RevokeUserToken implements service.AccountStore.
+// RevokeUserToken implements store.AccountStore.
 func (s *PgStore) RevokeUserToken(ctx context.Context, tenantID, tokenID string, expiresAt time.Time) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.RevokeUserToken(ctx, db.RevokeUserTokenParams{TenantID: tenantID, TokenID: tokenID, ExpiresAt: expiresAt})
 	})
 }
 
-// RevokeEndUserTokens implements service.AccountStore.
+// RevokeEndUserTokens implements store.AccountStore.
 func (s *PgStore) RevokeEndUserTokens(ctx context.Context, tenantID, endUser string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: endUser})
 	})
 }
 
-// CreateUISession implements service.AccountStore.
-func (s *PgStore) CreateUISession(ctx context.Context, u *service.UISession, hash []byte) error {
+// CreateUISession implements store.AccountStore.
+func (s *PgStore) CreateUISession(ctx context.Context, u *store.UISession, hash []byte) error {
 	return s.piped(ctx, u.TenantID, func(q *db.Queries) error {
 		return q.InsertUISession(ctx, db.InsertUISessionParams{TokenHash: hash, TenantID: u.TenantID, KeyID: u.KeyID,
 			Actor: u.Actor, Csrf: u.CSRF, ExpiresAt: u.ExpiresAt})
 	})
 }
 
-// UISessionByHash implements service.AccountStore: a live session whose
+// UISessionByHash implements store.AccountStore: a live session whose
 // key is not revoked (a system function: the cookie decides the tenant),
 // then, scoped to its tenant, the key's name and scopes. The actor is
 // made from the key again rather than read from the row, so a session
 // signed in before actors had one format records the same one as its key.
-func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*service.UISession, error) {
+func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*store.UISession, error) {
 	var row db.UiSession
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -230,11 +230,11 @@ func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*service.UI
 		// Revoked between the two reads: no session, as for the first.
 		return nil, err
 	}
-	return &service.UISession{TenantID: row.TenantID, KeyID: row.KeyID, KeyName: key.Name, Scopes: nonNil(key.Scopes),
-		Actor: service.ActorOfKey(row.KeyID.String(), key.Name), CSRF: row.Csrf, ExpiresAt: row.ExpiresAt}, nil
+	return &store.UISession{TenantID: row.TenantID, KeyID: row.KeyID, KeyName: key.Name, Scopes: nonNil(key.Scopes),
+		Actor: store.ActorOfKey(row.KeyID.String(), key.Name), CSRF: row.Csrf, ExpiresAt: row.ExpiresAt}, nil
 }
 
-// RevokeUISession implements service.AccountStore.
+// RevokeUISession implements store.AccountStore.
 func (s *PgStore) RevokeUISession(ctx context.Context, tenantID string, hash []byte) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.RevokeUISession(ctx, db.RevokeUISessionParams{TenantID: tenantID, TokenHash: hash})

@@ -4,7 +4,8 @@ import (
 	"container/list"
 	"sync"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // snapshotCache keeps recently written or read completed snapshots, with
@@ -25,7 +26,7 @@ type snapshotCache struct {
 
 type cacheEntry struct {
 	key  string
-	snap *service.StoredSnapshot
+	snap *store.StoredSnapshot
 }
 
 func newSnapshotCache(max int) *snapshotCache {
@@ -35,7 +36,7 @@ func newSnapshotCache(max int) *snapshotCache {
 func cacheKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
 
 // get returns a cached snapshot; callers must not modify it.
-func (c *snapshotCache) get(tenantID, snapshotID string) *service.StoredSnapshot {
+func (c *snapshotCache) get(tenantID, snapshotID string) *store.StoredSnapshot {
 	if c == nil || c.max <= 0 {
 		return nil
 	}
@@ -69,8 +70,8 @@ func (c *snapshotCache) markAnswered(tenantID, snapshotID string) {
 }
 
 // put caches a completed snapshot with its state.
-func (c *snapshotCache) put(tenantID string, snap *service.StoredSnapshot) {
-	if c == nil || c.max <= 0 || snap == nil || snap.Status != service.StatusCompleted || snap.State == nil {
+func (c *snapshotCache) put(tenantID string, snap *store.StoredSnapshot) {
+	if c == nil || c.max <= 0 || snap == nil || snap.Status != protocol.StatusCompleted || snap.State == nil {
 		return
 	}
 	key := cacheKey(tenantID, snap.SnapshotID)
@@ -100,14 +101,14 @@ func (c *snapshotCache) put(tenantID string, snap *service.StoredSnapshot) {
 type headCache struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]service.StoredSession
+	m   map[string]store.StoredSession
 }
 
 func newHeadCache(max int) *headCache {
-	return &headCache{max: max, m: map[string]service.StoredSession{}}
+	return &headCache{max: max, m: map[string]store.StoredSession{}}
 }
 
-func (c *headCache) get(tenantID, sessionID string) *service.StoredSession {
+func (c *headCache) get(tenantID, sessionID string) *store.StoredSession {
 	if c == nil || c.max <= 0 {
 		return nil
 	}
@@ -122,7 +123,7 @@ func (c *headCache) get(tenantID, sessionID string) *service.StoredSession {
 
 // put records a session's head; at the bound, an arbitrary entry makes
 // room (a missing entry only costs a read).
-func (c *headCache) put(tenantID string, h service.StoredSession) {
+func (c *headCache) put(tenantID string, h store.StoredSession) {
 	if c == nil || c.max <= 0 {
 		return
 	}

@@ -1,6 +1,6 @@
 // Package pgstore is the PostgreSQL implementation of the stores the
-// service package declares (service.Store, service.AccountStore,
-// service.EventSource): sessions, turns, interrupts, jobs, tool calls,
+// service package declares (store.Store, store.AccountStore,
+// store.EventSource): sessions, turns, interrupts, jobs, tool calls,
 // tenants and keys, live events. Every statement is scoped to one tenant
 // in its SQL, runs under row-level security as the application role, and
 // its errors pass through the one translator, translate. Only cmd, tests

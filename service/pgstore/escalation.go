@@ -3,12 +3,12 @@ package pgstore
 import (
 	"context"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // EscalateDue implements Store: one statement of a system function (the
 // sweep spans tenants), which changes the rows and records their events.
-func (s *PgStore) EscalateDue(ctx context.Context, limit int) ([]service.EscalatedInterrupt, error) {
+func (s *PgStore) EscalateDue(ctx context.Context, limit int) ([]store.EscalatedInterrupt, error) {
 	rows, err := s.q.EscalateDueInterrupts(ctx, int32(limit))
 	if err != nil {
 		return nil, translate(err)
@@ -17,9 +17,9 @@ func (s *PgStore) EscalateDue(ctx context.Context, limit int) ([]service.Escalat
 		return nil, nil
 	}
 	s.eventsWritten() // escalated
-	out := make([]service.EscalatedInterrupt, len(rows))
+	out := make([]store.EscalatedInterrupt, len(rows))
 	for i, r := range rows {
-		out[i] = service.EscalatedInterrupt{
+		out[i] = store.EscalatedInterrupt{
 			TenantID: r.TenantID, ID: r.ID, Agent: r.Agent, Tool: r.Tool, From: r.FromScope, To: r.ToScope,
 		}
 	}

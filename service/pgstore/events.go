@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-// EventHorizon implements service.EventSource.
+// EventHorizon implements store.EventSource.
 func (s *PgStore) EventHorizon(ctx context.Context) (int64, error) {
 	var h int64
 	err := s.piped(ctx, "", func(q *db.Queries) error {
@@ -22,24 +22,24 @@ func (s *PgStore) EventHorizon(ctx context.Context) (int64, error) {
 	return h, err
 }
 
-// EventsAfter implements service.EventSource: the events of every tenant
+// EventsAfter implements store.EventSource: the events of every tenant
 // (the reader feeds every tenant's subscribers: a system function).
-func (s *PgStore) EventsAfter(ctx context.Context, after service.EventPos, limit int) ([]service.Notification, error) {
+func (s *PgStore) EventsAfter(ctx context.Context, after store.EventPos, limit int) ([]store.Notification, error) {
 	var rows []db.EventLog
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
 		rows, err = q.ListEventsAfter(ctx, db.ListEventsAfterParams{AfterXid: after.Xid, AfterID: after.ID, Batch: int32(limit)})
 		return err
 	})
-	out := make([]service.Notification, len(rows))
+	out := make([]store.Notification, len(rows))
 	for i, r := range rows {
 		out[i] = notificationOf(r)
 	}
 	return out, err
 }
 
-// TenantEventsAfter implements service.EventSource.
-func (s *PgStore) TenantEventsAfter(ctx context.Context, tenantID string, after service.EventPos, limit int) ([]service.Notification, error) {
+// TenantEventsAfter implements store.EventSource.
+func (s *PgStore) TenantEventsAfter(ctx context.Context, tenantID string, after store.EventPos, limit int) ([]store.Notification, error) {
 	var rows []db.EventLog
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -47,16 +47,16 @@ func (s *PgStore) TenantEventsAfter(ctx context.Context, tenantID string, after 
 			TenantID: tenantID, AfterXid: after.Xid, AfterID: after.ID, Batch: int32(limit)})
 		return err
 	})
-	out := make([]service.Notification, len(rows))
+	out := make([]store.Notification, len(rows))
 	for i, r := range rows {
 		out[i] = notificationOf(r)
 	}
 	return out, err
 }
 
-func notificationOf(r db.EventLog) service.Notification {
-	n := service.Notification{
-		TenantID: r.TenantID, Pos: service.EventPos{Xid: r.Xid, ID: r.ID}, Type: r.Type,
+func notificationOf(r db.EventLog) store.Notification {
+	n := store.Notification{
+		TenantID: r.TenantID, Pos: store.EventPos{Xid: r.Xid, ID: r.ID}, Type: r.Type,
 		Agent: r.Agent, Tool: r.Tool, SessionID: r.SessionID, SnapshotID: r.SnapshotID, Actor: r.Actor, At: r.CreatedAt,
 	}
 	if r.InterruptID.Valid {
@@ -66,7 +66,7 @@ func notificationOf(r db.EventLog) service.Notification {
 	return n
 }
 
-// ListenEvents implements service.EventSource: it blocks on a connection
+// ListenEvents implements store.EventSource: it blocks on a connection
 // of its own that LISTENs for the wake-ups writers send.
 func (s *PgStore) ListenEvents(ctx context.Context, ready, wake func()) error {
 	return s.listen(ctx, func(q *db.Queries) error { return q.ListenInterruptEvents(ctx) }, ready, func(string) { wake() })

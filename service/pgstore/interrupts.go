@@ -11,8 +11,8 @@ import (
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/internal/rawjson"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // eventBatch collects audit events (rows of interrupt_events) as the
@@ -67,7 +67,7 @@ func (b *eventBatch) insert(ctx context.Context, q *db.Queries, tenantID, actor 
 // ClaimInterrupts implements Store. The claim is one statement (one round
 // trip); when only some of the keys could be claimed (another resume or a
 // decision got there first), the ones this call took are given back.
-func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterruptsParams) ([]uuid.UUID, error) {
+func (s *PgStore) ClaimInterrupts(ctx context.Context, cp store.ClaimInterruptsParams) ([]uuid.UUID, error) {
 	tenantID, claims, actor := cp.TenantID, cp.Claims, cp.Actor
 	if len(claims) == 0 {
 		return nil, nil
@@ -99,7 +99,7 @@ func (s *PgStore) ClaimInterrupts(ctx context.Context, cp service.ClaimInterrupt
 }
 
 // claimParams is the claim statement's parameters.
-func claimParams(cp service.ClaimInterruptsParams) db.ClaimInterruptsByKeyParams {
+func claimParams(cp store.ClaimInterruptsParams) db.ClaimInterruptsByKeyParams {
 	p := db.ClaimInterruptsByKeyParams{TenantID: cp.TenantID, SnapshotID: cp.SnapshotID, Actor: orSystem(cp.Actor),
 		JobSnapshotID: cp.JobSnapshotID, ResumedSnapshotID: cp.ResumedSnapshotID}
 	for _, c := range cp.Claims {
@@ -112,7 +112,7 @@ func claimParams(cp service.ClaimInterruptsParams) db.ClaimInterruptsByKeyParams
 
 // claimOutcome is what the claim statement's rows say: the interrupts it
 // took, or why not all could be.
-func claimOutcome(claims []service.InterruptClaim, rows []db.ClaimInterruptsByKeyRow) ([]uuid.UUID, error) {
+func claimOutcome(claims []store.InterruptClaim, rows []db.ClaimInterruptsByKeyRow) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
 	var refusal error
 	for _, c := range claims {
@@ -135,7 +135,7 @@ func claimOutcome(claims []service.InterruptClaim, rows []db.ClaimInterruptsByKe
 
 // GuardedClaim implements Store: the guard's pending snapshot and job and
 // the claim in one transaction, which a refused claim rolls back whole.
-func (s *PgStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, cp service.ClaimInterruptsParams) ([]uuid.UUID, error) {
+func (s *PgStore) GuardedClaim(ctx context.Context, w *store.SnapshotWrite, job *store.TurnJob, owner string, cp store.ClaimInterruptsParams) ([]uuid.UUID, error) {
 	params, err := writeTurnParams(w)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (s *PgStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, jo
 		ids, refusal = claimOutcome(cp.Claims, rows)
 		return refusal
 	})
-	if err == nil || errors.As(err, new(*service.Error)) {
+	if err == nil || errors.As(err, new(*store.Error)) {
 		s.cache.markAnswered(w.TenantID, cp.SnapshotID)
 	}
 	if err != nil {
@@ -174,17 +174,17 @@ func (s *PgStore) GuardedClaim(ctx context.Context, w *service.SnapshotWrite, jo
 // a lost race (ABORTED). A pending one that did not race is claimable: nil.
 func refuse(id uuid.UUID, tool, ref, status string, raced bool) error {
 	switch {
-	case status == service.InterruptExpired:
-		return service.Errorf(service.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", id, tool, service.RefSuffix(ref))
-	case status == service.InterruptPending && raced:
-		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, service.RefSuffix(ref))
-		e.Cause = &service.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
+	case status == store.InterruptExpired:
+		return store.Errorf(store.CodeFailedPrecondition, "interrupt %s (%s%s) expired and can no longer be resumed", id, tool, store.RefSuffix(ref))
+	case status == store.InterruptPending && raced:
+		e := store.Errorf(store.CodeAborted, "interrupt %s (%s%s) was claimed by another resume", id, tool, store.RefSuffix(ref))
+		e.Cause = &store.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
 		return e
-	case status == service.InterruptPending:
+	case status == store.InterruptPending:
 		return nil
 	default:
-		e := service.Errorf(service.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, service.RefSuffix(ref), status)
-		e.Cause = &service.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
+		e := store.Errorf(store.CodeAborted, "interrupt %s (%s%s) is already %s", id, tool, store.RefSuffix(ref), status)
+		e.Cause = &store.ClaimRefused{InterruptID: id, Tool: tool, Ref: ref}
 		return e
 	}
 }
@@ -212,8 +212,8 @@ func (s *PgStore) ReleaseInterrupts(ctx context.Context, tenantID string, ids []
 	return err
 }
 
-func interruptFromRow(r db.Interrupt) service.Interrupt {
-	out := service.Interrupt{
+func interruptFromRow(r db.Interrupt) store.Interrupt {
+	out := store.Interrupt{
 		ID:         r.ID,
 		Agent:      r.Agent,
 		SessionID:  r.SessionID,
@@ -243,7 +243,7 @@ func interruptFromRow(r db.Interrupt) service.Interrupt {
 		out.EndUser = *r.EndUser
 	}
 	if len(r.Policy) > 0 {
-		var p service.StoredPolicy
+		var p store.StoredPolicy
 		if json.Unmarshal(r.Policy, &p) == nil {
 			out.Policy = &p
 			out.Approvals, out.ApprovalsNeeded = int(r.ApprovalsGiven), int(r.ApprovalsNeeded)
@@ -265,7 +265,7 @@ func rawOrNilBytes(b []byte) json.RawMessage {
 }
 
 // ListInterrupts implements Store.
-func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service.InterruptFilter) ([]service.Interrupt, error) {
+func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f store.InterruptFilter) ([]store.Interrupt, error) {
 	p := db.ListInterruptsParams{
 		TenantID:        tenantID,
 		Status:          f.Status,
@@ -302,7 +302,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.Interrupt, len(rows))
+	out := make([]store.Interrupt, len(rows))
 	for i, r := range rows {
 		out[i] = interruptFromRow(r.Interrupt)
 		out[i].EndUser = r.AskedBy
@@ -311,7 +311,7 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f service
 }
 
 // GetInterrupt implements Store.
-func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*service.Interrupt, error) {
+func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*store.Interrupt, error) {
 	var row db.GetInterruptRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -327,7 +327,7 @@ func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUI
 }
 
 // InterruptOfRequest implements Store.
-func (s *PgStore) InterruptOfRequest(ctx context.Context, tenantID, snapshotID, tool, ref string) (*service.Interrupt, error) {
+func (s *PgStore) InterruptOfRequest(ctx context.Context, tenantID, snapshotID, tool, ref string) (*store.Interrupt, error) {
 	var row db.GetInterruptOfRequestRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -343,7 +343,7 @@ func (s *PgStore) InterruptOfRequest(ctx context.Context, tenantID, snapshotID, 
 }
 
 // ListInterruptEvents implements Store.
-func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]service.InterruptEvent, error) {
+func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id uuid.UUID) ([]store.InterruptEvent, error) {
 	var rows []db.InterruptEvent
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -353,17 +353,17 @@ func (s *PgStore) ListInterruptEvents(ctx context.Context, tenantID string, id u
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.InterruptEvent, len(rows))
+	out := make([]store.InterruptEvent, len(rows))
 	for i, r := range rows {
-		out[i] = service.InterruptEvent{Pos: service.EventPos{Xid: int64(r.Xid.Uint64), ID: r.ID}, InterruptID: r.InterruptID.Bytes, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
+		out[i] = store.InterruptEvent{Pos: store.EventPos{Xid: int64(r.Xid.Uint64), ID: r.ID}, InterruptID: r.InterruptID.Bytes, Type: r.Type, Actor: r.Actor, Payload: rawOrNilBytes(r.Payload), CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }
 
 // DecideInterrupt implements Store.
-func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterruptParams) (*service.Decision, error) {
+func (s *PgStore) DecideInterrupt(ctx context.Context, p store.DecideInterruptParams) (*store.Decision, error) {
 	tenantID, id, resolution, actor := p.TenantID, p.ID, p.Resolution, p.Actor
-	var out *service.Decision
+	var out *store.Decision
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		row, rows, err := lockForDecision(ctx, q, tenantID, id)
 		if err != nil {
@@ -388,19 +388,19 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 			return err
 		}
 		if n == 0 {
-			return service.Errorf(service.CodeAborted, "interrupt %s was decided concurrently", id)
+			return store.Errorf(store.CodeAborted, "interrupt %s was decided concurrently", id)
 		}
 		batch.decided(id, resolution)
 		if err := batch.insert(ctx, q, tenantID, actor); err != nil {
 			return err
 		}
-		row.Status = service.InterruptResolved
+		row.Status = store.InterruptResolved
 		row.Resolution = resolution
 		row.ResolvedBy = strPtr(actor)
 		now := time.Now()
 		row.ResolvedAt = &now
 		it := interruptFromRow(*row)
-		out = &service.Decision{Interrupt: &it}
+		out = &store.Decision{Interrupt: &it}
 		out.Waiting, out.Batch = splitDecided(rows)
 		if len(out.Waiting) > 0 {
 			out.Batch = nil
@@ -415,12 +415,12 @@ func (s *PgStore) DecideInterrupt(ctx context.Context, p service.DecideInterrupt
 
 // splitDecided splits a paused snapshot's interrupts into those still
 // pending and those decided but not yet resumed.
-func splitDecided(rows []db.Interrupt) (waiting, decided []service.Interrupt) {
+func splitDecided(rows []db.Interrupt) (waiting, decided []store.Interrupt) {
 	for _, r := range rows {
 		switch {
-		case r.Status == service.InterruptPending:
+		case r.Status == store.InterruptPending:
 			waiting = append(waiting, interruptFromRow(r))
-		case r.Status == service.InterruptResolved && r.ResumedSnapshotID == nil:
+		case r.Status == store.InterruptResolved && r.ResumedSnapshotID == nil:
 			decided = append(decided, interruptFromRow(r))
 		}
 	}
@@ -428,9 +428,9 @@ func splitDecided(rows []db.Interrupt) (waiting, decided []service.Interrupt) {
 }
 
 // SweepDueInterrupts implements Store.
-func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) ([]service.SweptInterrupt, []service.DecidedSnapshot, error) {
-	var swept []service.SweptInterrupt
-	var decided []service.DecidedSnapshot
+func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) ([]store.SweptInterrupt, []store.DecidedSnapshot, error) {
+	var swept []store.SweptInterrupt
+	var decided []store.DecidedSnapshot
 	// The sweeper serves every tenant: its batch comes from the system
 	// function, and each interrupt is changed under its own tenant.
 	err := s.tx(ctx, func(q *db.Queries) error {
@@ -438,18 +438,18 @@ func (s *PgStore) SweepDueInterrupts(ctx context.Context, limit int) ([]service.
 		if err != nil {
 			return err
 		}
-		swept = make([]service.SweptInterrupt, 0, len(due))
+		swept = make([]store.SweptInterrupt, 0, len(due))
 		touched := map[snapshotKey]string{} // -> agent, for snapshots that got a respond
 		for _, row := range due {
 			responded, err := applyDeadline(ctx, q, row)
 			if err != nil {
 				return err
 			}
-			status := service.InterruptExpired
+			status := store.InterruptExpired
 			if responded {
-				status = service.InterruptResolved
+				status = store.InterruptResolved
 			}
-			swept = append(swept, service.SweptInterrupt{TenantID: row.TenantID, Agent: row.Agent, Tool: row.Tool, Status: status})
+			swept = append(swept, store.SweptInterrupt{TenantID: row.TenantID, Agent: row.Agent, Tool: row.Tool, Status: status})
 			if responded {
 				touched[snapshotKey{row.TenantID, row.SnapshotID}] = row.Agent
 			}
@@ -497,8 +497,8 @@ func applyDeadline(ctx context.Context, q *db.Queries, row db.Interrupt) (respon
 
 // decidedSnapshots are the snapshots among touched whose interrupts are
 // all decided now (none expired): they resume with those decisions.
-func decidedSnapshots(ctx context.Context, q *db.Queries, touched map[snapshotKey]string) ([]service.DecidedSnapshot, error) {
-	var out []service.DecidedSnapshot
+func decidedSnapshots(ctx context.Context, q *db.Queries, touched map[snapshotKey]string) ([]store.DecidedSnapshot, error) {
+	var out []store.DecidedSnapshot
 	for k, agent := range touched {
 		if err := q.SetTenant(ctx, k.tenant); err != nil {
 			return nil, err
@@ -509,7 +509,7 @@ func decidedSnapshots(ctx context.Context, q *db.Queries, touched map[snapshotKe
 		}
 		waiting, batch := splitDecided(rows)
 		if len(waiting) == 0 && len(batch) > 0 && !anyExpired(rows) {
-			out = append(out, service.DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
+			out = append(out, store.DecidedSnapshot{TenantID: k.tenant, Agent: agent, SnapshotID: k.snapshot, Batch: batch})
 		}
 	}
 	return out, nil
@@ -517,7 +517,7 @@ func decidedSnapshots(ctx context.Context, q *db.Queries, touched map[snapshotKe
 
 func anyExpired(rows []db.Interrupt) bool {
 	for _, r := range rows {
-		if r.Status == service.InterruptExpired {
+		if r.Status == store.InterruptExpired {
 			return true
 		}
 	}
@@ -525,7 +525,7 @@ func anyExpired(rows []db.Interrupt) bool {
 }
 
 // ReportInterrupts implements Store.
-func (s *PgStore) ReportInterrupts(ctx context.Context, p service.ReportInterruptsParams) ([]service.ReportRow, error) {
+func (s *PgStore) ReportInterrupts(ctx context.Context, p store.ReportInterruptsParams) ([]store.ReportRow, error) {
 	var rows []db.ReportInterruptsRow
 	err := s.piped(ctx, p.TenantID, func(q *db.Queries) error {
 		var err error
@@ -535,10 +535,10 @@ func (s *PgStore) ReportInterrupts(ctx context.Context, p service.ReportInterrup
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.ReportRow, len(rows))
+	out := make([]store.ReportRow, len(rows))
 	for i, r := range rows {
 		decided := r.Resolved > 0
-		out[i] = service.ReportRow{
+		out[i] = store.ReportRow{
 			Key: r.GroupKey, Total: r.Total, Pending: r.Pending, Resolved: r.Resolved, Expired: r.Expired,
 			Cancelled: r.Cancelled, Approved: r.Approved, Denied: r.Denied,
 			DecisionP50: floatIf(decided, r.DecisionP50), DecisionP90: floatIf(decided, r.DecisionP90),
@@ -557,7 +557,7 @@ func floatIf(ok bool, v float64) *float64 {
 }
 
 // CountPendingInterrupts implements Store.
-func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string, scopes []string, allScopes bool) ([]service.PendingCount, error) {
+func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string, scopes []string, allScopes bool) ([]store.PendingCount, error) {
 	var rows []db.CountPendingInterruptsRow
 	if scopes == nil {
 		scopes = []string{}
@@ -570,16 +570,16 @@ func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string, s
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.PendingCount, 0, len(rows))
+	out := make([]store.PendingCount, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, service.PendingCount{Agent: r.Agent, Tool: r.Tool, Pending: r.Pending})
+		out = append(out, store.PendingCount{Agent: r.Agent, Tool: r.Tool, Pending: r.Pending})
 	}
 	return out, nil
 }
 
 // PendingInterruptStats implements Store: a system function, since it
 // counts every tenant's interrupts.
-func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]service.PendingStat, error) {
+func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]store.PendingStat, error) {
 	var rows []db.PendingInterruptStatsRow
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -589,9 +589,9 @@ func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]service.PendingS
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.PendingStat, 0, len(rows))
+	out := make([]store.PendingStat, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, service.PendingStat{TenantID: r.TenantID, Pending: r.Pending, Oldest: r.Oldest})
+		out = append(out, store.PendingStat{TenantID: r.TenantID, Pending: r.Pending, Oldest: r.Oldest})
 	}
 	return out, nil
 }
@@ -599,8 +599,8 @@ func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]service.PendingS
 // GuardDecided implements Store: the guard of a decided batch's turn (its
 // pending snapshot, written aside, and its job) and the decisions taken
 // for it, in one transaction; when a decision was taken already, nothing
-// is written and the error is service.ErrDecisionTaken.
-func (s *PgStore) GuardDecided(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string, ids []uuid.UUID) error {
+// is written and the error is store.ErrDecisionTaken.
+func (s *PgStore) GuardDecided(ctx context.Context, w *store.SnapshotWrite, job *store.TurnJob, owner string, ids []uuid.UUID) error {
 	params, err := writeTurnParams(w)
 	if err != nil {
 		return err
@@ -618,7 +618,7 @@ func (s *PgStore) GuardDecided(ctx context.Context, w *service.SnapshotWrite, jo
 				return err
 			}
 			if n != 1 {
-				return service.ErrDecisionTaken
+				return store.ErrDecisionTaken
 			}
 		}
 		return nil
@@ -626,8 +626,8 @@ func (s *PgStore) GuardDecided(ctx context.Context, w *service.SnapshotWrite, jo
 }
 
 // StrandedDecisions implements Store.
-func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration, limit int) ([]service.DecidedSnapshot, error) {
-	var out []service.DecidedSnapshot
+func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration, limit int) ([]store.DecidedSnapshot, error) {
+	var out []store.DecidedSnapshot
 	err := s.tx(ctx, func(q *db.Queries) error {
 		rows, err := q.ListStrandedDecisions(ctx, db.ListStrandedDecisionsParams{OlderSeconds: olderThan.Seconds(), BatchSize: int32(limit)})
 		if err != nil {
@@ -647,10 +647,10 @@ func (s *PgStore) StrandedDecisions(ctx context.Context, olderThan time.Duration
 // voter is refused; an approval short of the approvals needed returns the
 // decision that only records it (with its event), else nil to go on with
 // the decision (row.ProposedInput then is the input approved).
-func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p service.DecideInterruptParams, batch *eventBatch) (*service.Decision, error) {
+func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p store.DecideInterruptParams, batch *eventBatch) (*store.Decision, error) {
 	v := p.Vote
 	if deref(row.Scope) != p.Scope {
-		return nil, service.Errorf(service.CodeAborted, "interrupt %s was escalated to %s meanwhile: decide it again if you may", row.ID, deref(row.Scope))
+		return nil, store.Errorf(store.CodeAborted, "interrupt %s was escalated to %s meanwhile: decide it again if you may", row.ID, deref(row.Scope))
 	}
 	var keyID pgtype.UUID
 	if id, err := uuid.Parse(v.KeyID); err == nil {
@@ -664,10 +664,10 @@ func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p 
 		return nil, err
 	}
 	if n == 0 {
-		return nil, service.Errorf(service.CodeAborted, "%s has already voted on interrupt %s: one person counts once", v.Voter, row.ID)
+		return nil, store.Errorf(store.CodeAborted, "%s has already voted on interrupt %s: one person counts once", v.Voter, row.ID)
 	}
 	payload := map[string]any{"vote": v.Vote, "voter": v.Voter, "keyId": v.KeyID, "keyName": v.KeyName}
-	if v.Vote == service.VoteApprove {
+	if v.Vote == store.VoteApprove {
 		c, err := q.CountApproval(ctx, db.CountApprovalParams{TenantID: p.TenantID, ID: row.ID, Input: nullableJSON(v.Input)})
 		if err != nil {
 			return nil, err
@@ -685,7 +685,7 @@ func (s *PgStore) vote(ctx context.Context, q *db.Queries, row *db.Interrupt, p 
 			}
 			it := interruptFromRow(*row)
 			it.Approvals, it.ProposedInput = int(c.ApprovalsGiven), rawOrNilBytes(c.ProposedInput)
-			return &service.Decision{Interrupt: &it, Voted: true, Approvals: int(c.ApprovalsGiven), Needed: int(c.ApprovalsNeeded)}, nil
+			return &store.Decision{Interrupt: &it, Voted: true, Approvals: int(c.ApprovalsGiven), Needed: int(c.ApprovalsNeeded)}, nil
 		}
 	}
 	raw, _ := json.Marshal(payload)
@@ -712,15 +712,15 @@ func withProposal(resolution json.RawMessage, proposed []byte) json.RawMessage {
 }
 
 // ListVotes implements Store.
-func (s *PgStore) ListVotes(ctx context.Context, tenantID string, id uuid.UUID) ([]service.Vote, error) {
-	var out []service.Vote
+func (s *PgStore) ListVotes(ctx context.Context, tenantID string, id uuid.UUID) ([]store.Vote, error) {
+	var out []store.Vote
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		rows, err := q.ListVotes(ctx, db.ListVotesParams{TenantID: tenantID, InterruptID: id})
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
-			v := service.Vote{Voter: r.Voter, KeyName: r.KeyName, Vote: r.Vote, Input: rawOrNilBytes(r.Input), At: r.CreatedAt}
+			v := store.Vote{Voter: r.Voter, KeyName: r.KeyName, Vote: r.Vote, Input: rawOrNilBytes(r.Input), At: r.CreatedAt}
 			if r.KeyID.Valid {
 				v.KeyID = uuid.UUID(r.KeyID.Bytes).String()
 			}
@@ -752,5 +752,5 @@ func lockForDecision(ctx context.Context, q *db.Queries, tenantID string, id uui
 			return &rows[i], rows, nil
 		}
 	}
-	return nil, nil, service.ErrNotFound
+	return nil, nil, store.ErrNotFound
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-func insertJob(ctx context.Context, q *db.Queries, job *service.TurnJob, owner string) error {
+func insertJob(ctx context.Context, q *db.Queries, job *store.TurnJob, owner string) error {
 	inputs, err := json.Marshal(job.Inputs)
 	if err != nil {
 		return fmt.Errorf("encoding job inputs: %w", err)
@@ -38,7 +39,7 @@ func orSystem(actor string) string {
 }
 
 // ClaimNextJob implements Store.
-func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*service.TurnJob, error) {
+func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*store.TurnJob, error) {
 	var row db.TurnJob
 	// Jobs of every tenant are claimable here: through the system function,
 	// then under the job's tenant.
@@ -57,13 +58,13 @@ func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []strin
 		_, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: row.TenantID, ID: row.SnapshotID})
 		return err
 	})
-	if errors.Is(err, service.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	job := &service.TurnJob{
+	job := &store.TurnJob{
 		TenantID: row.TenantID, SnapshotID: row.SnapshotID, Agent: row.Agent, SessionID: row.SessionID,
 		ParentID: deref(row.ParentID), EndUser: deref(row.EndUser), Actor: row.Actor,
 		Preclaimed: row.Preclaimed, Attempts: int(row.Attempts),
@@ -94,7 +95,7 @@ func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owne
 }
 
 // AppendJobInputs implements Store.
-func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []service.AgentInput) error {
+func (s *PgStore) AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []protocol.AgentInput) error {
 	raw, err := json.Marshal(inputs)
 	if err != nil {
 		return err
@@ -126,7 +127,7 @@ func (s *PgStore) ReleaseJobs(ctx context.Context, owner string) (int, error) {
 	return int(n), err
 }
 
-// ListenAborts implements service.Store: it blocks, calling fn for every
+// ListenAborts implements store.Store: it blocks, calling fn for every
 // abort announced on the database, until ctx ends or the connection fails.
 func (s *PgStore) ListenAborts(ctx context.Context, ready func(), fn func(tenantID, snapshotID string)) error {
 	return s.listen(ctx, func(q *db.Queries) error { return q.ListenAborts(ctx) }, ready, func(payload string) {

@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-var _ service.RetentionStore = (*PgStore)(nil)
+var _ store.RetentionStore = (*PgStore)(nil)
 
 // pruneLockKey is the advisory lock that lets one instance prune at a
 // time ("hp-prune" in ASCII).
@@ -36,9 +36,9 @@ func duration(s *int64) time.Duration {
 	return time.Duration(*s) * time.Second
 }
 
-// RetentionPolicy implements service.RetentionStore.
-func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (service.RetentionPolicy, error) {
-	var p service.RetentionPolicy
+// RetentionPolicy implements store.RetentionStore.
+func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (store.RetentionPolicy, error) {
+	var p store.RetentionPolicy
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, tenantID); err != nil {
 			return err
@@ -50,7 +50,7 @@ func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (service
 		if err != nil {
 			return err
 		}
-		p = service.RetentionPolicy{
+		p = store.RetentionPolicy{
 			Completed: duration(row.CompletedSeconds), Failed: duration(row.FailedSeconds), Events: duration(row.EventsSeconds),
 		}
 		return nil
@@ -58,8 +58,8 @@ func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (service
 	return p, err
 }
 
-// SetRetentionPolicy implements service.RetentionStore.
-func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p service.RetentionPolicy) error {
+// SetRetentionPolicy implements store.RetentionStore.
+func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p store.RetentionPolicy) error {
 	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, tenantID); err != nil {
 			return err
@@ -76,7 +76,7 @@ func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p ser
 
 // pruneResult is what the prune functions return.
 type pruneResult struct {
-	service.PruneCounts
+	store.PruneCounts
 	Last string `json:"last"`
 	Xid  int64  `json:"xid"`
 	ID   int64  `json:"id"`
@@ -91,12 +91,12 @@ func decodePrune(raw []byte) (pruneResult, error) {
 	return r, nil
 }
 
-// PruneSessions implements service.RetentionStore: one call of the system
+// PruneSessions implements store.RetentionStore: one call of the system
 // function holdpoint_prune_sessions, its own transaction, committed
 // without waiting for the WAL flush: a batch lost in a crash is deleted
 // again by the next prune, and its commit does not queue behind (or make
 // wait) the turns' flushes.
-func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p service.RetentionPolicy, after string, batch int) (service.PruneBatch, error) {
+func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p store.RetentionPolicy, after string, batch int) (store.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		if err := q.CommitAsynchronously(ctx); err != nil {
@@ -110,15 +110,15 @@ func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p service.
 		return err
 	})
 	if err != nil {
-		return service.PruneBatch{}, err
+		return store.PruneBatch{}, err
 	}
 	r, err := decodePrune(raw)
-	return service.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
+	return store.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
 }
 
-// PruneEvents implements service.RetentionStore, committed without
+// PruneEvents implements store.RetentionStore, committed without
 // waiting for the WAL flush (see PruneSessions).
-func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after service.EventPos, batch int) (service.PruneBatch, error) {
+func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after store.EventPos, batch int) (store.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		if err := q.CommitAsynchronously(ctx); err != nil {
@@ -131,14 +131,14 @@ func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.
 		return err
 	})
 	if err != nil {
-		return service.PruneBatch{}, err
+		return store.PruneBatch{}, err
 	}
 	r, err := decodePrune(raw)
-	return service.PruneBatch{Counts: r.PruneCounts, AfterEvent: service.EventPos{Xid: r.Xid, ID: r.ID}, Done: r.Done}, err
+	return store.PruneBatch{Counts: r.PruneCounts, AfterEvent: store.EventPos{Xid: r.Xid, ID: r.ID}, Done: r.Done}, err
 }
 
-// PrunePreview implements service.RetentionStore.
-func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p service.RetentionPolicy) (service.PruneCounts, error) {
+// PrunePreview implements store.RetentionStore.
+func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p store.RetentionPolicy) (store.PruneCounts, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -149,13 +149,13 @@ func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p service.R
 		return err
 	})
 	if err != nil {
-		return service.PruneCounts{}, err
+		return store.PruneCounts{}, err
 	}
 	r, err := decodePrune(raw)
 	return r.PruneCounts, err
 }
 
-// TryPruneLock implements service.RetentionStore with a transaction-level
+// TryPruneLock implements store.RetentionStore with a transaction-level
 // advisory lock: a transaction is held open (idle, it holds back no vacuum)
 // until release, which rolls it back. Unlike a session-level lock, it
 // works behind a transaction pooler, and it goes with the connection if

@@ -4,11 +4,11 @@ import (
 	"context"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // RecentSessions implements Store.
-func (s *PgStore) RecentSessions(ctx context.Context, tenantID, endUser string, limit int) ([]service.SessionSummary, error) {
+func (s *PgStore) RecentSessions(ctx context.Context, tenantID, endUser string, limit int) ([]store.SessionSummary, error) {
 	var rows []db.ListRecentSessionsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -18,9 +18,9 @@ func (s *PgStore) RecentSessions(ctx context.Context, tenantID, endUser string, 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.SessionSummary, 0, len(rows))
+	out := make([]store.SessionSummary, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, service.SessionSummary{ID: r.ID, Agent: r.Agent, EndUser: deref(r.EndUser),
+		out = append(out, store.SessionSummary{ID: r.ID, Agent: r.Agent, EndUser: deref(r.EndUser),
 			LatestSnapshotID: deref(r.LatestSnapshotID), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 			Status: deref(r.SnapshotStatus), FinishReason: deref(r.FinishReason), HeartbeatAt: r.HeartbeatAt})
 	}

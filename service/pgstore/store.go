@@ -17,7 +17,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/internal/rawjson"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // PgStore is the PostgreSQL Store.
@@ -96,38 +96,38 @@ func translate(err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return service.ErrNotFound
+		return store.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case sqlstateSessionTaken:
-			return service.ErrNotFound
+			return store.ErrNotFound
 		case sqlstateNotPending:
 			return errNotPending
 		case sqlstateClaimRefused:
 			return errClaimRefused
 		case sqlstateSessionMoved:
-			return service.ErrSessionMoved
+			return store.ErrSessionMoved
 		case sqlstateTooManyPending:
-			return service.ErrTooManyPending
+			return store.ErrTooManyPending
 		case sqlstateTooManyJobs:
-			return service.ErrTooManyDetached
+			return store.ErrTooManyDetached
 		case sqlstateReadOnly:
 			// Wrapped whole, so that release sees it and drops the
 			// connection; once only.
-			if errors.Is(err, service.ErrUnavailable) {
+			if errors.Is(err, store.ErrUnavailable) {
 				return err
 			}
-			return fmt.Errorf("%w: the database is read-only (a standby, or a primary being failed over): %w", service.ErrUnavailable, err)
+			return fmt.Errorf("%w: the database is read-only (a standby, or a primary being failed over): %w", store.ErrUnavailable, err)
 		}
 		if unavailableClass(pgErr.Code) {
-			return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 		}
 		return err
 	}
 	if lostConnection(err) {
-		return fmt.Errorf("%w: %v", service.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
 	return err
 }
@@ -191,7 +191,7 @@ func (s *PgStore) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		return nil, ctx.Err()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%w: no database connection within %s (pool %d/%d in use)", service.ErrUnavailable,
+		return nil, fmt.Errorf("%w: no database connection within %s (pool %d/%d in use)", store.ErrUnavailable,
 			s.acquireTimeout, s.pool.Stat().AcquiredConns(), s.pool.Stat().MaxConns())
 	}
 	return nil, translate(err)
@@ -272,7 +272,7 @@ func nullableJSON(r json.RawMessage) []byte {
 func translateConflict(err error, format string, args ...any) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return service.Errorf(service.CodeAlreadyExists, format, args...)
+		return store.Errorf(store.CodeAlreadyExists, format, args...)
 	}
 	return translate(err)
 }

@@ -9,12 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-var _ service.StreamStore = (*PgStore)(nil)
+var _ store.StreamStore = (*PgStore)(nil)
 
-// CreateStream implements service.StreamStore, committed without waiting
+// CreateStream implements store.StreamStore, committed without waiting
 // for the WAL flush (see AppendStreamFrames): a stream lost in a crash of
 // PostgreSQL only answers its rejoins 204.
 func (s *PgStore) CreateStream(ctx context.Context, tenantID string, id uuid.UUID, endUser, agent string) error {
@@ -26,9 +26,9 @@ func (s *PgStore) CreateStream(ctx context.Context, tenantID string, id uuid.UUI
 	})
 }
 
-// GetStream implements service.StreamStore.
-func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) (service.StreamInfo, bool, error) {
-	var info service.StreamInfo
+// GetStream implements store.StreamStore.
+func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) (store.StreamInfo, bool, error) {
+	var info store.StreamInfo
 	found := false
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		row, err := q.GetTurnStream(ctx, db.GetTurnStreamParams{TenantID: tenantID, ID: id})
@@ -38,19 +38,19 @@ func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) 
 		if err != nil {
 			return err
 		}
-		info, found = service.StreamInfo{EndUser: row.EndUser, Agent: row.Agent, Ended: row.EndedAt != nil}, true
+		info, found = store.StreamInfo{EndUser: row.EndUser, Agent: row.Agent, Ended: row.EndedAt != nil}, true
 		return nil
 	})
 	return info, found, err
 }
 
-// AppendStreamFrames implements service.StreamStore: one round trip, the
+// AppendStreamFrames implements store.StreamStore: one round trip, the
 // wake-up sent at commit, committed without waiting for the WAL flush. A
 // stream is a delivery copy: the turn's outcome is in its snapshot,
 // committed synchronously, so a crash of PostgreSQL can lose only the tail
-// of a stream (whose rejoins then give up, see service.ErrStreamStalled),
+// of a stream (whose rejoins then give up, see store.ErrStreamStalled),
 // never an outcome.
-func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uuid.UUID, frames []service.StreamFrame) error {
+func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uuid.UUID, frames []store.StreamFrame) error {
 	p := db.AppendTurnStreamFramesParams{TenantID: tenantID, StreamID: id,
 		Seqs: make([]int32, len(frames)), Frames: make([]string, len(frames)), Terminals: make([]bool, len(frames))}
 	terminal := false // the batch ends the stream
@@ -74,25 +74,25 @@ func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uu
 	})
 }
 
-// StreamFramesAfter implements service.StreamStore.
-func (s *PgStore) StreamFramesAfter(ctx context.Context, tenantID string, id uuid.UUID, after, limit int) ([]service.StreamFrame, error) {
-	var out []service.StreamFrame
+// StreamFramesAfter implements store.StreamStore.
+func (s *PgStore) StreamFramesAfter(ctx context.Context, tenantID string, id uuid.UUID, after, limit int) ([]store.StreamFrame, error) {
+	var out []store.StreamFrame
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		rows, err := q.TurnStreamFramesAfter(ctx, db.TurnStreamFramesAfterParams{
 			TenantID: tenantID, StreamID: id, After: int32(after), MaxFrames: int32(limit)})
 		if err != nil {
 			return err
 		}
-		out = make([]service.StreamFrame, len(rows))
+		out = make([]store.StreamFrame, len(rows))
 		for i, r := range rows {
-			out[i] = service.StreamFrame{Seq: int(r.Seq), Frame: []byte(r.Frame), Terminal: r.Terminal}
+			out[i] = store.StreamFrame{Seq: int(r.Seq), Frame: []byte(r.Frame), Terminal: r.Terminal}
 		}
 		return nil
 	})
 	return out, err
 }
 
-// ListenStreams implements service.StreamStore.
+// ListenStreams implements store.StreamStore.
 func (s *PgStore) ListenStreams(ctx context.Context, ready func(), wake func(uuid.UUID)) error {
 	return s.listen(ctx, func(q *db.Queries) error { return q.ListenTurnStreams(ctx) }, ready, func(payload string) {
 		if id, err := uuid.Parse(payload); err == nil {
@@ -101,7 +101,7 @@ func (s *PgStore) ListenStreams(ctx context.Context, ready func(), wake func(uui
 	})
 }
 
-// PruneStreams implements service.StreamStore.
+// PruneStreams implements store.StreamStore.
 func (s *PgStore) PruneStreams(ctx context.Context, ended, open time.Duration, limit int) (int64, error) {
 	var n int64
 	err := s.piped(ctx, "", func(q *db.Queries) error {

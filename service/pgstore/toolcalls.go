@@ -10,12 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // StartToolCall implements Store, in one round trip: the statement returns
 // the row it recorded.
-func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *service.ToolCallRecord, jobOwner string) (bool, error) {
+func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *store.ToolCallRecord, jobOwner string) (bool, error) {
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		_, err := q.StartToolCall(ctx, db.StartToolCallParams{
 			TenantID: tenantID, TurnID: c.TurnID, CallKey: c.CallKey, SessionID: c.SessionID,
@@ -25,14 +26,14 @@ func (s *PgStore) StartToolCall(ctx context.Context, tenantID string, c *service
 		})
 		return err
 	})
-	if errors.Is(err, service.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
 // FinishToolCalls implements Store.
-func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, outcomes []service.ToolCallOutcome) error {
+func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, outcomes []store.ToolCallOutcome) error {
 	if len(outcomes) == 0 {
 		return nil
 	}
@@ -47,7 +48,7 @@ func (s *PgStore) FinishToolCalls(ctx context.Context, tenantID, turnID string, 
 
 // finishToolCalls records outcomes through q (a pipeline or a transaction);
 // none is no statement.
-func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string, outcomes []service.ToolCallOutcome) error {
+func finishToolCalls(ctx context.Context, q *db.Queries, tenantID, turnID string, outcomes []store.ToolCallOutcome) error {
 	if len(outcomes) == 0 {
 		return nil
 	}
@@ -71,7 +72,7 @@ type callOutcomes struct {
 	attempts        []int32
 }
 
-func outcomeArrays(outcomes []service.ToolCallOutcome) (callOutcomes, error) {
+func outcomeArrays(outcomes []store.ToolCallOutcome) (callOutcomes, error) {
 	var a callOutcomes
 	for _, o := range outcomes {
 		errJSON, err := encodeErrorDetails(o.Error)
@@ -90,7 +91,7 @@ func outcomeArrays(outcomes []service.ToolCallOutcome) (callOutcomes, error) {
 }
 
 // GetToolCall implements Store.
-func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string) (*service.ToolCallRecord, error) {
+func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string) (*store.ToolCallRecord, error) {
 	var row db.ToolCall
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -105,7 +106,7 @@ func (s *PgStore) GetToolCall(ctx context.Context, tenantID, turnID, key string)
 }
 
 // ListSessionToolCalls implements Store.
-func (s *PgStore) ListSessionToolCalls(ctx context.Context, lp service.ListSessionToolCallsParams) ([]service.ToolCallRecord, error) {
+func (s *PgStore) ListSessionToolCalls(ctx context.Context, lp store.ListSessionToolCallsParams) ([]store.ToolCallRecord, error) {
 	p := db.ListSessionToolCallsParams{TenantID: lp.TenantID, SessionID: lp.SessionID, PageSize: int32(lp.Limit)}
 	if after := lp.After; after != nil {
 		p.AfterStartedAt, p.AfterTurnID, p.AfterCallKey = &after.StartedAt, &after.TurnID, &after.CallKey
@@ -120,7 +121,7 @@ func (s *PgStore) ListSessionToolCalls(ctx context.Context, lp service.ListSessi
 }
 
 // ListTurnToolCalls implements Store.
-func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]service.ToolCallRecord, error) {
+func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnIDs []string) ([]store.ToolCallRecord, error) {
 	var rows []db.ToolCall
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -130,16 +131,16 @@ func (s *PgStore) ListTurnToolCalls(ctx context.Context, tenantID string, turnID
 	return toolCallsFromRows(rows), err
 }
 
-func toolCallsFromRows(rows []db.ToolCall) []service.ToolCallRecord {
-	out := make([]service.ToolCallRecord, len(rows))
+func toolCallsFromRows(rows []db.ToolCall) []store.ToolCallRecord {
+	out := make([]store.ToolCallRecord, len(rows))
 	for i, r := range rows {
 		out[i] = toolCallFromRow(r)
 	}
 	return out
 }
 
-func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
-	out := service.ToolCallRecord{
+func toolCallFromRow(r db.ToolCall) store.ToolCallRecord {
+	out := store.ToolCallRecord{
 		TurnID: r.TurnID, CallKey: r.CallKey, SessionID: r.SessionID, Agent: r.Agent,
 		Tool: r.Tool, Ref: r.Ref, Input: rawOrNilBytes(r.Input), Status: r.Status, Output: rawOrNilBytes(r.Output),
 		Restart: r.Restart, Actor: r.Actor, EndUser: deref(r.EndUser), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
@@ -147,7 +148,7 @@ func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
 		Attempt: int(r.Attempt), CallID: deref(r.CallID),
 	}
 	if len(r.Error) > 0 {
-		var e service.ErrorDetails
+		var e protocol.ErrorDetails
 		if json.Unmarshal(r.Error, &e) == nil {
 			out.Error = &e
 		}
@@ -162,7 +163,7 @@ func toolCallFromRow(r db.ToolCall) service.ToolCallRecord {
 }
 
 // encodeErrorDetails is the stored form of an error object (nil for none).
-func encodeErrorDetails(e *service.ErrorDetails) ([]byte, error) {
+func encodeErrorDetails(e *protocol.ErrorDetails) ([]byte, error) {
 	if e == nil {
 		return nil, nil
 	}
@@ -171,7 +172,7 @@ func encodeErrorDetails(e *service.ErrorDetails) ([]byte, error) {
 
 // MarkToolCallUnknown implements Store: the mark and the read of the row
 // share one round trip.
-func (s *PgStore) MarkToolCallUnknown(ctx context.Context, tenantID, turnID, key string) (*service.ToolCallRecord, error) {
+func (s *PgStore) MarkToolCallUnknown(ctx context.Context, tenantID, turnID, key string) (*store.ToolCallRecord, error) {
 	var row db.ToolCall
 	marked := false
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -207,7 +208,7 @@ func (s *PgStore) MarkLostToolCalls(ctx context.Context, startedBefore time.Time
 }
 
 // GetToolCallByID implements Store.
-func (s *PgStore) GetToolCallByID(ctx context.Context, tenantID string, id uuid.UUID) (*service.ToolCallRecord, error) {
+func (s *PgStore) GetToolCallByID(ctx context.Context, tenantID string, id uuid.UUID) (*store.ToolCallRecord, error) {
 	var row db.ToolCall
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -222,7 +223,7 @@ func (s *PgStore) GetToolCallByID(ctx context.Context, tenantID string, id uuid.
 }
 
 // DecideToolCall implements Store.
-func (s *PgStore) DecideToolCall(ctx context.Context, p service.DecideToolCallParams) (*service.ToolCallRecord, error) {
+func (s *PgStore) DecideToolCall(ctx context.Context, p store.DecideToolCallParams) (*store.ToolCallRecord, error) {
 	var row db.DecideToolCallRow
 	err := s.piped(ctx, p.TenantID, func(q *db.Queries) error {
 		var err error
@@ -235,7 +236,7 @@ func (s *PgStore) DecideToolCall(ctx context.Context, p service.DecideToolCallPa
 	if err != nil {
 		return nil, err
 	}
-	if p.Status != service.ToolCallRunning {
+	if p.Status != store.ToolCallRunning {
 		s.eventsWritten() // tool.called
 	}
 	out := toolCallFromRow(db.ToolCall(row))

@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // LoadSnapshot implements Store. A completed snapshot with its state comes
 // from the cache when it is there: it never changes, whichever instance
 // wrote it.
-func (s *PgStore) LoadSnapshot(ctx context.Context, p service.LoadSnapshotParams) (*service.StoredSnapshot, error) {
+func (s *PgStore) LoadSnapshot(ctx context.Context, p store.LoadSnapshotParams) (*store.StoredSnapshot, error) {
 	scope, agent, id, withState := p.Scope, p.Agent, p.ID, p.WithState
 	if snap := s.cache.get(scope.TenantID, id); snap != nil {
 		if snap.Agent != agent || !scope.Sees(snap.EndUser) {
-			return nil, service.ErrNotFound
+			return nil, store.ErrNotFound
 		}
 		return snap, nil
 	}
@@ -28,7 +29,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, p service.LoadSnapshotParams
 		return nil, err
 	}
 	if !scope.Sees(snap.EndUser) {
-		return nil, service.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if withState {
 		s.cache.put(scope.TenantID, snap)
@@ -36,7 +37,7 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, p service.LoadSnapshotParams
 	return snap, nil
 }
 
-func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*service.StoredSnapshot, error) {
+func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, withState bool) (*store.StoredSnapshot, error) {
 	var (
 		row     db.Snapshot
 		endUser *string
@@ -60,9 +61,9 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 		return nil, err
 	}
 	if row.Agent != agent {
-		return nil, service.ErrNotFound
+		return nil, store.ErrNotFound
 	}
-	out := &service.StoredSnapshot{
+	out := &store.StoredSnapshot{
 		Snapshot:     snapshotFromRow(row),
 		Agent:        row.Agent,
 		EndUser:      deref(endUser),
@@ -85,8 +86,8 @@ func (s *PgStore) loadSnapshot(ctx context.Context, tenantID, agent, id string, 
 // stateFromRows is a snapshot's state: its documents, and its history
 // rebuilt from the messages of its ancestor chain (with each message's
 // stored JSON).
-func stateFromRows(row db.Snapshot, hist []db.ListHistoryMessagesRow) (*service.SessionState, [][]byte, error) {
-	state := &service.SessionState{SessionID: row.SessionID}
+func stateFromRows(row db.Snapshot, hist []db.ListHistoryMessagesRow) (*protocol.SessionState, [][]byte, error) {
+	state := &protocol.SessionState{SessionID: row.SessionID}
 	if len(row.Custom) > 0 {
 		state.Custom = json.RawMessage(row.Custom)
 	}
@@ -101,7 +102,7 @@ func stateFromRows(row db.Snapshot, hist []db.ListHistoryMessagesRow) (*service.
 	if len(hist) != int(row.MessageCount) {
 		return nil, nil, fmt.Errorf("snapshot %s: history has %d of %d messages", row.ID, len(hist), row.MessageCount)
 	}
-	state.Messages = make([]service.Message, len(hist))
+	state.Messages = make([]protocol.Message, len(hist))
 	bodies := make([][]byte, len(hist))
 	for i, r := range hist {
 		if int(r.Position) != i {
@@ -115,8 +116,8 @@ func stateFromRows(row db.Snapshot, hist []db.ListHistoryMessagesRow) (*service.
 	return state, bodies, nil
 }
 
-func snapshotFromRow(row db.Snapshot) service.Snapshot {
-	snap := service.Snapshot{
+func snapshotFromRow(row db.Snapshot) protocol.Snapshot {
+	snap := protocol.Snapshot{
 		SnapshotID:  row.ID,
 		SessionID:   row.SessionID,
 		CreatedAt:   row.CreatedAt,
@@ -132,7 +133,7 @@ func snapshotFromRow(row db.Snapshot) service.Snapshot {
 		snap.FinishReason = *row.FinishReason
 	}
 	if len(row.Error) > 0 {
-		var e service.ErrorDetails
+		var e protocol.ErrorDetails
 		if json.Unmarshal(row.Error, &e) == nil {
 			snap.Error = &e
 		}
@@ -141,7 +142,7 @@ func snapshotFromRow(row db.Snapshot) service.Snapshot {
 }
 
 // LoadSession implements Store.
-func (s *PgStore) LoadSession(ctx context.Context, scope service.Scope, id string) (*service.StoredSession, error) {
+func (s *PgStore) LoadSession(ctx context.Context, scope store.Scope, id string) (*store.StoredSession, error) {
 	var row db.Session
 	err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
 		var err error
@@ -151,9 +152,9 @@ func (s *PgStore) LoadSession(ctx context.Context, scope service.Scope, id strin
 	if err != nil {
 		return nil, err
 	}
-	out := &service.StoredSession{ID: row.ID, Agent: row.Agent, EndUser: deref(row.EndUser)}
+	out := &store.StoredSession{ID: row.ID, Agent: row.Agent, EndUser: deref(row.EndUser)}
 	if !scope.Sees(out.EndUser) {
-		return nil, service.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if row.LatestSnapshotID != nil {
 		out.LatestSnapshotID = *row.LatestSnapshotID
@@ -164,7 +165,7 @@ func (s *PgStore) LoadSession(ctx context.Context, scope service.Scope, id strin
 // CreateSession implements Store. A row committed by a concurrent creator
 // after the statement's snapshot is invisible to it, so an empty answer is
 // read again.
-func (s *PgStore) CreateSession(ctx context.Context, scope service.Scope, agent, id string) (*service.StoredSession, error) {
+func (s *PgStore) CreateSession(ctx context.Context, scope store.Scope, agent, id string) (*store.StoredSession, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		var row db.CreateSessionRow
 		err := s.piped(ctx, scope.TenantID, func(q *db.Queries) error {
@@ -172,15 +173,15 @@ func (s *PgStore) CreateSession(ctx context.Context, scope service.Scope, agent,
 			row, err = q.CreateSession(ctx, db.CreateSessionParams{TenantID: scope.TenantID, ID: id, Agent: agent, EndUser: strPtr(scope.EndUser)})
 			return err
 		})
-		if errors.Is(err, service.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out := &service.StoredSession{ID: id, Agent: row.Agent, EndUser: deref(row.EndUser)}
+		out := &store.StoredSession{ID: id, Agent: row.Agent, EndUser: deref(row.EndUser)}
 		if !scope.Sees(out.EndUser) {
-			return nil, service.ErrNotFound
+			return nil, store.ErrNotFound
 		}
 		if !row.Created {
 			// Taken by the same owner meanwhile: continue it as it is now.
@@ -193,7 +194,7 @@ func (s *PgStore) CreateSession(ctx context.Context, scope service.Scope, agent,
 
 // CreatePendingSnapshot implements Store: the snapshot (through the same
 // statement a turn end uses) and the job, in one batch.
-func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *service.SnapshotWrite, job *service.TurnJob, owner string) error {
+func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *store.SnapshotWrite, job *store.TurnJob, owner string) error {
 	// The session moves to the pending snapshot (or, on failure, maybe
 	// not): what this instance cached of it is no longer its head.
 	s.heads.drop(w.TenantID, w.SessionID)
@@ -209,7 +210,7 @@ func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *service.Snapshot
 	})
 }
 
-func encodeSnapshotDocs(w *service.SnapshotWrite) (errJSON, artifacts []byte, err error) {
+func encodeSnapshotDocs(w *store.SnapshotWrite) (errJSON, artifacts []byte, err error) {
 	if w.Error != nil {
 		if errJSON, err = json.Marshal(w.Error); err != nil {
 			return nil, nil, err
@@ -232,7 +233,7 @@ var errClaimRefused = errors.New("an interrupt the turn answers is no longer pen
 
 // claimRefusal says why a write's claims were refused, as ClaimInterrupts
 // would have: the interrupts are read again after the write rolled back.
-func (s *PgStore) claimRefusal(ctx context.Context, w *service.SnapshotWrite) error {
+func (s *PgStore) claimRefusal(ctx context.Context, w *store.SnapshotWrite) error {
 	var rows []db.ListInterruptsBySnapshotRow
 	err := s.piped(ctx, w.TenantID, func(q *db.Queries) error {
 		var err error
@@ -253,23 +254,23 @@ func (s *PgStore) claimRefusal(ctx context.Context, w *service.SnapshotWrite) er
 	}
 	// Every one is pending again (a claim released since): the write lost
 	// a race all the same.
-	return service.Errorf(service.CodeAborted, "the interrupts this resume answers changed while its turn ran; resume again")
+	return store.Errorf(store.CodeAborted, "the interrupts this resume answers changed while its turn ran; resume again")
 }
 
 // CachedSessionHead implements Store.
-func (s *PgStore) CachedSessionHead(tenantID, id string) *service.StoredSession {
+func (s *PgStore) CachedSessionHead(tenantID, id string) *store.StoredSession {
 	return s.heads.get(tenantID, id)
 }
 
 // CommitTurn implements Store.
-func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (bool, error) {
+func (s *PgStore) CommitTurn(ctx context.Context, w *store.SnapshotWrite) (bool, error) {
 	err := s.writeTurn(ctx, w)
 	if err != nil {
 		s.heads.drop(w.TenantID, w.SessionID)
 	} else {
 		// The write moved the session to its snapshot (WriteTurn moves it
 		// for every status, and only a session of this end user and agent).
-		s.heads.put(w.TenantID, service.StoredSession{ID: w.SessionID, Agent: w.Agent, EndUser: w.EndUser, LatestSnapshotID: w.SnapshotID})
+		s.heads.put(w.TenantID, store.StoredSession{ID: w.SessionID, Agent: w.Agent, EndUser: w.EndUser, LatestSnapshotID: w.SnapshotID})
 	}
 	if errors.Is(err, errNotPending) {
 		return false, nil
@@ -286,11 +287,11 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (boo
 	if len(w.Interrupts) > 0 || len(w.Claims) > 0 || (w.ResolvedEvents && len(w.Resolved) > 0) || turnEvent(w.Status) != "" {
 		s.eventsWritten()
 	}
-	if w.Status == service.StatusCompleted && w.State != nil {
+	if w.Status == protocol.StatusCompleted && w.State != nil {
 		now := time.Now()
-		s.cache.put(w.TenantID, &service.StoredSnapshot{
-			Snapshot: service.Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
-				CreatedAt: now, UpdatedAt: &now, Status: service.StatusCompleted, FinishReason: w.FinishReason, State: w.State},
+		s.cache.put(w.TenantID, &store.StoredSnapshot{
+			Snapshot: protocol.Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
+				CreatedAt: now, UpdatedAt: &now, Status: protocol.StatusCompleted, FinishReason: w.FinishReason, State: w.State},
 			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies, AgentVersion: w.AgentVersion,
 		})
 	}
@@ -299,7 +300,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *service.SnapshotWrite) (boo
 
 // writeTurn writes a new snapshot: one statement (WriteTurn) in one batch,
 // so one round trip and one transaction.
-func (s *PgStore) writeTurn(ctx context.Context, w *service.SnapshotWrite) error {
+func (s *PgStore) writeTurn(ctx context.Context, w *store.SnapshotWrite) error {
 	p, err := writeTurnParams(w)
 	if err != nil {
 		return err
@@ -321,7 +322,7 @@ func (s *PgStore) writeTurn(ctx context.Context, w *service.SnapshotWrite) error
 // first position, and a JSON array of the bodies from it to the last,
 // with null at a position the turn did not write. Both are nil when it
 // wrote none.
-func messageRun(msgs []service.PositionedMessage) (*int32, []byte) {
+func messageRun(msgs []store.PositionedMessage) (*int32, []byte) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -353,7 +354,7 @@ func messageRun(msgs []service.PositionedMessage) (*int32, []byte) {
 
 // writeTurnParams encodes a snapshot write for the WriteTurn statement, with
 // created events for its interrupts and resolved events for its claims.
-func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
+func writeTurnParams(w *store.SnapshotWrite) (db.WriteTurnParams, error) {
 	errJSON, artifacts, err := encodeSnapshotDocs(w)
 	if err != nil {
 		return db.WriteTurnParams{}, err
@@ -369,7 +370,7 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 	p.MessagesFrom, p.Messages = messageRun(w.Messages)
 	var batch eventBatch
 	for _, in := range w.Interrupts {
-		id := service.NewRowID()
+		id := store.NewRowID()
 		p.InterruptIDs = append(p.InterruptIDs, id)
 		p.Tools = append(p.Tools, in.Tool)
 		p.Refs = append(p.Refs, in.Ref)
@@ -400,9 +401,9 @@ func writeTurnParams(w *service.SnapshotWrite) (db.WriteTurnParams, error) {
 // (a detached turn writes its event when it ends) or an aborted one.
 func turnEvent(status string) string {
 	switch status {
-	case service.StatusCompleted:
+	case protocol.StatusCompleted:
 		return events.TurnCompleted
-	case service.StatusFailed:
+	case protocol.StatusFailed:
 		return events.TurnFailed
 	}
 	return ""
@@ -410,7 +411,7 @@ func turnEvent(status string) string {
 
 // setResumed records the snapshot a resume produced on the interrupts it
 // answered, unless their claim already did.
-func setResumed(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) error {
+func setResumed(ctx context.Context, q *db.Queries, w *store.SnapshotWrite) error {
 	if w.ResumedSet {
 		return nil
 	}
@@ -425,7 +426,7 @@ func setResumed(ctx context.Context, q *db.Queries, w *service.SnapshotWrite) er
 }
 
 // AbortSnapshot implements Store.
-func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent, id string) (string, error) {
+func (s *PgStore) AbortSnapshot(ctx context.Context, scope store.Scope, agent, id string) (string, error) {
 	var prev string
 	err := s.inTx(ctx, scope.TenantID, func(q *db.Queries) error {
 		r, err := q.GetSnapshotForUpdate(ctx, db.GetSnapshotForUpdateParams{TenantID: scope.TenantID, ID: id})
@@ -434,10 +435,10 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent,
 		}
 		row := r.Snapshot
 		if row.Agent != agent || !scope.Sees(deref(r.SessionEndUser)) {
-			return service.ErrNotFound
+			return store.ErrNotFound
 		}
 		prev = row.Status
-		if row.Status != service.StatusPending {
+		if row.Status != protocol.StatusPending {
 			return nil
 		}
 		_, err = q.AbortPendingSnapshot(ctx, db.AbortPendingSnapshotParams{TenantID: scope.TenantID, ID: id})
@@ -447,7 +448,7 @@ func (s *PgStore) AbortSnapshot(ctx context.Context, scope service.Scope, agent,
 }
 
 // FindSessions implements Store.
-func (s *PgStore) FindSessions(ctx context.Context, tenantID, q string, limit int) ([]service.SessionSummary, error) {
+func (s *PgStore) FindSessions(ctx context.Context, tenantID, q string, limit int) ([]store.SessionSummary, error) {
 	var rows []db.FindSessionsRow
 	err := s.piped(ctx, tenantID, func(qq *db.Queries) error {
 		var err error
@@ -457,16 +458,16 @@ func (s *PgStore) FindSessions(ctx context.Context, tenantID, q string, limit in
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.SessionSummary, 0, len(rows))
+	out := make([]store.SessionSummary, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, service.SessionSummary{ID: r.ID, Agent: r.Agent, EndUser: deref(r.EndUser),
+		out = append(out, store.SessionSummary{ID: r.ID, Agent: r.Agent, EndUser: deref(r.EndUser),
 			LatestSnapshotID: deref(r.LatestSnapshotID), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	}
 	return out, nil
 }
 
 // ListSessionSnapshots implements Store.
-func (s *PgStore) ListSessionSnapshots(ctx context.Context, tenantID, sessionID string) ([]service.Snapshot, error) {
+func (s *PgStore) ListSessionSnapshots(ctx context.Context, tenantID, sessionID string) ([]protocol.Snapshot, error) {
 	var rows []db.ListSessionSnapshotsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -476,7 +477,7 @@ func (s *PgStore) ListSessionSnapshots(ctx context.Context, tenantID, sessionID 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.Snapshot, 0, len(rows))
+	out := make([]protocol.Snapshot, 0, len(rows))
 	for _, r := range rows {
 		snap := snapshotFromRow(db.Snapshot{ID: r.ID, SessionID: sessionID, ParentID: r.ParentID, Status: r.Status,
 			FinishReason: r.FinishReason, Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})

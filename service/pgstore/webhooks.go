@@ -11,22 +11,22 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-var _ service.WebhookStore = (*PgStore)(nil)
+var _ store.WebhookStore = (*PgStore)(nil)
 
-func webhookOf(r db.Webhook) *service.Webhook {
-	return &service.Webhook{
+func webhookOf(r db.Webhook) *store.Webhook {
+	return &store.Webhook{
 		ID: r.ID, URL: r.Url, Description: r.Description, EventTypes: r.EventTypes, Enabled: r.Enabled,
 		DisabledReason: deref(r.DisabledReason), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
-// CreateWebhook implements service.WebhookStore: the endpoint and its
+// CreateWebhook implements store.WebhookStore: the endpoint and its
 // first secret in one transaction.
-func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *service.Webhook, secret []byte) (*service.Webhook, error) {
+func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *store.Webhook, secret []byte) (*store.Webhook, error) {
 	var row db.Webhook
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -45,8 +45,8 @@ func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *service
 	return webhookOf(row), nil
 }
 
-// ListWebhooks implements service.WebhookStore.
-func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]service.Webhook, error) {
+// ListWebhooks implements store.WebhookStore.
+func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]store.Webhook, error) {
 	var rows []db.Webhook
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -56,15 +56,15 @@ func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]service.
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.Webhook, len(rows))
+	out := make([]store.Webhook, len(rows))
 	for i, r := range rows {
 		out[i] = *webhookOf(r)
 	}
 	return out, nil
 }
 
-// GetWebhook implements service.WebhookStore.
-func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*service.Webhook, error) {
+// GetWebhook implements store.WebhookStore.
+func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*store.Webhook, error) {
 	var row db.Webhook
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -77,8 +77,8 @@ func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID)
 	return webhookOf(row), nil
 }
 
-// UpdateWebhook implements service.WebhookStore.
-func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u service.WebhookUpdate) (*service.Webhook, error) {
+// UpdateWebhook implements store.WebhookStore.
+func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u store.WebhookUpdate) (*store.Webhook, error) {
 	var row db.Webhook
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -93,7 +93,7 @@ func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UU
 	return webhookOf(row), nil
 }
 
-// DeleteWebhook implements service.WebhookStore.
+// DeleteWebhook implements store.WebhookStore.
 func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UUID) error {
 	var n int64
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
@@ -105,12 +105,12 @@ func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UU
 		return err
 	}
 	if n == 0 {
-		return service.ErrNotFound
+		return store.ErrNotFound
 	}
 	return nil
 }
 
-// RotateWebhookSecret implements service.WebhookStore.
+// RotateWebhookSecret implements store.WebhookStore.
 func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id uuid.UUID, secret []byte, overlap time.Duration) error {
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if _, err := q.LockWebhook(ctx, db.LockWebhookParams{TenantID: tenantID, ID: id}); err != nil {
@@ -123,7 +123,7 @@ func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id u
 	return notFound(err)
 }
 
-// WebhookSecrets implements service.WebhookStore.
+// WebhookSecrets implements store.WebhookStore.
 func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.UUID) ([][]byte, error) {
 	var rows []db.ListWebhookSecretsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -141,16 +141,16 @@ func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.U
 	return out, nil
 }
 
-// DisableWebhook implements service.WebhookStore.
+// DisableWebhook implements store.WebhookStore.
 func (s *PgStore) DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.DisableWebhook(ctx, db.DisableWebhookParams{TenantID: tenantID, ID: id, Reason: &reason})
 	})
 }
 
-// ClaimWebhookDeliveries implements service.WebhookStore (a system
+// ClaimWebhookDeliveries implements store.WebhookStore (a system
 // function: the claim spans tenants).
-func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]service.WebhookClaim, error) {
+func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]store.WebhookClaim, error) {
 	if busy == nil {
 		busy = []uuid.UUID{}
 	}
@@ -168,14 +168,14 @@ func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, leas
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.WebhookClaim, len(rows))
+	out := make([]store.WebhookClaim, len(rows))
 	for i, r := range rows {
-		out[i] = service.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
+		out[i] = store.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
 	}
 	return out, nil
 }
 
-func webhookEventOf(r db.WebhookDeliveryContext) *service.WebhookEvent {
+func webhookEventOf(r db.WebhookDeliveryContext) *store.WebhookEvent {
 	ev := eventContextOf(db.WebhookEventContext{
 		TenantID: r.TenantID, EventID: r.EventID, EventXid: r.EventXid, EventType: r.EventType, OccurredAt: r.OccurredAt,
 		Actor: r.Actor, InterruptID: r.InterruptID, InterruptAgent: r.InterruptAgent, InterruptTool: r.InterruptTool,
@@ -192,14 +192,14 @@ func webhookEventOf(r db.WebhookDeliveryContext) *service.WebhookEvent {
 
 // eventContextOf is what an attempt of the event sends (without the
 // endpoint).
-func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
-	ev := &service.WebhookEvent{
-		Pos:  service.EventPos{Xid: r.EventXid, ID: r.EventID},
+func eventContextOf(r db.WebhookEventContext) *store.WebhookEvent {
+	ev := &store.WebhookEvent{
+		Pos:  store.EventPos{Xid: r.EventXid, ID: r.EventID},
 		Type: events.Name(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
 	}
 	switch {
 	case r.InterruptID.Valid && r.InterruptAgent != nil:
-		ev.Interrupt = &service.WebhookInterrupt{
+		ev.Interrupt = &store.WebhookInterrupt{
 			ID: r.InterruptID.Bytes, Agent: *r.InterruptAgent, Tool: deref(r.InterruptTool), Input: rawOrNilBytes(r.InterruptInput),
 			Deadline: r.ExpiresAt, SessionID: deref(r.InterruptSessionID), SnapshotID: deref(r.InterruptSnapshotID),
 			Status: deref(r.InterruptStatus), Resolution: rawOrNilBytes(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
@@ -209,7 +209,7 @@ func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
 			ev.Interrupt.CreatedAt = *r.InterruptCreatedAt
 		}
 	case r.CallKey != nil:
-		ev.ToolCall = &service.WebhookToolCall{
+		ev.ToolCall = &store.WebhookToolCall{
 			SnapshotID: deref(r.TurnSnapshotID), SessionID: deref(r.CallSessionID), Agent: deref(r.TurnAgent),
 			Key: *r.CallKey, Tool: deref(r.CallTool), Ref: deref(r.CallRef), Status: deref(r.CallStatus),
 		}
@@ -217,7 +217,7 @@ func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
 			ev.ToolCall.HTTPStatus = int(*r.CallHttpStatus)
 		}
 	case r.TurnSnapshotID != nil:
-		ev.Turn = &service.WebhookTurn{
+		ev.Turn = &store.WebhookTurn{
 			SnapshotID: *r.TurnSnapshotID, SessionID: deref(r.TurnSessionID), Agent: deref(r.TurnAgent),
 			FinishReason: deref(r.TurnFinishReason), Error: rawOrNilBytes(r.TurnError),
 		}
@@ -225,10 +225,10 @@ func eventContextOf(r db.WebhookEventContext) *service.WebhookEvent {
 	return ev
 }
 
-// LeaseWebhookCursors implements service.WebhookStore (a system function:
+// LeaseWebhookCursors implements store.WebhookStore (a system function:
 // the lease spans tenants), committed without waiting for the WAL flush: a
 // lease lost in a crash only lets another instance read sooner.
-func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]service.WebhookCursor, error) {
+func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]store.WebhookCursor, error) {
 	if held == nil {
 		held = []uuid.UUID{}
 	}
@@ -246,16 +246,16 @@ func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease t
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.WebhookCursor, len(rows))
+	out := make([]store.WebhookCursor, len(rows))
 	for i, r := range rows {
-		out[i] = service.WebhookCursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
-			Pos: service.EventPos{Xid: r.Xid, ID: r.ID}}
+		out[i] = store.WebhookCursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
+			Pos: store.EventPos{Xid: r.Xid, ID: r.ID}}
 	}
 	return out, nil
 }
 
-// WebhookCursorEvents implements service.WebhookStore.
-func (s *PgStore) WebhookCursorEvents(ctx context.Context, c service.WebhookCursor, limit int) ([]service.WebhookEvent, service.EventPos, error) {
+// WebhookCursorEvents implements store.WebhookStore.
+func (s *PgStore) WebhookCursorEvents(ctx context.Context, c store.WebhookCursor, limit int) ([]store.WebhookEvent, store.EventPos, error) {
 	var rows []db.WebhookEventContext
 	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
 		var err error
@@ -268,9 +268,9 @@ func (s *PgStore) WebhookCursorEvents(ctx context.Context, c service.WebhookCurs
 		return nil, c.Pos, err
 	}
 	read := c.Pos
-	out := make([]service.WebhookEvent, 0, len(rows))
+	out := make([]store.WebhookEvent, 0, len(rows))
 	for _, r := range rows {
-		read = service.EventPos{Xid: r.EventXid, ID: r.EventID}
+		read = store.EventPos{Xid: r.EventXid, ID: r.EventID}
 		if r.EventType == "" {
 			// Where the endpoint has read up to (see the function).
 			continue
@@ -282,10 +282,10 @@ func (s *PgStore) WebhookCursorEvents(ctx context.Context, c service.WebhookCurs
 	return out, read, nil
 }
 
-// AdvanceWebhookCursor implements service.WebhookStore, committed without
+// AdvanceWebhookCursor implements store.WebhookStore, committed without
 // waiting for the WAL flush: a position lost in a crash makes its events
 // attempted again, and delivery is at least once anyway.
-func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c service.WebhookCursor, to service.EventPos, lease time.Duration, attempts []service.WebhookAttempt) (bool, error) {
+func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c store.WebhookCursor, to store.EventPos, lease time.Duration, attempts []store.WebhookAttempt) (bool, error) {
 	p := db.AdvanceWebhookCursorParams{
 		TenantID: c.TenantID, WebhookID: c.WebhookID, Owner: owner, LeaseSeconds: lease.Seconds(),
 		FromXid: c.Pos.Xid, FromID: c.Pos.ID, ToXid: to.Xid, ToID: to.ID,
@@ -317,7 +317,7 @@ func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c serv
 
 // outcomeColumns are an attempt's next attempt time (zero: none) and HTTP
 // status (0: no answer) as the statements take them.
-func outcomeColumns(o service.WebhookOutcome) (next time.Time, status int32) {
+func outcomeColumns(o store.WebhookOutcome) (next time.Time, status int32) {
 	if o.NextAttemptAt != nil {
 		next = *o.NextAttemptAt
 	}
@@ -327,10 +327,10 @@ func outcomeColumns(o service.WebhookOutcome) (next time.Time, status int32) {
 	return next, status
 }
 
-// FinishWebhookDeliveries implements service.WebhookStore: one statement
+// FinishWebhookDeliveries implements store.WebhookStore: one statement
 // per tenant, committed without waiting for the WAL flush (see
 // CommitAsynchronously).
-func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []service.WebhookFinish) (map[uuid.UUID]bool, error) {
+func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []store.WebhookFinish) (map[uuid.UUID]bool, error) {
 	byTenant := map[string]*db.FinishDeliveryAttemptsParams{}
 	for _, f := range done {
 		p := byTenant[f.Claim.TenantID]
@@ -369,13 +369,13 @@ func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, don
 	return recorded, nil
 }
 
-func deliveryOf(r db.ListWebhookDeliveriesRow) service.WebhookDelivery {
-	d := service.WebhookDelivery{
+func deliveryOf(r db.ListWebhookDeliveriesRow) store.WebhookDelivery {
+	d := store.WebhookDelivery{
 		ID: r.ID, WebhookID: r.WebhookID, EventType: events.Name(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
 		NextAttemptAt: r.NextAttemptAt, LastAttemptAt: r.LastAttemptAt, LastError: deref(r.LastError),
-		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: service.EventPos{Xid: int64(r.EventXid.Uint64), ID: r.EventID},
+		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: store.EventPos{Xid: int64(r.EventXid.Uint64), ID: r.EventID},
 	}
-	if r.Status != service.DeliveryPending {
+	if r.Status != store.DeliveryPending {
 		d.NextAttemptAt = nil
 	}
 	if r.LastStatus != nil {
@@ -388,8 +388,8 @@ func deliveryOf(r db.ListWebhookDeliveriesRow) service.WebhookDelivery {
 	return d
 }
 
-// ListWebhookDeliveries implements service.WebhookStore.
-func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p service.ListWebhookDeliveriesParams) ([]service.WebhookDelivery, error) {
+// ListWebhookDeliveries implements store.WebhookStore.
+func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p store.ListWebhookDeliveriesParams) ([]store.WebhookDelivery, error) {
 	params := db.ListWebhookDeliveriesParams{TenantID: p.TenantID, WebhookID: p.WebhookID, PageSize: int32(p.Limit)}
 	if p.Status != "" {
 		params.Status = &p.Status
@@ -406,15 +406,15 @@ func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p service.ListWebho
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.WebhookDelivery, len(rows))
+	out := make([]store.WebhookDelivery, len(rows))
 	for i, r := range rows {
 		out[i] = deliveryOf(r)
 	}
 	return out, nil
 }
 
-// GetWebhookDelivery implements service.WebhookStore.
-func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+// GetWebhookDelivery implements store.WebhookStore.
+func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*store.WebhookDelivery, error) {
 	var r db.GetWebhookDeliveryRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -428,24 +428,24 @@ func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webho
 	return &d, nil
 }
 
-// RedeliverWebhookDelivery implements service.WebhookStore.
-func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+// RedeliverWebhookDelivery implements store.WebhookStore.
+func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*store.WebhookDelivery, error) {
 	var row db.RedeliverWebhookDeliveryRow
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
 		row, err = q.RedeliverWebhookDelivery(ctx, db.RedeliverWebhookDeliveryParams{TenantID: tenantID, WebhookID: webhookID, ID: id})
 		return err
 	})
-	if errors.Is(err, service.ErrNotFound) || errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, pgx.ErrNoRows) {
 		// Missing, or still pending: tell which.
 		d, gerr := s.GetWebhookDelivery(ctx, tenantID, webhookID, id)
 		if gerr != nil {
 			return nil, gerr
 		}
-		if d.Status == service.DeliveryPending {
-			return nil, service.Errorf(service.CodeFailedPrecondition, "delivery %s is still pending: it is attempted again without a redelivery", id)
+		if d.Status == store.DeliveryPending {
+			return nil, store.Errorf(store.CodeFailedPrecondition, "delivery %s is still pending: it is attempted again without a redelivery", id)
 		}
-		return nil, service.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
@@ -455,8 +455,8 @@ func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string,
 	return &d, nil
 }
 
-// WebhookHealth implements service.WebhookStore.
-func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]service.WebhookHealth, error) {
+// WebhookHealth implements store.WebhookStore.
+func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]store.WebhookHealth, error) {
 	var rows []db.ListWebhookHealthRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -466,9 +466,9 @@ func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]service
 	if err != nil {
 		return nil, err
 	}
-	out := make([]service.WebhookHealth, len(rows))
+	out := make([]store.WebhookHealth, len(rows))
 	for i, r := range rows {
-		out[i] = service.WebhookHealth{
+		out[i] = store.WebhookHealth{
 			WebhookID: r.WebhookID, Pending: r.Pending, Delivered: r.Delivered, Dead: r.Dead, Retrying: r.Retrying,
 			OldestPendingAt: epochTime(r.OldestPendingEpoch), LastDeliveredAt: epochTime(r.LastDeliveredEpoch),
 			LastFailureAt:      epochTime(r.LastFailureEpoch),
@@ -493,10 +493,10 @@ func nonNegative(v float64) *float64 {
 	return &v
 }
 
-// notFound maps a missing row to service.ErrNotFound.
+// notFound maps a missing row to store.ErrNotFound.
 func notFound(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return service.ErrNotFound
+		return store.ErrNotFound
 	}
 	return err
 }

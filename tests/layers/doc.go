@@ -1,8 +1,12 @@
-// Package layers holds the test that keeps the module's packages in their
-// layers, as each package's doc comment states them: the runtime (service
-// and the packages under it, service/pgstore aside) imports neither pgx,
-// nor the generated db package, nor the HTTP edge; service/pgstore, the one
-// seam between the runtime and PostgreSQL, does not import the HTTP edge;
-// httpapi holds no SQL and imports neither pgx nor db. It has no code of its
-// own and is imported by nothing.
+// Package layers holds the tests that keep the module's packages in their
+// layers, as each package's doc comment states them. Under service/ there
+// are three: the foundation (service/protocol, the wire types, standard
+// library only; service/events, the event names; service/store, the
+// store's interfaces and records), the engine (package service, the turn
+// engine, and the packages that build on it), and the store
+// (service/pgstore, the one package that speaks SQL, which implements the
+// foundation's interfaces without importing the engine). The engine
+// imports neither pgx, nor the generated db package, nor pgstore, nor the
+// HTTP edge; httpapi holds no SQL. It has no code of its own and is
+// imported by nothing.
 package layers

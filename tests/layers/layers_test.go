@@ -10,42 +10,92 @@ import (
 
 const module = "github.com/holdpoint/holdpoint"
 
-// rule forbids the packages matching pattern (and not matching except) to
-// import, directly or transitively, any package under the forbidden paths.
+// rule forbids the packages matching any of patterns to import, directly
+// or transitively, any package a forbidden pattern matches. Forbidden
+// patterns are read as go list reads them: a path matches that package
+// alone, path/... the package and everything below it.
 type rule struct {
-	pattern   string // a `go list` pattern
-	except    string // a path whose packages the rule skips
+	patterns  []string // go list patterns
 	forbidden []string
 }
 
+// The engine's own packages: the turn engine (package service) and what it
+// is built from or extends. Each package under service/ is in exactly one
+// layer (TestEveryServicePackageHasALayer): these, the foundation, or the
+// PostgreSQL store.
+var engine = []string{
+	module + "/service",
+	module + "/service/agentdef/...", module + "/service/agentkit/...", module + "/service/demo/...",
+	module + "/service/genkitmodel/...", module + "/service/httptool/...", module + "/service/retention/...",
+	module + "/service/telemetry/...", module + "/service/tenantagents/...", module + "/service/webhooks/...",
+}
+
+// The foundation: the wire types, the event names, and the store's
+// interfaces and records, which the engine and the store both import.
+var foundation = []string{
+	module + "/service/protocol/...", module + "/service/events/...", module + "/service/store/...",
+}
+
+// The store: the one package that speaks SQL.
+var storeLayer = []string{module + "/service/pgstore/..."}
+
+var edge = []string{module + "/httpapi/...", "github.com/labstack/echo/..."}
+
+var sql = []string{"github.com/jackc/pgx/...", module + "/db/..."}
+
 var rules = []rule{
+	// The engine reaches the database only through the store's
+	// interfaces, and knows nothing of HTTP.
+	{patterns: engine, forbidden: append(append([]string{module + "/service/pgstore/..."}, sql...), edge...)},
+	// The foundation depends on nothing of the engine, the store or HTTP.
+	{patterns: foundation, forbidden: append(append([]string{module + "/service", module + "/service/pgstore/..."}, sql...), edge...)},
+	// The store implements the foundation's interfaces without the engine.
+	{patterns: storeLayer, forbidden: append([]string{module + "/service"}, edge...)},
 	{
-		pattern: module + "/service/...",
-		except:  module + "/service/pgstore",
-		forbidden: []string{
-			"github.com/jackc/pgx",
-			module + "/db",
-			module + "/httpapi",
-			"github.com/labstack/echo",
-		},
-	},
-	{
-		pattern:   module + "/service/pgstore/...",
-		forbidden: []string{module + "/httpapi", "github.com/labstack/echo"},
-	},
-	{
-		pattern:   module + "/httpapi/...",
-		forbidden: []string{"github.com/jackc/pgx", module + "/db", module + "/service/pgstore"},
+		patterns:  []string{module + "/httpapi/..."},
+		forbidden: append([]string{module + "/service/pgstore/..."}, sql...),
 	},
 	{
 		// The public Go client links nothing of the server.
-		pattern: module + "/client/...",
+		patterns: []string{module + "/client/..."},
 		forbidden: []string{
-			module + "/cmd", module + "/db", module + "/examples", module + "/httpapi",
-			module + "/internal", module + "/service", module + "/tests",
-			"github.com/jackc/pgx", "github.com/labstack/echo",
+			module + "/cmd/...", module + "/db/...", module + "/examples/...", module + "/httpapi/...",
+			module + "/internal/...", module + "/service/...", module + "/tests/...",
+			"github.com/jackc/pgx/...", "github.com/labstack/echo/...",
 		},
 	},
+}
+
+// TestEveryServicePackageHasALayer fails when a package under service/ is
+// in no layer above, or in two.
+func TestEveryServicePackageHasALayer(t *testing.T) {
+	t.Parallel()
+	all, _ := importGraph(t, []string{module + "/service/..."})
+	layers := [][]string{engine, foundation, storeLayer}
+	for _, p := range all {
+		n := 0
+		for _, l := range layers {
+			if slices.ContainsFunc(l, func(pat string) bool { return matches(p, pat) }) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s is in %d layers of tests/layers, want 1", p, n)
+		}
+	}
+}
+
+// TestProtocolIsStandardLibrary: the wire types, which the Go client may
+// share, import nothing outside the standard library but the module's own
+// JSON helpers.
+func TestProtocolIsStandardLibrary(t *testing.T) {
+	t.Parallel()
+	_, imports := importGraph(t, []string{module + "/service/protocol"})
+	for p := range imports {
+		if p != module+"/service/protocol" && p != module+"/internal/rawjson" {
+			t.Errorf("service/protocol imports %s", p)
+		}
+	}
 }
 
 // TestLayers fails when a package imports, in its non-test build, what its
@@ -53,14 +103,11 @@ var rules = []rule{
 func TestLayers(t *testing.T) {
 	t.Parallel()
 	for _, r := range rules {
-		roots, imports := importGraph(t, r.pattern)
+		roots, imports := importGraph(t, r.patterns)
 		if len(roots) == 0 {
-			t.Errorf("%s matches no package", r.pattern)
+			t.Errorf("%s match no package", r.patterns)
 		}
 		for _, root := range roots {
-			if under(root, r.except) {
-				continue
-			}
 			for _, f := range r.forbidden {
 				if chain := importChain(imports, root, f); chain != nil {
 					t.Errorf("%s imports %s: %s", root, f, strings.Join(chain, " -> "))
@@ -70,17 +117,18 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// importGraph lists the packages matching pattern and, for each package of
+// importGraph lists the packages matching patterns and, for each package of
 // their non-test builds outside the standard library, its direct imports.
-func importGraph(t *testing.T, pattern string) (roots []string, imports map[string][]string) {
+func importGraph(t *testing.T, patterns []string) (roots []string, imports map[string][]string) {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f",
-		`{{if not .Standard}}{{.DepOnly}} {{.ImportPath}} {{join .Imports " "}}{{end}}`, pattern)
+	args := append([]string{"list", "-deps", "-f",
+		`{{if not .Standard}}{{.DepOnly}} {{.ImportPath}} {{join .Imports " "}}{{end}}`}, patterns...)
+	cmd := exec.Command("go", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -deps %s: %v\n%s", pattern, err, stderr.String())
+		t.Fatalf("go list -deps %s: %v\n%s", patterns, err, stderr.String())
 	}
 	imports = map[string][]string{}
 	for line := range strings.Lines(string(out)) {
@@ -105,7 +153,7 @@ func importChain(imports map[string][]string, root, forbidden string) []string {
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if under(p, forbidden) {
+		if matches(p, forbidden) {
 			var chain []string
 			for ; p != ""; p = from[p] {
 				chain = append(chain, p)
@@ -123,7 +171,11 @@ func importChain(imports map[string][]string, root, forbidden string) []string {
 	return nil
 }
 
-// under reports whether the package path p is path or below it.
-func under(p, path string) bool {
-	return path != "" && (p == path || strings.HasPrefix(p, path+"/"))
+// matches reports whether the package path p matches the go list pattern:
+// path alone, or path/... for path and what is below it.
+func matches(p, pattern string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
 }

@@ -1,9 +1,10 @@
-package service
+package store
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/holdpoint/holdpoint/service/protocol"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,8 +98,8 @@ func Errorf(status, format string, args ...any) *Error {
 // another tenant, which looks the same).
 var ErrNotFound = errors.New("not found")
 
-// internalError wraps an unexpected failure: the client sees a fixed text.
-func internalError(cause error) *Error {
+// InternalError wraps an unexpected failure: the client sees a fixed text.
+func InternalError(cause error) *Error {
 	return &Error{Status: CodeInternal, Message: "internal error", Cause: cause}
 }
 
@@ -110,9 +111,9 @@ func AsError(err error) *Error {
 		return e
 	}
 	if errors.Is(err, ErrUnavailable) {
-		return unavailableError(err)
+		return UnavailableError(err)
 	}
-	return internalError(err)
+	return InternalError(err)
 }
 
 // ErrUnavailable marks failures to reach the database: it is down, cut
@@ -125,14 +126,14 @@ var ErrUnavailable = errors.New("database unavailable")
 // short enough that a client does not give up on a brief blip.
 const UnavailableRetryAfter = 5 * time.Second
 
-// unavailableMessage is the public text of every database outage. It
+// UnavailableMessage is the public text of every database outage. It
 // promises only what holds for every request (see the README's "Database
 // outages"): the request may be sent again.
-const unavailableMessage = "the database is unavailable; the request can be retried after the Retry-After delay"
+const UnavailableMessage = "the database is unavailable; the request can be retried after the Retry-After delay"
 
-// unavailableError is the UNAVAILABLE answer for cause.
-func unavailableError(cause error) *Error {
-	return &Error{Status: CodeUnavailable, Message: unavailableMessage, Cause: cause, RetryAfter: UnavailableRetryAfter}
+// UnavailableError is the UNAVAILABLE answer for cause.
+func UnavailableError(cause error) *Error {
+	return &Error{Status: CodeUnavailable, Message: UnavailableMessage, Cause: cause, RetryAfter: UnavailableRetryAfter}
 }
 
 // ErrSessionMoved is what the store returns for a write whose
@@ -140,11 +141,11 @@ func unavailableError(cause error) *Error {
 // nothing was written.
 var ErrSessionMoved = errors.New("the session moved since its head was cached")
 
-// details returns the protocol's error object for a failed turn. Internal
+// Details returns the protocol's error object for a failed turn. Internal
 // causes are replaced by the fixed public message.
-func details(err error) *ErrorDetails {
+func Details(err error) *protocol.ErrorDetails {
 	e := AsError(err)
-	out := &ErrorDetails{Status: e.Status, Message: e.Message}
+	out := &protocol.ErrorDetails{Status: e.Status, Message: e.Message}
 	if e.Details != nil {
 		out.Details, _ = json.Marshal(e.Details)
 	} else if e.Retry != nil {
@@ -152,3 +153,18 @@ func details(err error) *ErrorDetails {
 	}
 	return out
 }
+
+// ErrDecisionTaken is the store's refusal of a decided batch's guard when
+// another guard took one of its decisions already (a repair raced the
+// decision's own turn): that guard's turn carries the decision out.
+var ErrDecisionTaken = errors.New("the decision is being carried out by another turn")
+
+// ErrTooManyPending is the store's refusal of a write whose interrupts
+// would leave more pending in its session than SnapshotWrite.MaxPending:
+// nothing was written.
+var ErrTooManyPending = errors.New("too many interrupts pending in the session")
+
+// ErrTooManyDetached is the store's refusal of a detached turn past its
+// tenant's or credential's bound (TurnJob.TenantCap, CredentialCap):
+// nothing was written.
+var ErrTooManyDetached = errors.New("too many detached turns queued or running")

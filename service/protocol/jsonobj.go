@@ -1,4 +1,4 @@
-package service
+package protocol
 
 import (
 	"bytes"
@@ -136,12 +136,12 @@ func JSONTypeName(kind string) string {
 	}
 }
 
-// jsonEqual reports whether two JSON documents are semantically equal (object
+// JSONEqual reports whether two JSON documents are semantically equal (object
 // key order and whitespace ignored). Absent and null are equal. Numbers
 // are compared exactly, by their decimal value (50 equals 50.0 and 5e1),
 // not as float64: 9007199254740993 and 9007199254740992 are one float64,
 // and a restart must repeat the input the model asked for exactly.
-func jsonEqual(a, b json.RawMessage) bool {
+func JSONEqual(a, b json.RawMessage) bool {
 	if rawjson.IsNull(a) || rawjson.IsNull(b) {
 		return rawjson.IsNull(a) == rawjson.IsNull(b)
 	}

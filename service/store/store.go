@@ -1,9 +1,11 @@
-package service
+package store
 
 import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/protocol"
 
 	"github.com/google/uuid"
 )
@@ -18,7 +20,7 @@ type Store interface {
 	LoadSnapshot(ctx context.Context, p LoadSnapshotParams) (*StoredSnapshot, error)
 	// ListSessionSnapshots returns a session's snapshots, newest first
 	// (at most 100), without their state.
-	ListSessionSnapshots(ctx context.Context, tenantID, sessionID string) ([]Snapshot, error)
+	ListSessionSnapshots(ctx context.Context, tenantID, sessionID string) ([]protocol.Snapshot, error)
 	// FindSessions returns up to limit of a tenant's sessions whose id is
 	// q, or whose end user is q, newest first.
 	FindSessions(ctx context.Context, tenantID, q string, limit int) ([]SessionSummary, error)
@@ -62,7 +64,7 @@ type Store interface {
 	// With tenantAgents it also takes jobs of any agent a tenant defined.
 	ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*TurnJob, error)
 	// AppendJobInputs adds inputs that arrived after the detach to its job.
-	AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []AgentInput) error
+	AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []protocol.AgentInput) error
 	// DeleteJob drops a finished (or aborted) job and its tool journal.
 	DeleteJob(ctx context.Context, tenantID, snapshotID string) error
 	// ReleaseJobs hands owner's jobs back at shutdown.
@@ -183,8 +185,8 @@ func (s Scope) Sees(owner string) bool {
 	return s.AnyEndUser || owner == s.EndUser
 }
 
-// operatorScope sees every session of a tenant.
-func operatorScope(tenantID string) Scope { return Scope{TenantID: tenantID, AnyEndUser: true} }
+// OperatorScope sees every session of a tenant.
+func OperatorScope(tenantID string) Scope { return Scope{TenantID: tenantID, AnyEndUser: true} }
 
 // TurnJob is the durable record of a detached turn: what to run, from which
 // snapshot, for whom.
@@ -196,7 +198,7 @@ type TurnJob struct {
 	ParentID   string
 	EndUser    string
 	Actor      string
-	Inputs     []AgentInput
+	Inputs     []protocol.AgentInput
 	Preclaimed []uuid.UUID
 	Attempts   int
 	// TenantCap and ActorCap, when positive, bound the jobs its tenant and
@@ -302,7 +304,7 @@ type SessionSummary struct {
 
 // StoredSnapshot is a snapshot as loaded from the store.
 type StoredSnapshot struct {
-	Snapshot
+	protocol.Snapshot
 	Agent        string
 	EndUser      string // the end user who owns the session ("" when none)
 	MessageCount int
@@ -331,13 +333,13 @@ type SnapshotWrite struct {
 	FinalizePending bool
 	Status          string
 	FinishReason    string
-	Error           *ErrorDetails
+	Error           *protocol.ErrorDetails
 	// ExpectedHead, when set, is the session's latest snapshot the write
 	// expects to move on from: when the session's head is another, nothing
 	// is written and the error is ErrSessionMoved.
 	ExpectedHead string
 	Custom       json.RawMessage
-	Artifacts    []Artifact
+	Artifacts    []protocol.Artifact
 	MessageCount int
 	HeartbeatAt  *time.Time
 
@@ -345,7 +347,7 @@ type SnapshotWrite struct {
 	// view the writer no longer changes, and each message's JSON), so the
 	// store can keep a completed snapshot in memory for the next turn.
 	// Optional.
-	State  *SessionState
+	State  *protocol.SessionState
 	Bodies [][]byte
 
 	// Messages are the positions this snapshot wrote (appended or changed).
@@ -470,7 +472,7 @@ type ToolCallRecord struct {
 	// tool paused the turn.
 	Output json.RawMessage `json:"output,omitempty"`
 	// Error is what the client was told when the tool failed.
-	Error *ErrorDetails `json:"error,omitempty"`
+	Error *protocol.ErrorDetails `json:"error,omitempty"`
 	// Restart says the call restarted an interrupted request.
 	Restart bool `json:"restart,omitempty"`
 	// Attempt counts the runs of an approved call (1, then each retry);
@@ -499,7 +501,7 @@ type ToolCallOutcome struct {
 	Key        string
 	Status     string
 	Output     json.RawMessage
-	Error      *ErrorDetails
+	Error      *protocol.ErrorDetails
 	FinishedAt time.Time
 	// HTTPStatus and Attempts describe an HTTP tool's call (0: not one).
 	HTTPStatus int
@@ -720,4 +722,69 @@ type TenantAgentVersion struct {
 // end user.
 func NewRowID() uuid.UUID {
 	return uuid.Must(uuid.NewV7())
+}
+
+// StoredPolicy is an approval policy as an interrupt row keeps it
+// (interrupts.policy): what decisions need, without the agent's code.
+type StoredPolicy struct {
+	Scope     string            `json:"scope,omitempty"`
+	Approvals int               `json:"approvals"`
+	AllowEdit bool              `json:"allowEdit,omitempty"`
+	Attempts  int               `json:"attempts"`
+	Escalate  *StoredEscalation `json:"escalate,omitempty"`
+}
+
+// MakerChecker reports whether the stored policy excludes the requester
+// and the protocol (see ApprovalPolicy.MakerChecker).
+func (s *StoredPolicy) MakerChecker() bool {
+	return s != nil && (s.Scope != "" || s.Approvals > 1)
+}
+
+// EscalatedInterrupt is a pending approval the escalation sweep handed to
+// another scope.
+type EscalatedInterrupt struct {
+	TenantID string
+	ID       uuid.UUID
+	Agent    string
+	Tool     string
+	// From is the scope it needed before ("" for any operator); To the
+	// escalation's scope, which it needs now.
+	From, To string
+}
+
+// SigningKey is one numbered key of a tenant.
+type SigningKey struct {
+	ID     int
+	Secret []byte
+	// ExpiresAt is when a rotated key stops verifying (nil: current).
+	ExpiresAt *time.Time
+}
+
+// Usable reports whether the key still verifies at now.
+func (k SigningKey) Usable(now time.Time) bool {
+	return k.ExpiresAt == nil || now.Before(*k.ExpiresAt)
+}
+
+// StoredEscalation is an escalation as stored.
+type StoredEscalation struct {
+	AfterMs int64  `json:"afterMs"`
+	Scope   string `json:"scope"`
+}
+
+// ActorOfKey is how every decision, vote and call records an API key (and
+// a dashboard session of one): its name, when it has one, and its id, the
+// same way everywhere.
+func ActorOfKey(id, name string) string {
+	if name == "" {
+		return "key:" + id
+	}
+	return "key:" + name + "/" + id
+}
+
+// RefSuffix is "#ref" for messages naming a tool request, or nothing.
+func RefSuffix(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return "#" + ref
 }

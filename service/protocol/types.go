@@ -1,4 +1,4 @@
-package service
+package protocol
 
 import (
 	"encoding/json"
@@ -245,14 +245,14 @@ func (m Message) Clone() Message {
 	for i, p := range m.Content {
 		out.Content[i] = p.Clone()
 	}
-	out.Metadata = cloneMeta(m.Metadata)
+	out.Metadata = CloneMetadata(m.Metadata)
 	return out
 }
 
 // Clone returns a copy of the part with its own metadata map and tool structs.
 func (p Part) Clone() Part {
 	out := p
-	out.Metadata = cloneMeta(p.Metadata)
+	out.Metadata = CloneMetadata(p.Metadata)
 	if p.ToolRequest != nil {
 		tr := *p.ToolRequest
 		out.ToolRequest = &tr
@@ -264,7 +264,7 @@ func (p Part) Clone() Part {
 	return out
 }
 
-func cloneMeta(m Metadata) Metadata {
+func CloneMetadata(m Metadata) Metadata {
 	if m == nil {
 		return nil
 	}
@@ -338,12 +338,12 @@ type AgentInput struct {
 	Detach  bool     `json:"detach,omitempty"`
 }
 
-// hasPayload reports whether the input asks for a turn. As in the
+// HasPayload reports whether the input asks for a turn. As in the
 // reference runtime, every input but a detach directive does: an empty
 // resume, or an input with neither message nor resume, runs a turn that
 // fails on a paused session instead of passing unnoticed. A detach
 // directive runs a turn only when it carries a message or resume entries.
-func (in AgentInput) hasPayload() bool {
+func (in AgentInput) HasPayload() bool {
 	if !in.Detach {
 		return true
 	}

@@ -1,0 +1,60 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventPos is an event's position in the log: its writing transaction's
+// id, then its number. Readers take events in this order, and only those
+// whose transaction is older than every transaction still running, so
+// nothing can appear at or before a position a reader has passed (see the
+// migration 00019_webhooks.sql).
+type EventPos struct {
+	Xid int64
+	ID  int64
+}
+
+// After reports whether p comes after q.
+func (p EventPos) After(q EventPos) bool {
+	return p.Xid > q.Xid || (p.Xid == q.Xid && p.ID > q.ID)
+}
+
+// Notification announces an event to live listeners.
+type Notification struct {
+	TenantID string `json:"tenantId"`
+	// EventID is the event's opaque id (see eventids.go): what a listener
+	// resumes from.
+	EventID string `json:"eventId"`
+	// Pos is the event's position in the log, never shown.
+	Pos EventPos `json:"-"`
+	// Type is the event's public name, e.g. interrupt.created.
+	Type        string     `json:"type"`
+	InterruptID *uuid.UUID `json:"interruptId,omitempty"`
+	Agent       string     `json:"agent,omitempty"`
+	Tool        string     `json:"tool,omitempty"`
+	SessionID   string     `json:"sessionId,omitempty"`
+	SnapshotID  string     `json:"snapshotId,omitempty"`
+	Actor       string     `json:"actor,omitempty"`
+	At          time.Time  `json:"at"`
+}
+
+// EventSource is where the hub reads events from.
+type EventSource interface {
+	// EventHorizon returns the position where a reader starting now
+	// starts: every event before it is final.
+	EventHorizon(ctx context.Context) (int64, error)
+	// EventsAfter returns events of every tenant after a position, oldest
+	// first, at most limit, all final.
+	EventsAfter(ctx context.Context, after EventPos, limit int) ([]Notification, error)
+	// TenantEventsAfter is EventsAfter for one tenant.
+	TenantEventsAfter(ctx context.Context, tenantID string, after EventPos, limit int) ([]Notification, error)
+	// ListenEvents blocks until ctx ends or the connection fails, calling
+	// ready once listening and wake whenever an instance announces new
+	// events.
+	ListenEvents(ctx context.Context, ready, wake func()) error
+	// SigningKeys returns a tenant's keys of a purpose (the event id key).
+	SigningKeys(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
+}

@@ -1,0 +1,138 @@
+package service
+
+// The store's interfaces, the records they pass and the errors they
+// answer are defined in package store, which both the engine and its
+// PostgreSQL implementation (service/pgstore) import; the engine names them
+// as its own so that code written against package service reads as before.
+
+import "github.com/holdpoint/holdpoint/service/store"
+
+type (
+	EventPos                    = store.EventPos
+	Notification                = store.Notification
+	EventSource                 = store.EventSource
+	Store                       = store.Store
+	Scope                       = store.Scope
+	TurnJob                     = store.TurnJob
+	LoadSnapshotParams          = store.LoadSnapshotParams
+	ListSessionToolCallsParams  = store.ListSessionToolCallsParams
+	ClaimInterruptsParams       = store.ClaimInterruptsParams
+	DecideInterruptParams       = store.DecideInterruptParams
+	Vote                        = store.Vote
+	ReportInterruptsParams      = store.ReportInterruptsParams
+	StoredSession               = store.StoredSession
+	SessionSummary              = store.SessionSummary
+	StoredSnapshot              = store.StoredSnapshot
+	SnapshotWrite               = store.SnapshotWrite
+	PositionedMessage           = store.PositionedMessage
+	NewInterrupt                = store.NewInterrupt
+	DecideToolCallParams        = store.DecideToolCallParams
+	ToolCallRecord              = store.ToolCallRecord
+	ToolCallOutcome             = store.ToolCallOutcome
+	ToolCallCursor              = store.ToolCallCursor
+	InterruptClaim              = store.InterruptClaim
+	PendingCount                = store.PendingCount
+	PendingStat                 = store.PendingStat
+	Interrupt                   = store.Interrupt
+	InterruptEvent              = store.InterruptEvent
+	InterruptFilter             = store.InterruptFilter
+	Decision                    = store.Decision
+	SweptInterrupt              = store.SweptInterrupt
+	DecidedSnapshot             = store.DecidedSnapshot
+	ReportRow                   = store.ReportRow
+	TenantAgentStore            = store.TenantAgentStore
+	TenantAgentRecord           = store.TenantAgentRecord
+	TenantAgentName             = store.TenantAgentName
+	TenantAgentVersion          = store.TenantAgentVersion
+	StoredPolicy                = store.StoredPolicy
+	EscalatedInterrupt          = store.EscalatedInterrupt
+	SigningKey                  = store.SigningKey
+	StoredEscalation            = store.StoredEscalation
+	Webhook                     = store.Webhook
+	WebhookUpdate               = store.WebhookUpdate
+	WebhookDelivery             = store.WebhookDelivery
+	WebhookHealth               = store.WebhookHealth
+	WebhookClaim                = store.WebhookClaim
+	WebhookFinish               = store.WebhookFinish
+	WebhookEvent                = store.WebhookEvent
+	WebhookInterrupt            = store.WebhookInterrupt
+	WebhookTurn                 = store.WebhookTurn
+	WebhookToolCall             = store.WebhookToolCall
+	WebhookCursor               = store.WebhookCursor
+	WebhookAttempt              = store.WebhookAttempt
+	WebhookOutcome              = store.WebhookOutcome
+	WebhookStore                = store.WebhookStore
+	ListWebhookDeliveriesParams = store.ListWebhookDeliveriesParams
+	RetentionPolicy             = store.RetentionPolicy
+	PruneCounts                 = store.PruneCounts
+	PruneBatch                  = store.PruneBatch
+	RetentionStore              = store.RetentionStore
+	Error                       = store.Error
+	RetryAdvice                 = store.RetryAdvice
+	ClaimRefused                = store.ClaimRefused
+	StreamFrame                 = store.StreamFrame
+	StreamInfo                  = store.StreamInfo
+	StreamStore                 = store.StreamStore
+	Tenant                      = store.Tenant
+	APIKey                      = store.APIKey
+	AccountStore                = store.AccountStore
+	RotateSecretParams          = store.RotateSecretParams
+	TokenVerification           = store.TokenVerification
+	UISession                   = store.UISession
+)
+
+const (
+	VoteApprove            = store.VoteApprove
+	VoteDeny               = store.VoteDeny
+	InterruptPending       = store.InterruptPending
+	InterruptResolved      = store.InterruptResolved
+	InterruptExpired       = store.InterruptExpired
+	InterruptCancelled     = store.InterruptCancelled
+	ToolCallRunning        = store.ToolCallRunning
+	ToolCallSucceeded      = store.ToolCallSucceeded
+	ToolCallInterrupted    = store.ToolCallInterrupted
+	ToolCallFailed         = store.ToolCallFailed
+	ToolCallUnknown        = store.ToolCallUnknown
+	ToolCallCancelled      = store.ToolCallCancelled
+	DecisionConfirmed      = store.DecisionConfirmed
+	DecisionCancelled      = store.DecisionCancelled
+	DecisionRetried        = store.DecisionRetried
+	DeliveryPending        = store.DeliveryPending
+	DeliveryDelivered      = store.DeliveryDelivered
+	DeliveryDead           = store.DeliveryDead
+	CodeInvalidArgument    = store.CodeInvalidArgument
+	CodeFailedPrecondition = store.CodeFailedPrecondition
+	CodeNotFound           = store.CodeNotFound
+	CodeAlreadyExists      = store.CodeAlreadyExists
+	CodeAborted            = store.CodeAborted
+	CodePermissionDenied   = store.CodePermissionDenied
+	CodeUnauthenticated    = store.CodeUnauthenticated
+	CodeResourceExhausted  = store.CodeResourceExhausted
+	CodeUnavailable        = store.CodeUnavailable
+	CodeInternal           = store.CodeInternal
+	RetryResend            = store.RetryResend
+	RetryOutcome           = store.RetryOutcome
+	RetryByHuman           = store.RetryByHuman
+	RetryNotAgain          = store.RetryNotAgain
+	UnavailableRetryAfter  = store.UnavailableRetryAfter
+	UnavailableMessage     = store.UnavailableMessage
+)
+
+var (
+	OperatorScope      = store.OperatorScope
+	NewRowID           = store.NewRowID
+	ActorOfKey         = store.ActorOfKey
+	RefSuffix          = store.RefSuffix
+	Errorf             = store.Errorf
+	ErrNotFound        = store.ErrNotFound
+	InternalError      = store.InternalError
+	AsError            = store.AsError
+	ErrUnavailable     = store.ErrUnavailable
+	UnavailableError   = store.UnavailableError
+	ErrSessionMoved    = store.ErrSessionMoved
+	Details            = store.Details
+	ErrDecisionTaken   = store.ErrDecisionTaken
+	ErrTooManyPending  = store.ErrTooManyPending
+	ErrTooManyDetached = store.ErrTooManyDetached
+	ErrStreamStalled   = store.ErrStreamStalled
+)
