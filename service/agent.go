@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 // Agent is a registered agent: either a prompt agent (System, Model, Tools)
@@ -221,11 +222,11 @@ func (a *Agent) validate() error {
 		if !t.Interrupt && t.Run == nil {
 			return fmt.Errorf("agent %q: tool %q has no Run and is not an interrupt", a.Name, t.Name)
 		}
-		for what, schema := range map[string]json.RawMessage{"input": t.InputSchema, "output": t.OutputSchema} {
-			if rawjson.IsNull(schema) {
+		for what, doc := range map[string]json.RawMessage{"input": t.InputSchema, "output": t.OutputSchema} {
+			if rawjson.IsNull(doc) {
 				continue
 			}
-			if _, err := compileSchema(schema); err != nil {
+			if _, err := schema.Compile(doc); err != nil {
 				return fmt.Errorf("agent %q: tool %q: its %s schema is not a valid JSON Schema: %v", a.Name, t.Name, what, err)
 			}
 		}
@@ -233,7 +234,7 @@ func (a *Agent) validate() error {
 			return err
 		}
 		if t.OnExpire != nil && !rawjson.IsNull(t.OutputSchema) {
-			if v := validateAgainstSchema(t.OutputSchema, rawjson.Or(t.OnExpire.Output, "null")); len(v) > 0 {
+			if v := schema.Validate(t.OutputSchema, rawjson.Or(t.OnExpire.Output, "null")); len(v) > 0 {
 				return fmt.Errorf("agent %q: tool %q: its on-expire output does not match its output schema: %s", a.Name, t.Name, strings.Join(v, "; "))
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 // The platform's approval gate (Tool.Approval, ApprovalPolicy): a call the
@@ -108,7 +109,7 @@ func (inv *invocation) gate(ctx context.Context, tool *Tool, part Part, explanat
 
 // checkToolInput checks a request's input against its tool's schema.
 func checkToolInput(tool *Tool, req *ToolRequest) error {
-	if violations := validateAgainstSchema(tool.InputSchema, rawjson.Or(req.Input, "null")); len(violations) > 0 {
+	if violations := schema.Validate(tool.InputSchema, rawjson.Or(req.Input, "null")); len(violations) > 0 {
 		e := Errorf(CodeInvalidArgument, "The model called '%s%s' with input that does not match its input schema: %s", req.Name, RefSuffix(req.Ref), strings.Join(violations, "; "))
 		e.Details = map[string]any{"violations": violations}
 		return e

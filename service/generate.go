@@ -11,6 +11,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 // Metadata keys the protocol gives meaning to.
@@ -364,7 +365,7 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	if err := inv.chargeToolOutput(t, req.Name, out); err != nil {
 		return nil, nil, err
 	}
-	if violations := validateAgainstSchema(tool.OutputSchema, rawjson.Or(out, "null")); len(violations) > 0 {
+	if violations := schema.Validate(tool.OutputSchema, rawjson.Or(out, "null")); len(violations) > 0 {
 		// The tool ran; what it returned is a bug of the agent's code.
 		return nil, nil, inv.hideError(fmt.Errorf("tool %s returned output that does not match its output schema: %s", req.Name, strings.Join(violations, "; ")), CodeInternal, "tool "+req.Name)
 	}
@@ -530,7 +531,7 @@ func checkRespondOutputs(plan *resumePlan, a *Agent) error {
 		if tool == nil {
 			continue
 		}
-		if violations := validateAgainstSchema(tool.OutputSchema, rawjson.Or(r.Output, "null")); len(violations) > 0 {
+		if violations := schema.Validate(tool.OutputSchema, rawjson.Or(r.Output, "null")); len(violations) > 0 {
 			e := Errorf(CodeInvalidArgument, "resume.respond output for '%s%s' does not match its output schema: %s", r.Name, RefSuffix(r.Ref), strings.Join(violations, "; "))
 			e.Details = map[string]any{"violations": violations}
 			return e

@@ -1,20 +1,17 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 // MaxInboxPage bounds one page of the approvals inbox.
@@ -155,7 +152,7 @@ func (r *Runtime) RespondInterrupt(ctx context.Context, c Caller, id uuid.UUID, 
 	if rawjson.IsNull(output) {
 		return nil, Errorf(CodeInvalidArgument, "output is required")
 	}
-	if violations := validateAgainstSchema(tool.OutputSchema, output); len(violations) > 0 {
+	if violations := schema.Validate(tool.OutputSchema, output); len(violations) > 0 {
 		e := Errorf(CodeInvalidArgument, "output does not match the output schema of %s: %s", it.Tool, strings.Join(violations, "; "))
 		e.Details = map[string]any{"violations": violations}
 		return nil, e
@@ -486,50 +483,6 @@ func (r *Runtime) ReportInterrupts(ctx context.Context, c Caller, from, to time.
 	return r.store.ReportInterrupts(ctx, ReportInterruptsParams{TenantID: c.TenantID, From: from, To: to, GroupBy: groupBy})
 }
 
-// compiledSchemas caches compiled schemas by their text: tools are few and
-// their schemas fixed, and compiling one costs far more than validating.
-var compiledSchemas sync.Map // string -> *jsonschema.Schema
-
-// maxCompiledSchemas bounds the cache should schemas ever come from data.
-const maxCompiledSchemas = 4096
-
-var compiledCount atomic.Int64
-
-// compileSchema compiles a JSON Schema, from the cache when it is there.
-func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
-	if s, ok := compiledSchemas.Load(string(schema)); ok {
-		return s.(*jsonschema.Schema), nil
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	// A schema may refer within itself only: the default loader would read
-	// files (and a tenant's definition brings its own schemas).
-	c.UseLoader(loadNothing{})
-	if err := c.AddResource("schema.json", doc); err != nil {
-		return nil, err
-	}
-	sch, err := c.Compile("schema.json")
-	if err != nil {
-		return nil, err
-	}
-	if compiledCount.Load() < maxCompiledSchemas {
-		if _, loaded := compiledSchemas.LoadOrStore(string(schema), sch); !loaded {
-			compiledCount.Add(1)
-		}
-	}
-	return sch, nil
-}
-
-// loadNothing refuses every URL a schema refers to.
-type loadNothing struct{}
-
-func (loadNothing) Load(u string) (any, error) {
-	return nil, fmt.Errorf("schema references %s: only references within the schema are allowed", u)
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -540,50 +493,8 @@ func contains(list []string, s string) bool {
 }
 
 // ValidateJSON checks doc against a JSON Schema and returns the violations
-// (none when the schema is empty), each as "instance location: problem".
-func ValidateJSON(schema, doc json.RawMessage) []string {
-	return validateAgainstSchema(schema, doc)
-}
-
-// validateAgainstSchema checks doc against a JSON Schema and returns the
-// violations (none when the schema is empty).
-func validateAgainstSchema(schema, doc json.RawMessage) []string {
-	if rawjson.IsNull(schema) {
-		return nil
-	}
-	sch, err := compileSchema(schema)
-	if err != nil {
-		return []string{"the tool's schema is invalid"}
-	}
-	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return []string{"not valid JSON"}
-	}
-	err = sch.Validate(value)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []string{err.Error()}
-	}
-	var out []string
-	var walk func(u jsonschema.OutputUnit)
-	walk = func(u jsonschema.OutputUnit) {
-		if u.Error != nil {
-			loc := u.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			out = append(out, fmt.Sprintf("%s: %s", loc, u.Error.String()))
-		}
-		for _, e := range u.Errors {
-			walk(e)
-		}
-	}
-	walk(*ve.BasicOutput())
-	if len(out) == 0 {
-		out = []string{ve.Error()}
-	}
-	return out
+// (none when the schema is empty). It is schema.Validate, kept for callers
+// of the engine's API.
+func ValidateJSON(schemaDoc, doc json.RawMessage) []string {
+	return schema.Validate(schemaDoc, doc)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 // The decisions on a tool call whose outcome is unknown. Such a call may
@@ -47,7 +48,7 @@ func (r *Runtime) ConfirmToolCall(ctx context.Context, c Caller, id uuid.UUID, o
 		return nil, Errorf(CodeInvalidArgument, "output is required: the outcome the call had")
 	}
 	if _, tool, err := r.toolOfCall(ctx, c, rec); err == nil {
-		if violations := validateAgainstSchema(tool.OutputSchema, output); len(violations) > 0 {
+		if violations := schema.Validate(tool.OutputSchema, output); len(violations) > 0 {
 			e := Errorf(CodeInvalidArgument, "output does not match the output schema of %s: %s", rec.Tool, strings.Join(violations, "; "))
 			e.Details = map[string]any{"violations": violations}
 			return nil, e

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 const (
@@ -445,7 +447,7 @@ func (b *builder) interrupt(v any, item path) (*Interrupt, error) {
 		if it.OnExpire, err = canonicalJSON(v); err != nil {
 			return nil, b.errf(p, "%s", err)
 		}
-		if v := validate(it.Output, it.OnExpire); len(v) > 0 {
+		if v := schema.Validate(it.Output, it.OnExpire); len(v) > 0 {
 			return nil, b.errf(p, "does not match the output schema: %s", strings.Join(v, "; "))
 		}
 	}

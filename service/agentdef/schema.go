@@ -11,7 +11,8 @@ import (
 	"strings"
 
 	"github.com/google/dotprompt/go/dotprompt"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/holdpoint/holdpoint/service/schema"
 )
 
 const (
@@ -20,10 +21,6 @@ const (
 	// maxEntries bounds the entries of one mapping or list.
 	maxEntries = 1000
 )
-
-// schemaURL names a schema while it compiles. Nothing is ever loaded from
-// it: the compiler loads no URL (see noLoader).
-const schemaURL = "https://holdpoint.invalid/schema.json"
 
 // schema reads m[key], an input or output: a mapping whose one key,
 // schema, is Picoschema or JSON Schema.
@@ -128,7 +125,7 @@ func toJSONSchema(v any) (json.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := compileCheck(raw); err != nil {
+		if err := schema.Check(raw); err != nil {
 			return nil, fmt.Errorf("is not a valid JSON Schema: %s", err)
 		}
 		return raw, nil
@@ -149,7 +146,7 @@ func toJSONSchema(v any) (json.RawMessage, error) {
 	if countValues(out, maxSchemaValues) > maxSchemaValues {
 		return nil, errSchemaTooLarge
 	}
-	if err := compileCheck(raw); err != nil {
+	if err := schema.Check(raw); err != nil {
 		return nil, fmt.Errorf("converts from Picoschema to an invalid JSON Schema: %s", err)
 	}
 	return raw, nil
@@ -216,81 +213,6 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 		return nil, fmt.Errorf("cannot be written as JSON: %s", oneLine(err.Error()))
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// noLoader refuses every URL: a tenant's schema may not read files or the
-// network through $ref or $schema (the standard metaschemas are built in).
-type noLoader struct{}
-
-func (noLoader) Load(u string) (any, error) {
-	return nil, errors.New("schemas may only refer to themselves and the standard metaschemas")
-}
-
-// compile compiles a JSON Schema.
-func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(schemaURL)
-}
-
-// compileCheck says why a JSON Schema does not compile, in one line.
-func compileCheck(raw json.RawMessage) error {
-	_, err := compile(raw)
-	if err == nil {
-		return nil
-	}
-	var sve *jsonschema.SchemaValidationError
-	var ve *jsonschema.ValidationError
-	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
-		return errors.New(strings.Join(violations(ve), "; "))
-	}
-	return errors.New(strings.ReplaceAll(oneLine(err.Error()), schemaURL, "the schema"))
-}
-
-// validate lists how doc fails schema (nil when it matches).
-func validate(schema, doc json.RawMessage) []string {
-	sch, err := compile(schema)
-	if err != nil {
-		return []string{"the schema does not compile"}
-	}
-	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return []string{"not valid JSON"}
-	}
-	err = sch.Validate(value)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []string{oneLine(err.Error())}
-	}
-	return violations(ve)
-}
-
-// violations flattens a validation error into its leaves, "at '/path':
-// what".
-func violations(ve *jsonschema.ValidationError) []string {
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			out = append(out, oneLine(e.Error()))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return out
 }
 
 // decodeJSON decodes the JSON form into a mapping of decoded values.

@@ -30,10 +30,12 @@ var engine = []string{
 	module + "/service/telemetry/...", module + "/service/tenantagents/...", module + "/service/webhooks/...",
 }
 
-// The foundation: the wire types, the event names, and the store's
-// interfaces and records, which the engine and the store both import.
+// The foundation: the wire types, the event names, JSON Schema validation,
+// and the store's interfaces and records, which the engine and the store
+// both import.
 var foundation = []string{
-	module + "/service/protocol/...", module + "/service/events/...", module + "/service/store/...",
+	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
+	module + "/service/store/...",
 }
 
 // The store: the one package that speaks SQL.
