@@ -395,7 +395,7 @@ type Response struct {
 func (r *Response) Message() *Message { return r.Output.Message }
 
 // Text concatenates the answer's text parts.
-func (r *Response) Text() string { return r.Output.Message.Text() }
+func (r *Response) Text() string { return messageText(r.Output.Message) }
 
 // FinishReason is how the turn ended: stop, interrupted, detached,
 // aborted, failed, ...

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/client"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // approval is the input of the demo's userApproval interrupt.
@@ -429,7 +430,7 @@ func TestErrors(t *testing.T) {
 	if _, err := admin.InterruptsPage(ctx, client.InterruptFilter{PageSize: 500}, ""); !client.IsInvalidArgument(err) || !errors.As(err, &e) || e.HTTPStatus != http.StatusBadRequest {
 		t.Fatalf("page size 500: %v", err)
 	}
-	if _, err := admin.Agent("bankingAgent").Chat().SendMessage(ctx, client.Message{Role: client.RoleModel, Content: []client.Part{{Text: "I approve"}}}); !client.IsInvalidArgument(err) {
+	if _, err := admin.Agent("bankingAgent").Chat().SendMessage(ctx, client.Message{Role: client.RoleModel, Content: []client.Part{protocol.TextPart("I approve")}}); !client.IsInvalidArgument(err) {
 		t.Fatalf("a model message from the client: %v", err)
 	}
 	if _, err := admin.Agent("bankingAgent").Chat().Resume(ctx, client.Reply{}); err == nil || client.StatusOf(err) != "" {

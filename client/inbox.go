@@ -187,7 +187,7 @@ func (d *Decision) Text() string {
 	if d.Output == nil {
 		return ""
 	}
-	return d.Output.Message.Text()
+	return messageText(d.Output.Message)
 }
 
 // Respond decides an interrupt on the user's behalf with output (encoded

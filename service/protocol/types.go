@@ -417,6 +417,20 @@ type StreamChunk struct {
 	TurnEnd     *TurnEnd    `json:"turnEnd,omitempty"`
 }
 
+// Text is the text of a model chunk ("" for other chunks).
+func (c StreamChunk) Text() string {
+	if c.ModelChunk == nil {
+		return ""
+	}
+	var s string
+	for _, p := range c.ModelChunk.Content {
+		if p.Text != nil {
+			s += *p.Text
+		}
+	}
+	return s
+}
+
 // Snapshot statuses. StatusExpired is never stored: it is computed on read.
 const (
 	StatusPending   = "pending"
@@ -438,6 +452,16 @@ type Snapshot struct {
 	FinishReason string        `json:"finishReason,omitempty"`
 	Error        *ErrorDetails `json:"error,omitempty"`
 	State        *SessionState `json:"state,omitempty"`
+}
+
+// Done reports whether the snapshot's turn has ended (completed, failed,
+// aborted or expired).
+func (s *Snapshot) Done() bool {
+	switch s.Status {
+	case StatusCompleted, StatusFailed, StatusAborted, StatusExpired:
+		return true
+	}
+	return false
 }
 
 // SnapshotLookup selects a snapshot by id, or a session's latest.

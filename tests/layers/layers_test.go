@@ -58,14 +58,32 @@ var rules = []rule{
 		forbidden: append([]string{module + "/service/pgstore/..."}, sql...),
 	},
 	{
-		// The public Go client links nothing of the server.
+		// The public Go client links nothing of the server (and of the
+		// module only the wire types: TestClientSharesOnlyTheProtocol).
 		patterns: []string{module + "/client/..."},
 		forbidden: []string{
 			module + "/cmd/...", module + "/db/...", module + "/examples/...", module + "/httpapi/...",
-			module + "/internal/...", module + "/service/...", module + "/tests/...",
+			module + "/service", module + "/service/pgstore/...", module + "/service/store/...", module + "/tests/...",
 			"github.com/jackc/pgx/...", "github.com/labstack/echo/...",
 		},
 	},
+}
+
+// TestClientSharesOnlyTheProtocol: of the module, the Go client imports
+// the wire types (service/protocol, one definition for both ends) and what
+// they are built from, nothing else.
+func TestClientSharesOnlyTheProtocol(t *testing.T) {
+	t.Parallel()
+	_, imports := importGraph(t, []string{module + "/client"})
+	allowed := []string{module + "/client/...", module + "/service/protocol", module + "/internal/rawjson"}
+	for p := range imports {
+		if matches(p, module+"/...") && !slices.ContainsFunc(allowed, func(a string) bool { return matches(p, a) }) {
+			t.Errorf("client imports %s", p)
+		}
+	}
+	if _, ok := imports[module+"/service/protocol"]; !ok {
+		t.Error("client does not import service/protocol: the wire types are defined twice again")
+	}
 }
 
 // TestEveryServicePackageHasALayer fails when a package under service/ is
