@@ -67,7 +67,7 @@ func newServer(t *testing.T) *testServer {
 			t.Errorf("runtime shutdown: %v", err)
 		}
 	})
-	acc := service.NewAccounts(store)
+	acc := service.NewTenants(store)
 	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}

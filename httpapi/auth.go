@@ -15,7 +15,7 @@ import (
 )
 
 // Authenticator resolves the credentials of a request and mints user
-// tokens; *service.Accounts is the implementation.
+// tokens; *service.Tenants is the implementation.
 type Authenticator interface {
 	// Authenticate resolves an API key to its tenant and role.
 	Authenticate(ctx context.Context, key string) (*service.Principal, error)

@@ -29,7 +29,7 @@ import (
 type authServer struct {
 	srv   *httptest.Server
 	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
-	acc   *service.Accounts
+	acc   *service.Tenants
 	logs  *lockedBuffer
 	rt    *service.Runtime
 	store *pgstore.PgStore
@@ -71,7 +71,7 @@ func newAuthServerWith(t *testing.T, pool func(*pgxpool.Config), configure func(
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
 
-	acc := service.NewAccounts(newStore(t, app))
+	acc := service.NewTenants(newStore(t, app))
 	opts := httpapi.Options{Logger: log, Auth: acc, Events: hub}
 	if configure != nil {
 		configure(&opts)

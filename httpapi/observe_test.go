@@ -57,7 +57,7 @@ func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 			t.Fatal(err)
 		}
 	}
-	acc := service.NewAccounts(store)
+	acc := service.NewTenants(store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{
 		Logger: log, Auth: acc, Metrics: metrics, MetricsHandler: metrics.Handler(), MetricsToken: testMetricsToken, TracerProvider: tp,
 	}))

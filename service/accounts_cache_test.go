@@ -65,7 +65,7 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 	ctx := context.Background()
 	pool, lookups := countedPool(t)
 	// TTLs of an hour: within this test only a revocation ends an entry.
-	acc := service.NewAccountsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: time.Hour, MissTTL: time.Hour})
+	acc := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: time.Hour, MissTTL: time.Hour})
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)
@@ -116,13 +116,13 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := service.NewAccountsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 200 * time.Millisecond})
-	for _, a := range []*service.Accounts{acc, short} {
+	short := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 200 * time.Millisecond})
+	for _, a := range []*service.Tenants{acc, short} {
 		if _, err := a.Authenticate(ctx, plain2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := service.NewAccounts(newStore(t, pool)).RevokeKey(ctx, tenant.ID, key2.ID); err != nil {
+	if err := service.NewTenants(newStore(t, pool)).RevokeKey(ctx, tenant.ID, key2.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acc.Authenticate(ctx, plain2); err != nil {
@@ -143,7 +143,7 @@ func TestAuthenticateConcurrently(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := countedPool(t)
 	const bound = 4
-	acc := service.NewAccountsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 20 * time.Millisecond, MissTTL: 50 * time.Millisecond, MaxEntries: bound})
+	acc := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 20 * time.Millisecond, MissTTL: 50 * time.Millisecond, MaxEntries: bound})
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)

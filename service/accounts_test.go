@@ -25,7 +25,7 @@ func TestAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	acc := service.NewAccounts(newStore(t, pool))
+	acc := service.NewTenants(newStore(t, pool))
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestKeyScopes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	acc := service.NewAccounts(newStore(t, pool))
+	acc := service.NewTenants(newStore(t, pool))
 	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}

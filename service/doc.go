@@ -2,7 +2,7 @@
 // their turns (run in the request or detached, durable across processes),
 // interrupts and their approval, tool calls and their journal, sessions and
 // snapshots, tenants, API keys and user tokens, and live interrupt events.
-// It persists only through the interfaces it declares (Store, AccountStore,
+// It persists only through the interfaces it declares (Store, TenantStore,
 // EventSource), which service/pgstore implements on PostgreSQL.
 //
 // It must not import pgx, the generated db package, httpapi or Echo: the

@@ -9,7 +9,7 @@ import "context"
 var ErrBadKey = errBadKey
 
 // KeyCacheSizes returns the lengths of the key cache's order list and map.
-func KeyCacheSizes(a *Accounts) (int, int) {
+func KeyCacheSizes(a *Tenants) (int, int) {
 	a.keys.mu.Lock()
 	defer a.keys.mu.Unlock()
 	return a.keys.order.Len(), len(a.keys.entries)

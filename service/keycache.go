@@ -30,9 +30,9 @@ type KeyCacheConfig struct {
 	MaxEntries int
 }
 
-// NewAccountsWith is NewAccounts with the key cache set by cfg.
-func NewAccountsWith(store AccountStore, cfg KeyCacheConfig) *Accounts {
-	return &Accounts{store: store, keys: newKeyCache(cfg)}
+// NewTenantsWith is NewTenants with the key cache set by cfg.
+func NewTenantsWith(store TenantStore, cfg KeyCacheConfig) *Tenants {
+	return &Tenants{store: store, keys: newKeyCache(cfg)}
 }
 
 // keyCache remembers what API keys authenticated as, by the SHA-256 hash of

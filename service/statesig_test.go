@@ -88,7 +88,7 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewAccounts(newStore(t, pool))
+	acc := service.NewTenants(newStore(t, pool))
 	if _, err := acc.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ type (
 	StreamStore                 = store.StreamStore
 	Tenant                      = store.Tenant
 	APIKey                      = store.APIKey
-	AccountStore                = store.AccountStore
+	TenantStore                 = store.TenantStore
 	RotateSecretParams          = store.RotateSecretParams
 	TokenVerification           = store.TokenVerification
 	UISession                   = store.UISession

@@ -11,7 +11,7 @@ import (
 )
 
 // User token parameters. A user token is a JWT signed with HS256 and the
-// tenant's own secret (Accounts.TokenSecret), so a browser can act for one
+// tenant's own secret (Tenants.TokenSecret), so a browser can act for one
 // end user of one tenant without holding an API key.
 const (
 	// TokenIssuer is the iss and aud claim of every user token.
@@ -60,7 +60,7 @@ var tokenParser = jwt.NewParser(
 
 // MintUserToken signs a token that lets its holder act as end user userID
 // of the tenant for ttl (0 means DefaultTokenTTL, at most MaxTokenTTL).
-func (a *Accounts) MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*UserToken, error) {
+func (a *Tenants) MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*UserToken, error) {
 	if err := ValidateEndUser(userID); err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (a *Accounts) MintUserToken(ctx context.Context, tenantID, userID string, t
 // unknown tenant or key, revoked) gets the same UNAUTHENTICATED error;
 // only a failure to reach the database is reported as such. The keys and
 // the revocations come from one query.
-func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, error) {
+func (a *Tenants) VerifyUserToken(ctx context.Context, token string) (Caller, error) {
 	if token == "" || len(token) > maxTokenBytes {
 		return Caller{}, errBadToken
 	}
@@ -163,7 +163,7 @@ func (a *Accounts) VerifyUserToken(ctx context.Context, token string) (Caller, e
 
 // RevokeUserToken refuses one user token (by its tokenId, the jti claim)
 // from now on, on every instance.
-func (a *Accounts) RevokeUserToken(ctx context.Context, tenantID, tokenID string) error {
+func (a *Tenants) RevokeUserToken(ctx context.Context, tenantID, tokenID string) error {
 	if !validTokenID(tokenID) {
 		return Errorf(CodeInvalidArgument, "tokenId must be 1-256 printable characters")
 	}
@@ -173,7 +173,7 @@ func (a *Accounts) RevokeUserToken(ctx context.Context, tenantID, tokenID string
 
 // RevokeEndUserTokens refuses every token of an end user issued until now
 // (tokens minted later verify).
-func (a *Accounts) RevokeEndUserTokens(ctx context.Context, tenantID, userID string) error {
+func (a *Tenants) RevokeEndUserTokens(ctx context.Context, tenantID, userID string) error {
 	if err := ValidateEndUser(userID); err != nil {
 		return err
 	}

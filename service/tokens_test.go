@@ -15,7 +15,7 @@ import (
 )
 
 // newAccounts returns accounts on a fresh database with tenants a and b.
-func newAccounts(t *testing.T) *service.Accounts {
+func newAccounts(t *testing.T) *service.Tenants {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgstore.NewAppPool(ctx, testdb.URL(t))
@@ -23,7 +23,7 @@ func newAccounts(t *testing.T) *service.Accounts {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewAccounts(newStore(t, pool))
+	acc := service.NewTenants(newStore(t, pool))
 	for _, id := range []string{"a", "b"} {
 		if _, err := acc.CreateTenant(ctx, id, "Tenant "+id); err != nil {
 			t.Fatal(err)

@@ -51,7 +51,7 @@ func newEnv(t *testing.T) *env {
 	if err := bench.Register(rt); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewAccounts(store)
+	acc := service.NewTenants(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(ctx, id, id); err != nil {
 			t.Fatal(err)

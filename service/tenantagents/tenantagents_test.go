@@ -93,7 +93,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]service.Caller{}}
-	acc := service.NewAccounts(store)
+	acc := service.NewTenants(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)
@@ -554,7 +554,7 @@ func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	acc := service.NewAccounts(e.m.Store.(service.AccountStore))
+	acc := service.NewTenants(e.m.Store.(service.TenantStore))
 	for range 10 {
 		if _, err := acc.RotateSecret(ctx, "acme", service.PurposeTool, 24*time.Hour); err != nil {
 			t.Fatal(err)

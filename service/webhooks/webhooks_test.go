@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgent(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewAccounts(store)
+	acc := service.NewTenants(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)

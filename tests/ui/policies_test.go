@@ -41,7 +41,7 @@ func newPolicyEnv(t *testing.T) *policyEnv {
 	if err := rt.Register(payAgent(e.runs)); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewAccounts(st.store)
+	acc := service.NewTenants(st.store)
 	e.srv = httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: st.log, Auth: acc, Events: st.hub}))
 	t.Cleanup(func() {
 		e.srv.CloseClientConnections()

@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(markupAgent); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewAccounts(st.store)
+	acc := service.NewTenants(st.store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: st.log, Auth: acc, Events: st.hub}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

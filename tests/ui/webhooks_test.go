@@ -44,7 +44,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 		Schedule: []time.Duration{time.Hour}, Timeout: 5 * time.Second, Poll: 100 * time.Millisecond, Log: log,
 	}
 	st.run(t, dispatcher.Run)
-	acc := service.NewAccounts(store)
+	acc := service.NewTenants(store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: st.hub,
 		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true}, EventIDs: ids}))
 	t.Cleanup(func() {

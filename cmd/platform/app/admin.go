@@ -82,17 +82,17 @@ func (a *adminCommand) fail(stderr io.Writer, err error) int {
 	return 1
 }
 
-// withAccounts connects to DATABASE_URL, checks the schema is migrated,
+// withTenants connects to DATABASE_URL, checks the schema is migrated,
 // and runs fn with the accounts (as the application role, like the server).
-func (a *adminCommand) withAccounts(stderr io.Writer, fn func(ctx context.Context, acc *service.Accounts) error) int {
+func (a *adminCommand) withTenants(stderr io.Writer, fn func(ctx context.Context, acc *service.Tenants) error) int {
 	return a.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
-		return fn(ctx, service.NewAccounts(store))
+		return fn(ctx, service.NewTenants(store))
 	})
 }
 
-// withAccountsCtx checks DATABASE_URL and the schema, and runs fn (which
+// withTenantsCtx checks DATABASE_URL and the schema, and runs fn (which
 // connects) with a context that the first SIGINT or SIGTERM cancels.
-func (a *adminCommand) withAccountsCtx(stderr io.Writer, fn func(ctx context.Context, where string) error) int {
+func (a *adminCommand) withTenantsCtx(stderr io.Writer, fn func(ctx context.Context, where string) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg, err := pgxpool.ParseConfig(databaseURL())

@@ -80,7 +80,7 @@ func (a *adminCommand) withStore(stderr io.Writer, fn func(ctx context.Context, 
 // withPool is withStore, as the application role (app) or as DATABASE_URL's
 // own role (the schema owner, for what only the operator may change).
 func (a *adminCommand) withPool(stderr io.Writer, app bool, fn func(ctx context.Context, store *pgstore.PgStore) error) int {
-	return a.withAccountsCtx(stderr, func(ctx context.Context, where string) error {
+	return a.withTenantsCtx(stderr, func(ctx context.Context, where string) error {
 		connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
 		var pool *pgxpool.Pool
@@ -302,7 +302,7 @@ func tenantsToolSecret(args []string, stdout, stderr io.Writer) int {
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
 		if *rotate {
-			if _, err := service.NewAccounts(store).RotateSecret(ctx, *tenant, service.PurposeTool, *grace); err != nil {
+			if _, err := service.NewTenants(store).RotateSecret(ctx, *tenant, service.PurposeTool, *grace); err != nil {
 				return err
 			}
 		}

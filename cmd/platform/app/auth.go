@@ -138,9 +138,9 @@ func isLoopback(addr string) bool {
 
 // authenticator is what authenticates requests: the accounts over store,
 // or none (nil) in dev mode.
-func authenticator(dev bool, store service.AccountStore) httpapi.Authenticator {
+func authenticator(dev bool, store service.TenantStore) httpapi.Authenticator {
 	if dev {
 		return nil
 	}
-	return service.NewAccounts(store)
+	return service.NewTenants(store)
 }

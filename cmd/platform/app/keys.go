@@ -70,7 +70,7 @@ func keysCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --scope: %s\n", cmd.name, service.AsError(err).Message)
 		return 2
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		plain, key, err := acc.CreateKey(ctx, *tenant, *role, *name, scopes...)
 		if err != nil {
 			return err
@@ -92,7 +92,7 @@ func keysList(args []string, stdout, stderr io.Writer) int {
 	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		keys, err := acc.ListKeys(ctx, *tenant)
 		if err != nil {
 			return err
@@ -123,7 +123,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: KEY_ID %q is not a key id (see platform keys list)\n", cmd.name, pos[0])
 		return 2
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		if err := acc.RevokeKey(ctx, *tenant, id); err != nil {
 			return err
 		}

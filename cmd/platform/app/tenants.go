@@ -70,7 +70,7 @@ func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --purpose must be token, state, tool or all\n", cmd.name)
 		return 2
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		for _, p := range purposes {
 			id, err := acc.RotateSecret(ctx, *tenant, p, *grace)
 			if err != nil {
@@ -91,7 +91,7 @@ func tenantsCreate(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		t, err := acc.CreateTenant(ctx, *id, pos[0])
 		if err != nil {
 			return err
@@ -107,7 +107,7 @@ func tenantsList(args []string, stdout, stderr io.Writer) int {
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
 		return code
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		tenants, err := acc.ListTenants(ctx)
 		if err != nil {
 			return err

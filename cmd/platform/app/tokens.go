@@ -43,7 +43,7 @@ func tokensRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: give exactly one of --token-id and --user\n", cmd.name)
 		return 2
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		if *tokenID != "" {
 			if err := acc.RevokeUserToken(ctx, *tenant, *tokenID); err != nil {
 				return err
@@ -79,7 +79,7 @@ func tokensMint(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --ttl must be between 1s and 24h\n", cmd.name)
 		return 2
 	}
-	return cmd.withAccounts(stderr, func(ctx context.Context, acc *service.Accounts) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
 		tok, err := acc.MintUserToken(ctx, *tenant, *user, *ttl)
 		if err != nil {
 			return err

@@ -79,7 +79,7 @@ type webhookEnv struct {
 func (a *adminCommand) withWebhooks(tenant string, loopback bool, stderr io.Writer, fn func(ctx context.Context, env webhookEnv) error) int {
 	return a.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
 		// A tenant has token keys from its creation on: none, no tenant.
-		if _, err := service.NewAccounts(store).TokenSecret(ctx, tenant); err != nil {
+		if _, err := service.NewTenants(store).TokenSecret(ctx, tenant); err != nil {
 			return publicError(err)
 		}
 		env := webhookEnv{

@@ -99,7 +99,7 @@ func newPlatform(t *testing.T) *platform {
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	m := &tenantagents.Manager{Store: store, Runtime: rt, Models: models{}, AllowLoopback: true}
 	rt.SetTenantAgents(m)
-	if _, err := service.NewAccounts(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
+	if _, err := service.NewTenants(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	return &platform{rt: rt, m: m, tenant: service.Caller{TenantID: "acme", Actor: "test:acme"}}

@@ -30,7 +30,7 @@ func (s *PgStore) SigningKeys(ctx context.Context, tenantID, purpose string) ([]
 	return out, nil
 }
 
-// CreateTenant implements store.AccountStore. The tenant's first keys
+// CreateTenant implements store.TenantStore. The tenant's first keys
 // come with it (trigger tenants_create_secrets).
 func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*store.Tenant, error) {
 	var row db.Tenant
@@ -45,7 +45,7 @@ func (s *PgStore) CreateTenant(ctx context.Context, id, name string) (*store.Ten
 	return &store.Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt}, nil
 }
 
-// ListTenants implements store.AccountStore (a system function).
+// ListTenants implements store.TenantStore (a system function).
 func (s *PgStore) ListTenants(ctx context.Context) ([]store.Tenant, error) {
 	var rows []db.Tenant
 	err := s.piped(ctx, "", func(q *db.Queries) error {
@@ -78,7 +78,7 @@ func requireTenant(ctx context.Context, q *db.Queries, tenantID string) error {
 	return nil
 }
 
-// CreateAPIKey implements store.AccountStore.
+// CreateAPIKey implements store.TenantStore.
 func (s *PgStore) CreateAPIKey(ctx context.Context, key *store.APIKey, hash []byte) error {
 	return s.inTx(ctx, key.TenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, key.TenantID); err != nil {
@@ -91,7 +91,7 @@ func (s *PgStore) CreateAPIKey(ctx context.Context, key *store.APIKey, hash []by
 	})
 }
 
-// ListAPIKeys implements store.AccountStore.
+// ListAPIKeys implements store.TenantStore.
 func (s *PgStore) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
 	var rows []db.APIKey
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -120,7 +120,7 @@ func nonNil(scopes []string) []string {
 	return scopes
 }
 
-// RevokeAPIKey implements store.AccountStore (in a transaction: the
+// RevokeAPIKey implements store.TenantStore (in a transaction: the
 // answer is the row count).
 func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUID) (bool, error) {
 	var n int64
@@ -132,7 +132,7 @@ func (s *PgStore) RevokeAPIKey(ctx context.Context, tenantID string, id uuid.UUI
 	return n > 0, err
 }
 
-// APIKeyByHash implements store.AccountStore. The key decides the
+// APIKeyByHash implements store.TenantStore. The key decides the
 // tenant, so its lookup is a system function (it also stamps the key's
 // use).
 func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*store.APIKey, error) {
@@ -149,7 +149,7 @@ func (s *PgStore) APIKeyByHash(ctx context.Context, hash []byte) (*store.APIKey,
 	return &key, nil
 }
 
-// RotateSecret implements store.AccountStore.
+// RotateSecret implements store.TenantStore.
 func (s *PgStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (int, error) {
 	var id int32
 	err := s.inTx(ctx, p.TenantID, func(q *db.Queries) error {
@@ -165,7 +165,7 @@ func (s *PgStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) 
 	return int(id), err
 }
 
-// TokenVerification implements store.AccountStore, in one round trip.
+// TokenVerification implements store.TenantStore, in one round trip.
 func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endUser string) (*store.TokenVerification, error) {
 	var row db.GetTokenVerificationRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -183,21 +183,21 @@ func (s *PgStore) TokenVerification(ctx context.Context, tenantID, tokenID, endU
 	return out, nil
 }
 
-// RevokeUserToken implements store.AccountStore.
+// RevokeUserToken implements store.TenantStore.
 func (s *PgStore) RevokeUserToken(ctx context.Context, tenantID, tokenID string, expiresAt time.Time) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.RevokeUserToken(ctx, db.RevokeUserTokenParams{TenantID: tenantID, TokenID: tokenID, ExpiresAt: expiresAt})
 	})
 }
 
-// RevokeEndUserTokens implements store.AccountStore.
+// RevokeEndUserTokens implements store.TenantStore.
 func (s *PgStore) RevokeEndUserTokens(ctx context.Context, tenantID, endUser string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.RevokeEndUserTokens(ctx, db.RevokeEndUserTokensParams{TenantID: tenantID, EndUser: endUser})
 	})
 }
 
-// CreateUISession implements store.AccountStore.
+// CreateUISession implements store.TenantStore.
 func (s *PgStore) CreateUISession(ctx context.Context, u *store.UISession, hash []byte) error {
 	return s.piped(ctx, u.TenantID, func(q *db.Queries) error {
 		return q.InsertUISession(ctx, db.InsertUISessionParams{TokenHash: hash, TenantID: u.TenantID, KeyID: u.KeyID,
@@ -205,7 +205,7 @@ func (s *PgStore) CreateUISession(ctx context.Context, u *store.UISession, hash 
 	})
 }
 
-// UISessionByHash implements store.AccountStore: a live session whose
+// UISessionByHash implements store.TenantStore: a live session whose
 // key is not revoked (a system function: the cookie decides the tenant),
 // then, scoped to its tenant, the key's name and scopes. The actor is
 // made from the key again rather than read from the row, so a session
@@ -234,7 +234,7 @@ func (s *PgStore) UISessionByHash(ctx context.Context, hash []byte) (*store.UISe
 		Actor: store.ActorOfKey(row.KeyID.String(), key.Name), CSRF: row.Csrf, ExpiresAt: row.ExpiresAt}, nil
 }
 
-// RevokeUISession implements store.AccountStore.
+// RevokeUISession implements store.TenantStore.
 func (s *PgStore) RevokeUISession(ctx context.Context, tenantID string, hash []byte) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.RevokeUISession(ctx, db.RevokeUISessionParams{TenantID: tenantID, TokenHash: hash})

@@ -37,22 +37,22 @@ func (p *Principal) Actor() string {
 	return ActorOfKey(p.KeyID.String(), p.KeyName)
 }
 
-// Accounts manages tenants, API keys and end-user tokens.
-type Accounts struct {
-	store AccountStore
+// Tenants manages tenants, API keys and end-user tokens.
+type Tenants struct {
+	store TenantStore
 	keys  *keyCache
 }
 
-// NewAccounts returns the account manager over store, with the default
+// NewTenants returns the tenant manager over store, with the default
 // cache of key lookups.
-func NewAccounts(store AccountStore) *Accounts {
-	return NewAccountsWith(store, KeyCacheConfig{})
+func NewTenants(store TenantStore) *Tenants {
+	return NewTenantsWith(store, KeyCacheConfig{})
 }
 
 var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
 // CreateTenant creates a tenant; an empty id gets a generated one.
-func (a *Accounts) CreateTenant(ctx context.Context, id, name string) (*Tenant, error) {
+func (a *Tenants) CreateTenant(ctx context.Context, id, name string) (*Tenant, error) {
 	if id == "" {
 		id = "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	}
@@ -66,7 +66,7 @@ func (a *Accounts) CreateTenant(ctx context.Context, id, name string) (*Tenant, 
 }
 
 // ListTenants lists every tenant.
-func (a *Accounts) ListTenants(ctx context.Context) ([]Tenant, error) {
+func (a *Tenants) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return a.store.ListTenants(ctx)
 }
 
@@ -78,7 +78,7 @@ const ScopeAll = "*"
 
 // CreateKey creates an API key for a tenant, with scopes (see
 // NormalizeScopes), and returns it in clear, once: only its hash is stored.
-func (a *Accounts) CreateKey(ctx context.Context, tenantID, role, name string, scopes ...string) (string, *APIKey, error) {
+func (a *Tenants) CreateKey(ctx context.Context, tenantID, role, name string, scopes ...string) (string, *APIKey, error) {
 	if role != RoleClient && role != RoleAdmin {
 		return "", nil, Errorf(CodeInvalidArgument, "role must be client or admin")
 	}
@@ -125,14 +125,14 @@ func NormalizeScopes(scopes []string) ([]string, error) {
 }
 
 // ListKeys lists a tenant's keys (never the keys themselves).
-func (a *Accounts) ListKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
+func (a *Tenants) ListKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
 	return a.store.ListAPIKeys(ctx, tenantID)
 }
 
 // RevokeKey revokes a key; NOT_FOUND when the tenant has no such live key.
 // This process refuses the key at once; others once their cached lookup
 // of it expires (KeyCacheConfig.HitTTL).
-func (a *Accounts) RevokeKey(ctx context.Context, tenantID string, id uuid.UUID) error {
+func (a *Tenants) RevokeKey(ctx context.Context, tenantID string, id uuid.UUID) error {
 	// Forgotten whatever the outcome: a key revoked by another process
 	// answers NOT_FOUND here, and is still worth dropping.
 	defer a.keys.forget(id)
@@ -153,7 +153,7 @@ var errBadKey = Errorf(CodeUnauthenticated, "invalid or revoked API key")
 // Authenticate resolves an API key to its tenant and role. Answers are
 // cached by the key's hash, bad keys included, so a key repeated within the
 // TTLs of KeyCacheConfig costs no query.
-func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, error) {
+func (a *Tenants) Authenticate(ctx context.Context, plain string) (*Principal, error) {
 	if !strings.HasPrefix(plain, KeyPrefix) || len(plain) > 128 {
 		return nil, errBadKey
 	}
@@ -181,7 +181,7 @@ func (a *Accounts) Authenticate(ctx context.Context, plain string) (*Principal, 
 
 // TokenSecret returns the secret a tenant's end-user tokens are signed
 // with now (NOT_FOUND for an unknown tenant).
-func (a *Accounts) TokenSecret(ctx context.Context, tenantID string) ([]byte, error) {
+func (a *Tenants) TokenSecret(ctx context.Context, tenantID string) ([]byte, error) {
 	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
 	if err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ const MaxSecretGrace = 30 * 24 * time.Hour
 // until they expire). A zero grace retires them at once. At most three
 // keys of a purpose verify (migration 00033): a rotation past that ends
 // the oldest one's grace at once. It returns the new key's id.
-func (a *Accounts) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
+func (a *Tenants) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
 	if purpose != PurposeToken && purpose != PurposeState && purpose != PurposeTool {
 		return 0, Errorf(CodeInvalidArgument, "only the token, state and tool keys rotate")
 	}
@@ -218,7 +218,7 @@ const UISessionTTL = 12 * time.Hour
 // the session and the token to keep in the cookie (shown only here). A
 // client key, a user token or a bad key is UNAUTHENTICATED or
 // PERMISSION_DENIED.
-func (a *Accounts) SignInUI(ctx context.Context, plain string) (*UISession, string, error) {
+func (a *Tenants) SignInUI(ctx context.Context, plain string) (*UISession, string, error) {
 	p, err := a.Authenticate(ctx, plain)
 	if err != nil {
 		return nil, "", err
@@ -238,7 +238,7 @@ func (a *Accounts) SignInUI(ctx context.Context, plain string) (*UISession, stri
 
 // UISession returns the live session of a cookie token (UNAUTHENTICATED
 // when there is none).
-func (a *Accounts) UISession(ctx context.Context, token string) (*UISession, error) {
+func (a *Tenants) UISession(ctx context.Context, token string) (*UISession, error) {
 	if len(token) == 0 || len(token) > 128 {
 		return nil, errBadKey
 	}
@@ -251,7 +251,7 @@ func (a *Accounts) UISession(ctx context.Context, token string) (*UISession, err
 }
 
 // SignOutUI ends the session of a cookie token.
-func (a *Accounts) SignOutUI(ctx context.Context, s *UISession, token string) error {
+func (a *Tenants) SignOutUI(ctx context.Context, s *UISession, token string) error {
 	hash := sha256.Sum256([]byte(token))
 	return a.store.RevokeUISession(ctx, s.TenantID, hash[:])
 }

@@ -29,10 +29,10 @@ type APIKey struct {
 	Scopes []string `json:"scopes"`
 }
 
-// AccountStore is the persistence of tenants, their API keys, keys and
+// TenantStore is the persistence of tenants, their API keys, keys and
 // end-user token revocations. Tenant-scoped methods are scoped in the SQL
 // itself; the tenant list and the key lookup by hash span tenants.
-type AccountStore interface {
+type TenantStore interface {
 	// CreateTenant stores a tenant with its first keys (ALREADY_EXISTS
 	// when the id is taken).
 	CreateTenant(ctx context.Context, id, name string) (*Tenant, error)
@@ -74,7 +74,7 @@ type AccountStore interface {
 	RevokeEndUserTokens(ctx context.Context, tenantID, endUser string) error
 }
 
-// RotateSecretParams are the arguments of AccountStore.RotateSecret.
+// RotateSecretParams are the arguments of TenantStore.RotateSecret.
 type RotateSecretParams struct {
 	TenantID string
 	Purpose  string
