@@ -1,8 +1,10 @@
 package pgstore
 
 import (
-	"container/list"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
@@ -13,82 +15,76 @@ import (
 // history the previous turn just wrote. A completed snapshot never changes
 // (only a pending one does, and pending ones are never cached), so an entry
 // cannot go stale, whichever instance wrote it.
+//
+// It is a least-recently-used list (golang-lru's simplelru) bounded twice:
+// by entries, and by the messages all entries hold together, so long
+// conversations cannot grow the cache's memory without bound. The second
+// bound is why it holds its own lock around a simplelru rather than using
+// the locked lru.Cache: adding an entry and evicting for its messages are
+// one step.
 type snapshotCache struct {
-	mu  sync.Mutex
-	max int
-	// maxMessages bounds the messages held by all entries together, so
-	// long conversations cannot grow the cache's memory without bound.
+	mu          sync.Mutex
+	lru         *simplelru.LRU[string, *store.StoredSnapshot]
 	maxMessages int
 	messages    int
-	ll          *list.List // front: most recently used
-	m           map[string]*list.Element
 }
 
-type cacheEntry struct {
-	key  string
-	snap *store.StoredSnapshot
-}
-
+// newSnapshotCache returns a cache of max snapshots (none when max <= 0).
 func newSnapshotCache(max int) *snapshotCache {
-	return &snapshotCache{max: max, maxMessages: 64 * max, ll: list.New(), m: map[string]*list.Element{}}
+	if max <= 0 {
+		return nil
+	}
+	c := &snapshotCache{maxMessages: 64 * max}
+	c.lru, _ = simplelru.NewLRU(max, func(_ string, s *store.StoredSnapshot) { c.messages -= s.MessageCount })
+	return c
 }
 
 func cacheKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
 
 // get returns a cached snapshot; callers must not modify it.
 func (c *snapshotCache) get(tenantID, snapshotID string) *store.StoredSnapshot {
-	if c == nil || c.max <= 0 {
+	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.m[cacheKey(tenantID, snapshotID)]
-	if !ok {
-		return nil
-	}
-	c.ll.MoveToFront(e)
-	return e.Value.(*cacheEntry).snap
+	s, _ := c.lru.Get(cacheKey(tenantID, snapshotID))
+	return s
 }
 
 // markAnswered notes on a cached snapshot that its interrupts were claimed
 // or a claim of them refused. The entry is replaced by a marked copy:
 // callers may hold the old one.
 func (c *snapshotCache) markAnswered(tenantID, snapshotID string) {
-	if c == nil || c.max <= 0 {
+	if c == nil {
 		return
 	}
+	key := cacheKey(tenantID, snapshotID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[cacheKey(tenantID, snapshotID)]; ok {
-		entry := e.Value.(*cacheEntry)
-		if !entry.snap.Answered {
-			marked := *entry.snap
-			marked.Answered = true
-			entry.snap = &marked
-		}
+	if s, ok := c.lru.Peek(key); ok && !s.Answered {
+		marked := *s
+		marked.Answered = true
+		c.lru.Add(key, &marked) // same snapshot, same messages
 	}
 }
 
 // put caches a completed snapshot with its state.
 func (c *snapshotCache) put(tenantID string, snap *store.StoredSnapshot) {
-	if c == nil || c.max <= 0 || snap == nil || snap.Status != protocol.StatusCompleted || snap.State == nil {
+	if c == nil || snap == nil || snap.Status != protocol.StatusCompleted || snap.State == nil {
 		return
 	}
 	key := cacheKey(tenantID, snap.SnapshotID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok {
-		c.ll.MoveToFront(e)
+	if c.lru.Contains(key) {
+		c.lru.Get(key) // most recently used
 		return
 	}
-	c.m[key] = c.ll.PushFront(&cacheEntry{key: key, snap: snap})
 	c.messages += snap.MessageCount
-	for c.ll.Len() > 1 && (c.ll.Len() > c.max || c.messages > c.maxMessages) {
-		last := c.ll.Back()
-		c.ll.Remove(last)
-		e := last.Value.(*cacheEntry)
-		delete(c.m, e.key)
-		c.messages -= e.snap.MessageCount
+	c.lru.Add(key, snap)
+	for c.lru.Len() > 1 && c.messages > c.maxMessages {
+		c.lru.RemoveOldest()
 	}
 }
 
@@ -97,53 +93,41 @@ func (c *snapshotCache) put(tenantID string, snap *store.StoredSnapshot) {
 // completed snapshot, a session's head changes, and other writers (other
 // instances, detached turns, retention) move it without this instance
 // knowing: an entry is a guess that the write continuing from it checks
-// (SnapshotWrite.ExpectedHead), never an answer to show.
+// (SnapshotWrite.ExpectedHead), never an answer to show. At the bound the
+// least recently used entry goes (a missing entry only costs a read).
 type headCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]store.StoredSession
+	lru *lru.Cache[string, store.StoredSession]
 }
 
+// newHeadCache returns a cache of max heads (none when max <= 0).
 func newHeadCache(max int) *headCache {
-	return &headCache{max: max, m: map[string]store.StoredSession{}}
+	if max <= 0 {
+		return nil
+	}
+	c, _ := lru.New[string, store.StoredSession](max)
+	return &headCache{lru: c}
 }
 
 func (c *headCache) get(tenantID, sessionID string) *store.StoredSession {
-	if c == nil || c.max <= 0 {
+	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, ok := c.m[cacheKey(tenantID, sessionID)]
+	h, ok := c.lru.Get(cacheKey(tenantID, sessionID))
 	if !ok {
 		return nil
 	}
 	return &h
 }
 
-// put records a session's head; at the bound, an arbitrary entry makes
-// room (a missing entry only costs a read).
+// put records a session's head.
 func (c *headCache) put(tenantID string, h store.StoredSession) {
-	if c == nil || c.max <= 0 {
-		return
+	if c != nil {
+		c.lru.Add(cacheKey(tenantID, h.ID), h)
 	}
-	key := cacheKey(tenantID, h.ID)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[key] = h
 }
 
 func (c *headCache) drop(tenantID, sessionID string) {
-	if c == nil || c.max <= 0 {
-		return
+	if c != nil {
+		c.lru.Remove(cacheKey(tenantID, sessionID))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, cacheKey(tenantID, sessionID))
 }
