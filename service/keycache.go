@@ -41,6 +41,11 @@ func NewTenantsWith(store TenantStore, cfg KeyCacheConfig) *Tenants {
 // of on every request. Misses are kept longer than hits: nothing makes an
 // unknown key valid, while a valid key may be revoked by another process.
 // When full, the entry stored longest ago goes.
+//
+// It is not golang-lru's expirable cache (which pgstore's caches use):
+// hits and misses live for different times, a count of revocations keeps a
+// lookup that raced a revocation from caching the revoked key, and the
+// clock is a field, so its tests move time instead of sleeping.
 type keyCache struct {
 	hitTTL, missTTL time.Duration
 	max             int
