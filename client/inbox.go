@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // Inbox statuses of an interrupt.
@@ -243,22 +245,10 @@ type ReportOptions struct {
 	GroupBy string
 }
 
-// ReportRow is the figures of one group of the report.
-type ReportRow struct {
-	Key                  string   `json:"key"`
-	Total                int64    `json:"total"`
-	Pending              int64    `json:"pending"`
-	Resolved             int64    `json:"resolved"`
-	Expired              int64    `json:"expired"`
-	Cancelled            int64    `json:"cancelled"`
-	Approved             int64    `json:"approved"`
-	Denied               int64    `json:"denied"`
-	DecisionP50Seconds   *float64 `json:"decisionP50Seconds,omitempty"`
-	DecisionP90Seconds   *float64 `json:"decisionP90Seconds,omitempty"`
-	DecisionP99Seconds   *float64 `json:"decisionP99Seconds,omitempty"`
-	PendingAgeP50Seconds *float64 `json:"pendingAgeP50Seconds,omitempty"`
-	PendingAgeP99Seconds *float64 `json:"pendingAgeP99Seconds,omitempty"`
-}
+// ReportRow is the figures of one group of the report: the server's own
+// type (package protocol). Percentiles are seconds, nil when no interrupt
+// of the group qualifies.
+type ReportRow = protocol.ReportRow
 
 // Report is the interrupt report over a window.
 type Report struct {

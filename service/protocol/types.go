@@ -503,3 +503,22 @@ func metaOrNil(m Metadata) any {
 	}
 	return m
 }
+
+// ReportRow is one group of the interrupt report of the approvals inbox
+// (GET /api/v1/interrupts/report). Percentiles are seconds, absent when no
+// interrupt of the group qualifies.
+type ReportRow struct {
+	Key           string   `json:"key"`
+	Total         int64    `json:"total"`
+	Pending       int64    `json:"pending"`
+	Resolved      int64    `json:"resolved"`
+	Expired       int64    `json:"expired"`
+	Cancelled     int64    `json:"cancelled"`
+	Approved      int64    `json:"approved"`
+	Denied        int64    `json:"denied"`
+	DecisionP50   *float64 `json:"decisionP50Seconds,omitempty"`
+	DecisionP90   *float64 `json:"decisionP90Seconds,omitempty"`
+	DecisionP99   *float64 `json:"decisionP99Seconds,omitempty"`
+	PendingAgeP50 *float64 `json:"pendingAgeP50Seconds,omitempty"`
+	PendingAgeP99 *float64 `json:"pendingAgeP99Seconds,omitempty"`
+}

@@ -643,23 +643,9 @@ type DecidedSnapshot struct {
 	Batch      []Interrupt
 }
 
-// ReportRow is one group of the interrupt report. Percentiles are seconds,
-// absent when no interrupt of the group qualifies.
-type ReportRow struct {
-	Key           string   `json:"key"`
-	Total         int64    `json:"total"`
-	Pending       int64    `json:"pending"`
-	Resolved      int64    `json:"resolved"`
-	Expired       int64    `json:"expired"`
-	Cancelled     int64    `json:"cancelled"`
-	Approved      int64    `json:"approved"`
-	Denied        int64    `json:"denied"`
-	DecisionP50   *float64 `json:"decisionP50Seconds,omitempty"`
-	DecisionP90   *float64 `json:"decisionP90Seconds,omitempty"`
-	DecisionP99   *float64 `json:"decisionP99Seconds,omitempty"`
-	PendingAgeP50 *float64 `json:"pendingAgeP50Seconds,omitempty"`
-	PendingAgeP99 *float64 `json:"pendingAgeP99Seconds,omitempty"`
-}
+// ReportRow is one group of the interrupt report (the wire type: the Go
+// client reads the same).
+type ReportRow = protocol.ReportRow
 
 // TenantAgentStore keeps the agents tenants define: one row per agent and
 // an immutable row per version of its definition.
