@@ -13,11 +13,9 @@ import (
 
 	"github.com/holdpoint/holdpoint/client"
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 func TestMain(m *testing.M) {
@@ -45,46 +43,22 @@ type testServer struct {
 
 func newServer(t *testing.T) *testServer {
 	t.Helper()
-	ctx := context.Background()
-	url := testdb.URL(t)
-	pool, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := pgstore.New(pool)
-	t.Cleanup(store.Close)
-
-	log := testlog.Logger(t)
-	rt := service.NewRuntime(store, service.Options{Logger: log})
-	if err := demo.Register(rt, demo.NewModel()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("runtime shutdown: %v", err)
-		}
-	})
-	acc := service.NewTenants(store)
-	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
 	s := &testServer{}
-	if s.adminKey, _, err = acc.CreateKey(ctx, "acme", service.RoleAdmin, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	if s.clientKey, _, err = acc.CreateKey(ctx, "acme", service.RoleClient, "backend"); err != nil {
-		t.Fatal(err)
-	}
+	env := servicetest.New(t, servicetest.Options{
+		Register: func(rt *service.Runtime) error { return demo.Register(rt, demo.NewModel()) },
+		Tenant:   "acme",
+		Events:   true,
+		HTTP:     &httpapi.Options{},
+		Wrap:     s.watchEvents,
+	})
+	s.srv, s.adminKey, s.clientKey = env.Server, env.AdminKey, env.ClientKey
+	return s
+}
 
-	bg, stop := context.WithCancel(context.Background())
-	var workers sync.WaitGroup
-	hub := service.NewEventHub(store, log)
-	workers.Go(func() { hub.Run(bg) })
-	api := httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: hub})
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// watchEvents records the Last-Event-ID of each event stream and, while
+// eventsDown is set, refuses the stream as a restarting server would.
+func (s *testServer) watchEvents(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/events" {
 			s.mu.Lock()
 			s.lastEventIDs = append(s.lastEventIDs, r.Header.Get("Last-Event-ID"))
@@ -98,12 +72,7 @@ func newServer(t *testing.T) *testServer {
 			}
 		}
 		api.ServeHTTP(w, r)
-	}))
-	t.Cleanup(s.srv.Close)
-	// Runs first: stopping the hub ends the event streams, which
-	// srv.Close would otherwise wait for.
-	t.Cleanup(func() { stop(); workers.Wait() })
-	return s
+	})
 }
 
 // client returns a client of the server with the admin key and opts.

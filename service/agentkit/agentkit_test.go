@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentkit"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 type recursive struct {
@@ -124,16 +122,7 @@ func (scripted) Generate(_ context.Context, req *service.ModelRequest, _ func(se
 // restart tells Run how it was resumed; SessionOf reaches the session.
 func TestTypedToolInTheRuntime(t *testing.T) {
 	t.Parallel()
-	url := testdb.URL(t)
-	pool, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := pgstore.New(pool)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(pool.Close)
-	t.Cleanup(store.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	rt := servicetest.New(t, servicetest.Options{}).Runtime
 
 	var runs atomic.Int32
 	def := agentkit.Agent{Name: "typed", Model: "scripted", Tools: []agentkit.ToolDef{agentkit.Tool[Transfer, Receipt]{

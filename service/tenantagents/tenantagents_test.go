@@ -19,8 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
@@ -74,17 +74,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := pgstore.New(app)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	admin := testdb.OwnerPool(t, url)
-	t.Cleanup(app.Close)
-	t.Cleanup(store.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	te := servicetest.New(t, servicetest.Options{})
+	rt, store := te.Runtime, te.Store
+	admin := testdb.OwnerPool(t, te.URL)
 	m := &tenantagents.Manager{Store: store, Runtime: rt, Models: models{}, AllowLoopback: true,
 		Client: httptool.Client{Backoff: 10 * time.Millisecond}}
 	rt.SetTenantAgents(m)
