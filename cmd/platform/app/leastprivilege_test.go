@@ -80,7 +80,7 @@ func emptyDatabase(t *testing.T, admin *pgxpool.Pool, owner string) string {
 
 // createLoginRole creates a login role with the given attributes (e.g.
 // "BYPASSRLS"), a member of holdpoint_app if member is set, like the
-// README's holdpoint_server. Roles are cluster-wide, so its name is unique,
+// holdpoint_server of docs/security.md. Roles are cluster-wide, so its name is unique,
 // and it is dropped when the test ends; what it owns in admin's database
 // goes back to admin's user.
 func createLoginRole(t *testing.T, admin *pgxpool.Pool, attrs string, member bool) string {
@@ -167,7 +167,7 @@ func (s *serveProcess) invoke(t *testing.T, key string, init service.AgentInit, 
 	return r.Result
 }
 
-// approve runs the README's approval cycle for tenant key: ask for a
+// approve runs the approval cycle of the README for tenant key: ask for a
 // transfer, get the userApproval interrupt, approve it. It returns the ids
 // of the two snapshots.
 func approve(t *testing.T, s *serveProcess, key string) (first, second string) {
