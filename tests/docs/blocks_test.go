@@ -40,6 +40,8 @@ func (b block) langName() string {
 //	                   block, compared with what it printed
 //	file (name)        written to name in the page's working directory
 //	serve              a shell block that starts the page's server
+//	synopsis           platform command lines, checked against the
+//	                   binary's help: commands, subcommands and flags
 type marker struct {
 	kind, arg string
 }
@@ -50,7 +52,7 @@ var (
 )
 
 // markerKinds says which kinds need an argument.
-var markerKinds = map[string]bool{"skip": true, "fragment": true, "output": false, "file": true, "serve": false}
+var markerKinds = map[string]bool{"skip": true, "fragment": true, "output": false, "file": true, "serve": false, "synopsis": false}
 
 // pages lists README.md and docs/*.md, as paths from the root.
 func pages(t *testing.T) []string {
@@ -88,7 +90,7 @@ func readBlocks(t *testing.T, page string) []block {
 			}
 			needsArg, known := markerKinds[m[1]]
 			if !known || needsArg != (m[2] != "") {
-				t.Fatalf("%s:%d: marker %q: kinds are skip (reason), fragment (what), output, file (name), serve", page, i+1, trimmed)
+				t.Fatalf("%s:%d: marker %q: kinds are skip (reason), fragment (what), output, file (name), serve, synopsis", page, i+1, trimmed)
 			}
 			pending, pendingLine = &marker{kind: m[1], arg: m[2]}, i+1
 			continue

@@ -49,7 +49,8 @@ func (c *tally) skip(b block, reason string) {
 // them printed, .prompt files parse as `platform agents apply` reads them,
 // configuration files load as `platform serve --config` reads them, JSON is
 // valid, Go programs build and Go fragments parse, SQL runs on a migrated
-// database, JavaScript passes `node --check`. A block it cannot check
+// database, JavaScript passes `node --check` (and a program that talks to
+// the server runs, with the compat suite's Genkit client). A block it cannot check
 // fails unless a marker says why it is skipped.
 func TestDocsBlocks(t *testing.T) {
 	c := &tally{checked: map[string]int{}, skipped: map[string]map[string]int{}}
@@ -105,6 +106,11 @@ func checkBlock(t *testing.T, p *pageRun, c *tally, b block) {
 		p.serve(b, b.text)
 		c.check(b)
 		return
+	case "synopsis":
+		checkSynopsis(t, b)
+		p.ran = false
+		c.check(b)
+		return
 	case "output":
 		if !p.ran {
 			c.skip(b, "output of a skipped block")
@@ -140,6 +146,9 @@ func checkBlock(t *testing.T, p *pageRun, c *tally, b block) {
 		}
 		if out, err := exec.Command("node", "--check", f).CombinedOutput(); err != nil {
 			t.Errorf("%s: node --check: %v\n%s", b, err, out)
+		}
+		if strings.Contains(b.text, defaultAddr) {
+			p.node(b)
 		}
 	default:
 		t.Errorf("%s: no check for this language: mark it (<!-- docs-test: skip (reason) -->, or output after a shell block)", b)

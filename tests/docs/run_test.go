@@ -197,6 +197,45 @@ func (p *pageRun) shell(b block) {
 	p.out, p.ran = stdout.String(), true
 }
 
+// node runs a JavaScript program that talks to the server with the
+// Genkit JS client of tests/compat (make test installs it first); without
+// that client installed it is only checked, and its output block is
+// skipped.
+func (p *pageRun) node(b block) {
+	t := p.t
+	t.Helper()
+	p.ran = false
+	modules, err := filepath.Abs(filepath.Join(root, "tests", "compat", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(modules, "genkit")); err != nil {
+		t.Logf("%s: checked, not run: the Genkit JS client is not installed (tests/compat/install.sh)", b)
+		return
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "block.mjs")
+	if err := os.WriteFile(prog, []byte(p.substitute(b.text)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p.srv == nil {
+		p.serve(b, "platform serve --dev --log-level warn")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", prog)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: node: %v\nstdout:\n%s\nstderr:\n%s", b, err, stdout.String(), stderr.String())
+	}
+	p.out, p.ran = stdout.String(), true
+}
+
 // serve starts the page's server with the shell command command (a serve
 // block's, or platform serve --dev) and waits until it is ready. It is
 // stopped with SIGTERM when the test ends.
