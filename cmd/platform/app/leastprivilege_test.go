@@ -80,9 +80,9 @@ func emptyDatabase(t *testing.T, admin *pgxpool.Pool, owner string) string {
 
 // createLoginRole creates a login role with the given attributes (e.g.
 // "BYPASSRLS"), a member of holdpoint_app if member is set, like the
-// holdpoint_server of docs/security.md. Roles are cluster-wide, so its name is unique,
-// and it is dropped when the test ends; what it owns in admin's database
-// goes back to admin's user.
+// holdpoint_server of docs/security.md. Roles are cluster-wide, so its name
+// is unique, and it is dropped when the test ends; what it owns in admin's
+// database goes back to admin's user.
 func createLoginRole(t *testing.T, admin *pgxpool.Pool, attrs string, member bool) string {
 	t.Helper()
 	ctx := context.Background()
@@ -196,13 +196,14 @@ func approve(t *testing.T, s *serveProcess, key string) (first, second string) {
 	return out.SnapshotID, done.SnapshotID
 }
 
-// TestServeAsLoginRole follows "Running with least privilege": an owner
-// that is no superuser migrates its database; a login role that is only a
-// member of holdpoint_app creates tenants and keys and serves with
-// --migrate=false, without the start-up warning; a turn pauses on its
-// interrupt and is approved over HTTP, and the rows are written. The login
-// role, connected directly, sees and changes only the tenant its
-// transaction names and cannot change the schema or the policies.
+// TestServeAsLoginRole follows "Running with least privilege" of
+// docs/security.md: an owner that is no superuser migrates its database; a
+// login role that is only a member of holdpoint_app creates tenants and
+// keys and serves with --migrate=false, without the start-up warning; a
+// turn pauses on its interrupt and is approved over HTTP, and the rows are
+// written. The login role, connected directly, sees and changes only the
+// tenant its transaction names and cannot change the schema or the
+// policies.
 func TestServeAsLoginRole(t *testing.T) {
 	t.Parallel()
 	admin := connect(t, testdb.URL(t))
