@@ -143,7 +143,13 @@ func (p *pageRun) ownerPool() *pgxpool.Pool {
 // platform binary on PATH, the page's database and address, and Go
 // working offline from the module cache.
 func (p *pageRun) env() []string {
-	return append(os.Environ(),
+	env := os.Environ()
+	if u, err := url.Parse(cmpOr(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL)); err == nil {
+		if pw, ok := u.User.Password(); ok {
+			env = append(env, "PGPASSWORD="+pw) // for createdb and psql
+		}
+	}
+	return append(env,
 		"PATH="+platformBin(p.t)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"DATABASE_URL="+p.database(),
 		"HOLDPOINT_ADDR="+p.addr,
