@@ -2,6 +2,7 @@ package docs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -102,7 +103,7 @@ func (p *pageRun) database() string {
 		p.dbURL = testdb.URL(p.t)
 		return p.dbURL
 	}
-	admin := cmpOr(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL)
+	admin := cmp.Or(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL)
 	u, err := url.Parse(admin)
 	if err != nil {
 		p.t.Fatalf("DATABASE_URL: %v", err)
@@ -111,7 +112,7 @@ func (p *pageRun) database() string {
 	own := *u
 	own.Path = "/" + name
 	p.dbURL = own.String()
-	args := []string{"-h", u.Hostname(), "-p", cmpOr(u.Port(), "5432"), "-U", u.User.Username()}
+	args := []string{"-h", u.Hostname(), "-p", cmp.Or(u.Port(), "5432"), "-U", u.User.Username()}
 	// The page shows a local server trusting user postgres; the test's runs
 	// where DATABASE_URL says, under a name dropped when the test ends.
 	p.subs = append(p.subs,
@@ -144,7 +145,7 @@ func (p *pageRun) ownerPool() *pgxpool.Pool {
 // working offline from the module cache.
 func (p *pageRun) env() []string {
 	env := os.Environ()
-	if u, err := url.Parse(cmpOr(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL)); err == nil {
+	if u, err := url.Parse(cmp.Or(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL)); err == nil {
 		if pw, ok := u.User.Password(); ok {
 			env = append(env, "PGPASSWORD="+pw) // for createdb and psql
 		}
@@ -323,6 +324,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freeAddr returns a loopback address no one listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -333,14 +335,8 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// shellQuote quotes s for bash.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
 
 // outputPattern reads an output block as a pattern: ids and other tokens of
 // eight or more letters and digits that contain a digit stand for any such

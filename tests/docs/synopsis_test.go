@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,7 +53,7 @@ func checkSynopsis(t *testing.T, b block) {
 			subs := strings.Split(words[2], "|")
 			listed := strings.FieldsFunc(strings.Fields(helpLine)[2], func(r rune) bool { return r == '|' })
 			for _, s := range subs {
-				if !contains(listed, s) {
+				if !slices.Contains(listed, s) {
 					t.Errorf("%s: platform %s has no subcommand %s (platform help: %s)", b, cmd, s, strings.TrimSpace(helpLine))
 				}
 			}
@@ -74,13 +75,4 @@ func checkSynopsis(t *testing.T, b block) {
 			}
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
 }
