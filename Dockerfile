@@ -1,4 +1,4 @@
-# The platform binary in a small image. Built by compose.yaml; see README.
+# The platform binary in a small image. Built by compose.yaml; see docs/development.md.
 
 FROM golang:1.26 AS build
 WORKDIR /src

@@ -1149,17 +1149,17 @@ func TestInboxBadInput(t *testing.T) {
 	errorOf(t, s.call(t, http.MethodPost, mine+"/respond", approve), http.StatusConflict, service.CodeAborted)
 }
 
-// readmeQueries returns the SQL examples of the README's section on
-// interrupts, without the one that shows how to set the tenant.
+// readmeQueries returns the SQL examples of docs/approvals.md's section on
+// the inbox and reporting, without the one that shows how to set the tenant.
 func readmeQueries(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/approvals.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Approvals inbox and reporting\n")
+	_, section, ok := strings.Cut(string(page), "\n## Approvals inbox and reporting\n")
 	if !ok {
-		t.Fatal("README.md has no section \"Approvals inbox and reporting\"")
+		t.Fatal("docs/approvals.md has no section \"Approvals inbox and reporting\"")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var out []string
@@ -1170,14 +1170,14 @@ func readmeQueries(t *testing.T) []string {
 		}
 	}
 	if len(out) < 5 {
-		t.Fatalf("README.md shows %d example queries, want 5", len(out))
+		t.Fatalf("docs/approvals.md shows %d example queries, want 5", len(out))
 	}
 	return out
 }
 
-// TestReadmeQueries runs the README's example queries over data that
-// gives each of them rows: as a superuser, and as the application role with
-// the tenant set, as the README says.
+// TestReadmeQueries runs the example queries of docs/approvals.md over
+// data that gives each of them rows: as a superuser, and as the application
+// role with the tenant set, as the page says.
 func TestReadmeQueries(t *testing.T) {
 	t.Parallel()
 	s := newInboxServer(t, inboxConfig{agents: []*service.Agent{askingAgent("expires", []string{"a"}, time.Millisecond, nil)}})

@@ -348,22 +348,23 @@ func TestRefundIsAConfirmation(t *testing.T) {
 	}
 }
 
-// readmeVotesQuery is the README's query of who approved what, with whom.
+// readmeVotesQuery is the query of docs/approvals.md ("Approval policies")
+// of who approved what, with whom.
 func readmeVotesQuery(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/approvals.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, query, ok := strings.Cut(string(readme), "```sql\n-- Who approved what, with whom")
+	_, query, ok := strings.Cut(string(page), "```sql\n-- Who approved what, with whom")
 	if !ok {
-		t.Fatal("README.md has no query of who approved what")
+		t.Fatal("docs/approvals.md has no query of who approved what")
 	}
 	query, _, _ = strings.Cut(query, "```")
 	return "-- Who approved what, with whom" + query
 }
 
-// votesRow is one row of the README's votes query.
+// votesRow is one row of the votes query of docs/approvals.md.
 type votesRow struct {
 	tool, requestedBy, status  string
 	asked, editedTo            []byte
@@ -371,7 +372,7 @@ type votesRow struct {
 	resolved                   bool
 }
 
-// TestReadmeVotesQuery runs the README's query over votes: an approval
+// TestReadmeVotesQuery runs the votes query of docs/approvals.md: an approval
 // with an edit, then a second approval; an approval, then a denial; as the
 // tables' owner and as the application role with the tenant set.
 func TestReadmeVotesQuery(t *testing.T) {
@@ -401,7 +402,7 @@ func TestReadmeVotesQuery(t *testing.T) {
 		}
 		rows, err := tx.Query(ctx, query)
 		if err != nil {
-			t.Fatalf("the README's votes query: %v", err)
+			t.Fatalf("the votes query of docs/approvals.md: %v", err)
 		}
 		defer rows.Close()
 		out := map[string]votesRow{}

@@ -42,7 +42,7 @@ type Error struct {
 }
 
 // RetryAdvice is the machine-readable "what to do now" of a failed resume
-// or decision (the README's "When is a retry safe").
+// or decision (docs/durability.md, "When is a retry safe").
 type RetryAdvice struct {
 	// DecisionRecorded says the decision is stored: it will be carried
 	// out (or was), whatever happens to this request.
@@ -127,7 +127,7 @@ var ErrUnavailable = errors.New("database unavailable")
 const UnavailableRetryAfter = 5 * time.Second
 
 // UnavailableMessage is the public text of every database outage. It
-// promises only what holds for every request (see the README's "Database
+// promises only what holds for every request (see docs/durability.md, "Database
 // outages"): the request may be sent again.
 const UnavailableMessage = "the database is unavailable; the request can be retried after the Retry-After delay"
 

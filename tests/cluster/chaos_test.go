@@ -138,8 +138,9 @@ func (r *chaosReceiver) executions(ref string) []delivery {
 
 // idempotentReceiver says whether a call repeated with the same
 // Idempotency-Key counts as executed once (HOLDPOINT_CHAOS_IDEMPOTENT_RECEIVER=1:
-// the receiver the README asks for, which answers a repeat from its first
-// answer) or, by default, as duplicated: the repeat reached the receiver.
+// the receiver docs/durability.md asks for, which answers a repeat from its
+// first answer) or, by default, as duplicated: the repeat reached the
+// receiver.
 func idempotentReceiver() bool { return os.Getenv("HOLDPOINT_CHAOS_IDEMPOTENT_RECEIVER") == "1" }
 
 // sameKey reports whether every delivery carried the first one's key.

@@ -155,7 +155,7 @@ func TestEdgeFlags(t *testing.T) {
 	if err := p.Set(" 10.0.0.5, fd00::/8,::1,192.168.0.0/16 "); err != nil || p.String() != "10.0.0.5/32,fd00::/8,::1/128,192.168.0.0/16" {
 		t.Errorf("--trusted-proxies parsed to %q (%v)", p.String(), err)
 	}
-	// The defaults the README documents.
+	// The defaults docs/security.md documents.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var a accessConfig
 	a.register(fs)

@@ -80,9 +80,9 @@ func emptyDatabase(t *testing.T, admin *pgxpool.Pool, owner string) string {
 
 // createLoginRole creates a login role with the given attributes (e.g.
 // "BYPASSRLS"), a member of holdpoint_app if member is set, like the
-// README's holdpoint_server. Roles are cluster-wide, so its name is unique,
-// and it is dropped when the test ends; what it owns in admin's database
-// goes back to admin's user.
+// holdpoint_server of docs/security.md. Roles are cluster-wide, so its name
+// is unique, and it is dropped when the test ends; what it owns in admin's
+// database goes back to admin's user.
 func createLoginRole(t *testing.T, admin *pgxpool.Pool, attrs string, member bool) string {
 	t.Helper()
 	ctx := context.Background()
@@ -167,7 +167,7 @@ func (s *serveProcess) invoke(t *testing.T, key string, init service.AgentInit, 
 	return r.Result
 }
 
-// approve runs the README's approval cycle for tenant key: ask for a
+// approve runs the approval cycle of the README for tenant key: ask for a
 // transfer, get the userApproval interrupt, approve it. It returns the ids
 // of the two snapshots.
 func approve(t *testing.T, s *serveProcess, key string) (first, second string) {
@@ -196,13 +196,14 @@ func approve(t *testing.T, s *serveProcess, key string) (first, second string) {
 	return out.SnapshotID, done.SnapshotID
 }
 
-// TestServeAsLoginRole follows "Running with least privilege": an owner
-// that is no superuser migrates its database; a login role that is only a
-// member of holdpoint_app creates tenants and keys and serves with
-// --migrate=false, without the start-up warning; a turn pauses on its
-// interrupt and is approved over HTTP, and the rows are written. The login
-// role, connected directly, sees and changes only the tenant its
-// transaction names and cannot change the schema or the policies.
+// TestServeAsLoginRole follows "Running with least privilege" of
+// docs/security.md: an owner that is no superuser migrates its database; a
+// login role that is only a member of holdpoint_app creates tenants and
+// keys and serves with --migrate=false, without the start-up warning; a
+// turn pauses on its interrupt and is approved over HTTP, and the rows are
+// written. The login role, connected directly, sees and changes only the
+// tenant its transaction names and cannot change the schema or the
+// policies.
 func TestServeAsLoginRole(t *testing.T) {
 	t.Parallel()
 	admin := connect(t, testdb.URL(t))

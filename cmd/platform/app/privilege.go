@@ -21,7 +21,7 @@ const (
 )
 
 // leastPrivilegeAdvice ends the start-up warning: what to run serve as.
-const leastPrivilegeAdvice = `serve as a login role that is only a member of holdpoint_app (see "Running with least privilege" in the README)`
+const leastPrivilegeAdvice = `serve as a login role that is only a member of holdpoint_app (see "Running with least privilege" in docs/security.md)`
 
 // warnUnlessLeastPrivilege logs one warning when the role the server logged
 // in as is not held back by row-level security: the tenant wall is then
