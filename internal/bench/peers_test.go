@@ -61,7 +61,7 @@ func TestComparisonRows(t *testing.T) {
 	}}}
 	want := [][]string{
 		{"2x5", OursName, "200", "3/3", "2.00 ms", "8.00 ms", "200", "-"},
-		{"2x5", "steady", "50", "3/3", "-", "-", "-", "4.00x"},
+		{"2x5", "steady", "50.0", "3/3", "-", "-", "-", "4.00x"},
 		{"2x5", "flaky", "100", "2/3 (timed out after 1s)", "-", "-", "60", "2.00x"},
 		{"2x5", "broken", "failed: exit status 2: boom", "0/3", "-", "-", "-", "-"},
 	}

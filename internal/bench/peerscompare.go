@@ -126,7 +126,7 @@ func (cfg PeersConfig) runRound(ctx context.Context, round int, w Workload, peer
 		rs[i].Runs = append(rs[i].Runs, r)
 		figure := r.Failed
 		if figure == "" {
-			figure = fmt.Sprintf("%.0f cycles/s", r.CyclesPerSec)
+			figure = rate(r.CyclesPerSec) + " cycles/s"
 		}
 		fmt.Fprintf(cfg.Out, "round %d/%d, %s: %s %s\n", round+1, cfg.Rounds, w, rs[i].Name, figure)
 	}

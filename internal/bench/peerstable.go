@@ -98,7 +98,7 @@ func (r ComparisonRow) Cells() []string {
 	cps, rounds := "-", fmt.Sprintf("%d/%d", r.Measured, r.Rounds)
 	switch {
 	case r.Measured > 0:
-		cps = fmt.Sprintf("%.0f", r.CyclesPerSec)
+		cps = rate(r.CyclesPerSec)
 	case r.Failed != "":
 		cps = "failed: " + r.Failed
 	}
@@ -116,6 +116,14 @@ func (r ComparisonRow) Cells() []string {
 		ratio = fmt.Sprintf("%.2fx", r.Ratio)
 	}
 	return []string{r.Workload.String(), r.Runtime, cps, rounds, p50, p99, bytes, ratio}
+}
+
+// rate is a cycles/s figure: a decimal below 100, where the peers are.
+func rate(x float64) string {
+	if x < 100 {
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.0f", x)
 }
 
 // PrintComparison writes the comparison table.
