@@ -139,6 +139,9 @@ func (b *benchRun) check(fs *flag.FlagSet) error {
 	if err := b.checkPeers(fs); err != nil {
 		return err
 	}
+	if c := b.cfg; c.CPUSplit < 0 || 2*c.CPUSplit > c.CPUSplitCycles {
+		return fmt.Errorf("--cpu-split %d: want at most half of --cpu-split-cycles (%d)", c.CPUSplit, c.CPUSplitCycles)
+	}
 	for _, on := range []bool{b.inbox, b.idleCfg.Sessions > 0, b.streamsCfg.Streams > 0, b.soakCfg.Duration > 0, b.peers != nil} {
 		if on {
 			kinds++
