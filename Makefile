@@ -31,7 +31,7 @@ help:
 	@echo "make generate  regenerate db/ from queries/ with sqlc, and db/schema.sql (the migrated schema) with pg_dump"
 	@echo "make build     build bin/platform"
 	@echo "make fuzz      run each fuzzer for FUZZTIME (default 10m), one after the other"
-	@echo "make bench     measure the approval cycle (in-process, over HTTP, with webhooks, with the database a round trip away), the inbox at scale, idle sessions and event streams; writes bench-results.md"
+	@echo "make bench     measure the approval cycle (first beside the peers of PEERS, default ../shared/peers, alternated: ratios; then in-process, over HTTP, with webhooks, with the database a round trip away), the inbox at scale, idle sessions and event streams; writes bench-results.md"
 	@echo "make soak      hold half the peak cycle rate for SOAK (default 10m), a line a minute; appends to bench-results.md"
 
 # The server migrates its database at start-up but does not create it, so
@@ -116,10 +116,22 @@ fuzz:
 BENCH_RESULTS ?= bench-results.md
 SOAK ?= 10m
 SOAK_RATE ?= 0.5
+# make bench first runs the approval cycle beside the peer runtimes of
+# PEERS (a folder with the peers' scripts; see its README), prepared by
+# scripts/peers.sh in the writable PEERS_DIR (npm install and the Genkit Go
+# peer's build happen once). Without PEERS the platform runs alone there.
+# PEERS_FLAGS goes to that step (--rounds 3, --peer-workloads 8x20,1x60,
+# --peer-timeout 5m).
+PEERS ?= ../shared/peers
+PEERS_DIR ?= bin/.peers
+PEERS_FLAGS ?=
+
 bench:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
 	$(GO) build -tags bench -o bin/platform-bench ./cmd/platform; \
 	md="--markdown $(BENCH_RESULTS)"; rm -f $(BENCH_RESULTS); \
+	GO="$(GO)" scripts/peers.sh "$(PEERS)" "$(PEERS_DIR)"; \
+	bin/platform-bench bench --peers "$(PEERS_DIR)" $$md $(PEERS_FLAGS); \
 	bin/platform-bench bench --mode inprocess --sessions 1 --cycles 200 --flat-cycles 200 --calibrate $$md $(BENCH_FLAGS); \
 	bin/platform-bench bench --mode inprocess --sessions 8 --cycles 60 $$md $(BENCH_FLAGS) | tail -n 1; \
 	bin/platform-bench bench --mode inprocess --sessions 32 --cycles 20 $$md $(BENCH_FLAGS) | tail -n 1; \

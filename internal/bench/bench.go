@@ -41,7 +41,12 @@ type Config struct {
 	// Flat additionally runs one long session of FlatCycles cycles and
 	// compares the bytes written by its first and last 20 cycles.
 	FlatCycles int
-	Out        io.Writer
+	// CPUSplit additionally runs one long session of CPUSplitCycles
+	// cycles (default 2000) and prints the CPU per cycle of its first and
+	// last CPUSplit cycles.
+	CPUSplit       int
+	CPUSplitCycles int
+	Out            io.Writer
 	// Webhooks adds webhook endpoints and a dispatcher to the run.
 	Webhooks WebhookConfig
 	// Prune seeds prunable rows, and prunes them during the run.
@@ -123,10 +128,16 @@ type Result struct {
 	Errors        int64
 	FlatFirst     float64 // row bytes per cycle, cycles 1-20 of the long session
 	FlatLast      float64 // same, last 20 cycles
+	// CPUSplit is the long session's first and last cycles' cost
+	// (Config.CPUSplit; nil without).
+	CPUSplit *CPUSplit
 	// FirstTurns is the latencies of the server's first turns, in the
 	// order they ran: the warm-up's, then the run's first to end. A cold
 	// start shows here; the percentiles cover the measured turns only.
 	FirstTurns []time.Duration
+	// RestP50 and RestMax are the latencies of the measured turns after
+	// those in FirstTurns, to set a cold start beside the warm turns.
+	RestP50, RestMax time.Duration
 	// Extras names what the run added to the plain cycle (webhook, early
 	// claims, prune), for the markdown row.
 	Extras []string
@@ -452,13 +463,23 @@ func (r *run) sessions(ctx context.Context, res *Result) []timedTurn {
 func (res *Result) setLatencies(turns []timedTurn, warmup []time.Duration) {
 	slices.SortFunc(turns, func(a, b timedTurn) int { return a.end.Compare(b.end) })
 	first := slices.Clone(warmup)
+	taken := 0
 	for _, t := range turns {
 		if len(first) >= firstTurns {
 			break
 		}
 		first = append(first, t.d)
+		taken++
 	}
 	res.FirstTurns = first[:min(len(first), firstTurns)]
+	if rest := turns[taken:]; len(rest) > 0 {
+		d := make([]time.Duration, len(rest))
+		for i, t := range rest {
+			d[i] = t.d
+		}
+		slices.Sort(d)
+		res.RestP50, res.RestMax = d[len(d)/2], d[len(d)-1]
+	}
 	lat := make([]time.Duration, len(turns))
 	for i, t := range turns {
 		lat[i] = t.d
@@ -476,6 +497,15 @@ func (r *run) report(ctx context.Context, res *Result) error {
 	var err error
 	if r.cfg.FlatCycles > 0 {
 		if res.FlatFirst, res.FlatLast, err = flatness(ctx, r.admin, r.cycle, r.cfg.FlatCycles); err != nil {
+			return err
+		}
+	}
+	if r.cfg.CPUSplit > 0 {
+		cycles := r.cfg.CPUSplitCycles
+		if cycles <= 0 {
+			cycles = 2000
+		}
+		if res.CPUSplit, err = cpuSplit(ctx, r.cycle, cycles, r.cfg.CPUSplit); err != nil {
 			return err
 		}
 	}
@@ -503,8 +533,12 @@ func Print(w io.Writer, r *Result) {
 	// Before the table, whose last line (the figures) make bench keeps.
 	if len(r.FirstTurns) > 0 {
 		sorted := slices.Sorted(slices.Values(r.FirstTurns))
-		fmt.Fprintf(w, "first %d turns of the server (%d of them warm-up): p50 %s, max %s\n",
+		fmt.Fprintf(w, "first %d turns of the server (%d of them warm-up): p50 %s, max %s",
 			len(r.FirstTurns), min(len(r.FirstTurns), 2*warmupCycles), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]))
+		if r.RestMax > 0 {
+			fmt.Fprintf(w, "; the other turns: p50 %s, max %s", ms(r.RestP50), ms(r.RestMax))
+		}
+		fmt.Fprintln(w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tmachine CPU ms/cycle\tof ceiling\tpeak RSS\t")
@@ -521,6 +555,9 @@ func Print(w io.Writer, r *Result) {
 	if r.FlatFirst > 0 {
 		fmt.Fprintf(w, "row bytes per cycle of one long session: cycles 1-20 %.0f, last 20 %.0f (%+.1f%%)\n",
 			r.FlatFirst, r.FlatLast, 100*(r.FlatLast-r.FlatFirst)/r.FlatFirst)
+	}
+	if r.CPUSplit != nil {
+		r.CPUSplit.print(w)
 	}
 }
 

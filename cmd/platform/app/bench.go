@@ -33,6 +33,9 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ctx := context.Background()
+	if b.peers != nil {
+		return b.runPeers(ctx, stderr)
+	}
 	dbURL, drop, err := createBenchDatabase(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "platform bench:", err)
@@ -72,6 +75,7 @@ type benchRun struct {
 	idleCfg    bench.IdleConfig
 	streamsCfg bench.StreamsConfig
 	soakCfg    bench.SoakConfig
+	peers      *peersRun
 	dispatch   *bool
 	keep       bool
 	cpuProfile string
@@ -89,6 +93,8 @@ func benchFlags(stdout, stderr io.Writer) (*flag.FlagSet, *benchRun) {
 	fs.IntVar(&cfg.Sessions, "sessions", 32, "concurrent sessions (HTTP clients)")
 	fs.IntVar(&cfg.Cycles, "cycles", 20, "approval cycles per session")
 	fs.IntVar(&cfg.FlatCycles, "flat-cycles", 0, "also run one session of this many cycles and compare bytes written by its first and last 20")
+	fs.IntVar(&cfg.CPUSplit, "cpu-split", 0, "also run one session of --cpu-split-cycles cycles and print this process's CPU per cycle (and the machine's, and the wall time) over its first N and last N cycles")
+	fs.IntVar(&cfg.CPUSplitCycles, "cpu-split-cycles", 2000, "cycles of the long session of --cpu-split")
 	fs.BoolVar(&b.keep, "keep", false, "keep the benchmark database")
 	fs.BoolVar(&cfg.Stream, "stream", false, "with --mode http: streaming turns (Accept: text/event-stream), kept as durable streams")
 	fs.BoolVar(&cfg.EarlyClaims, "early-claims", false, "make every resume claim its interrupts before the model runs (serve --early-claims): one commit more per cycle")
@@ -107,6 +113,7 @@ func benchFlags(stdout, stderr io.Writer) (*flag.FlagSet, *benchRun) {
 	fs.DurationVar(&cfg.Prune.Pause, "prune-pause", 0, "least wait between prune batches (default: platform prune's)")
 	fs.Float64Var(&cfg.Prune.Share, "prune-share", 0, "the most of the wall time prune batches take (default: platform prune's)")
 	b.otherRunFlags(fs)
+	b.peersFlags(fs)
 	fs.StringVar(&b.markdown, "markdown", "", "also append the run's figures as a row of its kind's table to this markdown file (created with its title if absent)")
 	return fs, b
 }
@@ -129,13 +136,19 @@ func (b *benchRun) otherRunFlags(fs *flag.FlagSet) {
 func (b *benchRun) check(fs *flag.FlagSet) error {
 	b.cfg.Webhooks.NoDispatch = !*b.dispatch
 	kinds := 0
-	for _, on := range []bool{b.inbox, b.idleCfg.Sessions > 0, b.streamsCfg.Streams > 0, b.soakCfg.Duration > 0} {
+	if err := b.checkPeers(fs); err != nil {
+		return err
+	}
+	if c := b.cfg; c.CPUSplit < 0 || 2*c.CPUSplit > c.CPUSplitCycles {
+		return fmt.Errorf("--cpu-split %d: want at most half of --cpu-split-cycles (%d)", c.CPUSplit, c.CPUSplitCycles)
+	}
+	for _, on := range []bool{b.inbox, b.idleCfg.Sessions > 0, b.streamsCfg.Streams > 0, b.soakCfg.Duration > 0, b.peers != nil} {
 		if on {
 			kinds++
 		}
 	}
 	if kinds > 1 {
-		return errors.New("--inbox, --idle-sessions, --streams and --soak are runs of their own: give one at a time")
+		return errors.New("--inbox, --idle-sessions, --streams, --soak and --peers are runs of their own: give one at a time")
 	}
 	if b.soakCfg.Duration > 0 {
 		b.soakCfg.Mode = b.cfg.Mode
@@ -187,12 +200,19 @@ func startCPUProfile(path string) (stop func(), err error) {
 // createBenchDatabase creates and migrates a database of its own next to
 // DATABASE_URL's, and returns its URL and a function that drops it.
 func createBenchDatabase(ctx context.Context) (string, func(), error) {
+	return createDatabase(ctx, "holdpoint_bench", true)
+}
+
+// createDatabase creates a database named prefix_<time> on DATABASE_URL's
+// server, migrated or empty, and returns its URL and a function that
+// drops it.
+func createDatabase(ctx context.Context, prefix string, migrate bool) (string, func(), error) {
 	base := databaseURL()
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return "", nil, fmt.Errorf("connect to DATABASE_URL: %w", err)
 	}
-	name := fmt.Sprintf("holdpoint_bench_%d", time.Now().UnixNano())
+	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		admin.Close(ctx)
 		return "", nil, fmt.Errorf("create the benchmark database: %w", err)
@@ -208,6 +228,9 @@ func createBenchDatabase(ctx context.Context) (string, func(), error) {
 	}
 	u.Path = "/" + name
 	dbURL := u.String()
+	if !migrate {
+		return dbURL, drop, nil
+	}
 	owner, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		drop()

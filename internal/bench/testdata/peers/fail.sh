@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "connection refused" >&2
+exit 1
