@@ -53,6 +53,9 @@ var rules = []rule{
 	{patterns: foundation, forbidden: append(append([]string{module + "/service", module + "/service/pgstore/..."}, sql...), edge...)},
 	// The store implements the foundation's interfaces without the engine.
 	{patterns: storeLayer, forbidden: append([]string{module + "/service"}, edge...)},
+	// The user's binary ships no benchmark code: platform bench is built
+	// with -tags bench (make bench), and this test builds without it.
+	{patterns: []string{module + "/cmd/...", module + "/examples/..."}, forbidden: []string{module + "/internal/bench/..."}},
 	{
 		patterns:  []string{module + "/httpapi/..."},
 		forbidden: append([]string{module + "/service/pgstore/..."}, sql...),
