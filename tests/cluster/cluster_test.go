@@ -465,13 +465,13 @@ func checkHistories(t *testing.T, s *server, pool *pgxpool.Pool) int {
 func TestAbortThroughAnotherInstance(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	o := serverOpts{heartbeat: 5 * time.Second, heartbeatTimeout: 15 * time.Second}
+	gates := t.TempDir()
+	o := serverOpts{heartbeat: 5 * time.Second, heartbeatTimeout: 15 * time.Second, env: []string{demo.EnvStreamGates + "=" + gates}}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
 	pool := testdb.OwnerPool(t, url)
 
-	detachedAt := time.Now()
-	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement"), Detach: true})
+	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement gate g1"), Detach: true})
 	if out.FinishReason != service.FinishDetached || out.SnapshotID == "" {
 		t.Fatalf("detach answered %+v", out)
 	}
@@ -480,9 +480,12 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 	if n := count(t, pool, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", id); n != 1 {
 		t.Fatalf("%d job rows for the detached snapshot right after the answer, want 1", n)
 	}
-	// Let the statement (~4 s of streaming) get going on A, so the abort
+	// The statement is held half way on A (the demo's gate), so the abort
 	// cancels a turn in the middle of its model call.
-	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, "A's statement to stream half way", 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(gates, "g1.held"))
+		return err == nil
+	})
 
 	abortSent := time.Now()
 	ab := b.post("/abort", nil, map[string]string{"snapshotId": id})
@@ -513,9 +516,12 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Wait past the moment the statement would have ended on its own: the
-	// aborted work must not have written anything for the snapshot.
-	time.Sleep(time.Until(detachedAt.Add(5500 * time.Millisecond)))
+	// Open the gate, so a statement the abort had not stopped would
+	// stream on and end, and stop A (a graceful stop waits for its
+	// turns): the aborted work must not have written anything for the
+	// snapshot.
+	writeFile(t, filepath.Join(gates, "g1"), "")
+	a.stop(t)
 	if n := count(t, pool, "SELECT count(*) FROM messages WHERE snapshot_id = $1", id); n != 0 {
 		t.Errorf("%d messages written for the aborted snapshot", n)
 	}
