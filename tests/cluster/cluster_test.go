@@ -718,7 +718,9 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 	url := testdb.URL(t)
 	// A 10 s heartbeat timeout: B could take the detached turn over early
 	// only through the hand-back, never because A looked dead under load.
-	o := serverOpts{heartbeat: time.Second, heartbeatTimeout: 10 * time.Second, grace: 15 * time.Second}
+	gates := t.TempDir()
+	o := serverOpts{heartbeat: time.Second, heartbeatTimeout: 10 * time.Second, grace: 15 * time.Second,
+		env: []string{demo.EnvStreamGates + "=" + gates}}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
 	pool := testdb.OwnerPool(t, url)
@@ -740,17 +742,35 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 		return r.ans
 	}
 
-	// Four slow statements (~4 s each) are running when the signal comes.
-	for range 4 {
-		wg.Go(func() { send("statement", "Prepare my yearly statement") })
+	// held waits until the demo holds the statements of gates half way;
+	// open lets them go on.
+	held := func(names ...string) {
+		for _, g := range names {
+			waitUntil(t, "statement "+g+" to stream half way", time.Minute, func() bool {
+				_, err := os.Stat(filepath.Join(gates, g+".held"))
+				return err == nil
+			})
+		}
 	}
-	time.Sleep(2 * time.Second)
-	// The detached turn starts late enough to outlive the synchronous ones,
-	// so it is still running when A stops its background work.
-	det := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement"), Detach: true})
+	open := func(names ...string) {
+		for _, g := range names {
+			writeFile(t, filepath.Join(gates, g), "")
+		}
+	}
+	// Four slow statements are running (held half way) when the signal
+	// comes.
+	statements := []string{"s1", "s2", "s3", "s4"}
+	for _, g := range statements {
+		wg.Go(func() { send("statement", "Prepare my yearly statement gate "+g) })
+	}
+	held(statements...)
+	// The detached turn is held until A has exited, so it is still
+	// running when A stops its background work.
+	det := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement gate d"), Detach: true})
 	if det.FinishReason != service.FinishDetached {
 		t.Fatalf("detach answered %+v", det)
 	}
+	held("d")
 	// 36 clients send transfer requests back to back until A stops
 	// answering.
 	stop := make(chan struct{})
@@ -768,13 +788,29 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The transfers run (two dozen answered) when the signal comes.
+	waitUntil(t, "two dozen transfers answered", time.Minute, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			if r.kind == "transfer" && r.out != nil && r.out.FinishReason == service.FinishInterrupted {
+				n++
+			}
+		}
+		return n >= 24
+	})
 
 	sigAt := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// Once A drains, the statements it accepted may end; the detached
+	// one may once A is gone (B restarts it, and its gate is open then).
+	waitUntil(t, "A to begin shutting down", time.Minute, func() bool { return a.logContains("shutting down") })
+	open(statements...)
 	code := a.exitCode(t, o.grace+10*time.Second)
+	open("d")
 	exited := time.Since(sigAt)
 	close(stop)
 	wg.Wait()
