@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 )
@@ -72,6 +74,9 @@ type server struct {
 	logPath string
 	done    chan struct{} // closed once the process has exited
 	exitErr error         // valid after done
+	// gates is the server's HOLDPOINT_DEMO_STREAM_GATES directory: the
+	// test's own (serverOpts.env) or one of the server's.
+	gates string
 }
 
 // serverOpts are the knobs a test turns; zero values take the defaults of
@@ -138,6 +143,15 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 	}
 	args = append(args, o.args...)
 	s := &server{name: name, base: "http://" + addr, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	for _, kv := range o.env {
+		if v, ok := strings.CutPrefix(kv, demo.EnvStreamGates+"="); ok {
+			s.gates = v
+		}
+	}
+	if s.gates == "" {
+		s.gates = t.TempDir()
+		o.env = append(slices.Clip(o.env), demo.EnvStreamGates+"="+s.gates)
+	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +198,24 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 		if time.Now().After(deadline) {
 			t.Fatalf("server %s was not ready within a minute", name)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// held waits until the demo model on s holds the statement of gate name
+// half way (it wrote <name>.held in s.gates).
+func (s *server) held(t *testing.T, name string) {
+	t.Helper()
+	waitUntil(t, "statement "+name+" on "+s.name+" to stream half way", time.Minute, func() bool {
+		_, err := os.Stat(filepath.Join(s.gates, name+".held"))
+		return err == nil
+	})
+}
+
+// open opens the gate name of s: the statements it holds go on.
+func (s *server) open(t *testing.T, name string) {
+	t.Helper()
+	writeFile(t, filepath.Join(s.gates, name), "")
 }
 
 // tail returns the last n lines of log.
@@ -384,14 +414,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 // returns how long it took.
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
+	return waitfor.Until(t, what, timeout, cond)
 }
 
 // ms formats a duration in milliseconds for the logged figures.
