@@ -28,6 +28,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -1191,9 +1192,17 @@ func TestReadmeQueries(t *testing.T) {
 	}
 	var out service.AgentOutput
 	resultOf(t, s.call(t, http.MethodPost, "/api/agents/expires", map[string]any{"data": userMessage("approve?")}), &out)
-	time.Sleep(10 * time.Millisecond)
-	if n, err := s.rt.SweepDeadlines(ctx); err != nil || n != 1 {
-		t.Fatalf("sweep: %d %v", n, err)
+	swept := 0 // the deadline (1 ms) falls due
+	waitfor.Until(t, "the deadline to fall due", 30*time.Second, func() bool {
+		n, err := s.rt.SweepDeadlines(ctx)
+		if err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		swept += n
+		return swept > 0
+	})
+	if swept != 1 {
+		t.Fatalf("swept %d deadlines, want 1", swept)
 	}
 
 	count := func(pool *pgxpool.Pool, tenant, query string) int {

@@ -138,7 +138,7 @@ func waitServing(t *testing.T, s *authServer, key string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no successful turn 30s after the database came back; last %d %s", r.status, r.body)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

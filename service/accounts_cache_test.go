@@ -117,6 +117,9 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	short := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 200 * time.Millisecond})
+	var clock atomic.Int64 // what short's cache reads as the time, as nanoseconds since now
+	now := time.Now()
+	service.SetKeyCacheClock(short, func() time.Time { return now.Add(time.Duration(clock.Load())) })
 	for _, a := range []*service.Tenants{acc, short} {
 		if _, err := a.Authenticate(ctx, plain2); err != nil {
 			t.Fatal(err)
@@ -128,7 +131,11 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 	if _, err := acc.Authenticate(ctx, plain2); err != nil {
 		t.Errorf("with an hour's hit TTL, a key revoked elsewhere is still served from the cache: %v", err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	clock.Store(int64(199 * time.Millisecond))
+	if _, err := short.Authenticate(ctx, plain2); err != nil {
+		t.Errorf("key revoked elsewhere, within the hit TTL: %v, want it served from the cache", err)
+	}
+	clock.Store(int64(200 * time.Millisecond))
 	if _, err := short.Authenticate(ctx, plain2); !errors.Is(err, service.ErrBadKey) {
 		t.Errorf("key revoked elsewhere, after the hit TTL: %v", err)
 	}

@@ -1,6 +1,9 @@
 package service
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Internals the external tests (package service_test, which may import
 // service/pgstore) reach.
@@ -33,4 +36,20 @@ func PlanResume(res *Resume, history []Message, a *Agent) error {
 // SignState is Runtime.signState.
 func (r *Runtime) SignState(ctx context.Context, c Caller, agent string, st SessionState) (string, error) {
 	return r.signState(ctx, c, agent, st)
+}
+
+// JobRounds is how many rounds the runtime's job runner has made.
+func JobRounds(r *Runtime) uint64 { return r.jobRounds.Load() }
+
+// AbortsHeard reports whether the runtime's abort listener is connected.
+func AbortsHeard(r *Runtime) bool { return r.abortsHeard.Load() }
+
+// SetTokenClock makes a mint user tokens stamped by now.
+func SetTokenClock(a *Tenants, now func() time.Time) { a.now = now }
+
+// SetKeyCacheClock makes a's key cache read the time from now.
+func SetKeyCacheClock(a *Tenants, now func() time.Time) {
+	a.keys.mu.Lock()
+	defer a.keys.mu.Unlock()
+	a.keys.now = now
 }

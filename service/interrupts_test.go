@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,6 +121,25 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	}
 }
 
+// sweepDue sweeps the deadlines until want of them were applied, as the
+// sweeper would once they fall due (the ones here are 50 ms away), and
+// fails if more were.
+func sweepDue(t *testing.T, rt *service.Runtime, want int) {
+	t.Helper()
+	applied := 0
+	waitFor(t, fmt.Sprintf("%d deadlines to fall due", want), 30*time.Second, func() bool {
+		n, err := rt.SweepDeadlines(context.Background())
+		if err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		applied += n
+		return applied >= want
+	})
+	if applied != want {
+		t.Fatalf("the sweeps applied %d deadlines, want %d", applied, want)
+	}
+}
+
 // TestDeadlineRespondResumes checks a deadline with a fixed answer resumes
 // the turn server-side; TestDeadlineExpireRejectsResume one that expires.
 func TestDeadlineRespondResumes(t *testing.T) {
@@ -128,11 +148,7 @@ func TestDeadlineRespondResumes(t *testing.T) {
 	ctx := context.Background()
 	paid := twoApprovalsAgent(t, rt, 50*time.Millisecond, &service.ExpireRespond{Output: json.RawMessage(`{"approved":false,"feedback":"timed out"}`)})
 	_, items := pausedInterrupts(t, rt, "s-deadline")
-	time.Sleep(100 * time.Millisecond)
-	n, err := rt.SweepDeadlines(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("sweep: %d %v", n, err)
-	}
+	sweepDue(t, rt, 2)
 	snap, err := rt.GetSnapshot(ctx, testCaller, "approver", service.SnapshotLookup{SessionID: "s-deadline"})
 	if err != nil {
 		t.Fatal(err)
@@ -159,10 +175,7 @@ func TestDeadlineExpireRejectsResume(t *testing.T) {
 	ctx := context.Background()
 	twoApprovalsAgent(t, rt, 50*time.Millisecond, nil)
 	paused, items := pausedInterrupts(t, rt, "s-expire")
-	time.Sleep(100 * time.Millisecond)
-	if n, err := rt.SweepDeadlines(ctx); err != nil || n != 2 {
-		t.Fatalf("sweep: %d %v", n, err)
-	}
+	sweepDue(t, rt, 2)
 	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{
 		{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "a", Output: json.RawMessage(`{"approved":true}`)}},
 		{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "b", Output: json.RawMessage(`{"approved":true}`)}},

@@ -59,6 +59,7 @@ func (r *Runtime) runJobs(ctx context.Context) {
 	for {
 		for !r.stopping.Load() && r.startNextJob(ctx) {
 		}
+		r.jobRounds.Add(1)
 		select {
 		case <-ctx.Done():
 			return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -95,16 +96,10 @@ func detachPay(t *testing.T, rt *service.Runtime) string {
 	return out.SnapshotID
 }
 
+// waitFor is waitfor.Until.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
+	return waitfor.Until(t, what, timeout, cond)
 }
 
 func snapshotStatus(t *testing.T, rt *service.Runtime, id string) string {
@@ -224,8 +219,8 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 	cancelled := make(chan time.Time, 1)
 	a := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidA, never, cancelled) })
 	b := startInstance(t, url, opts, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, never, nil) })
-	// Let A's listener connect before the abort.
-	time.Sleep(300 * time.Millisecond)
+	// A's listener connects before the abort.
+	waitFor(t, "A's abort listener to connect", 30*time.Second, func() bool { return service.AbortsHeard(a.rt) })
 	snap := detachPay(t, a.rt)
 	waitFor(t, "A to run the tool", 5*time.Second, func() bool { return paidA.Load() == 1 })
 	start := time.Now()
@@ -239,7 +234,9 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("A's turn was not cancelled")
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Nothing is written after: once A has stopped (Shutdown waits for
+	// its detached turns), the snapshot is as the abort left it.
+	a.stop()
 	snapAfter, err := b.rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: snap})
 	if err != nil || snapAfter.Status != service.StatusAborted || len(snapAfter.State.Messages) != 0 {
 		t.Fatalf("after abort: %v %+v", err, snapAfter)

@@ -113,10 +113,12 @@ func TestJobsWaitForReadiness(t *testing.T) {
 	close(release)
 	optsB := opts
 	optsB.Readiness = ready
-	startInstance(t, url, optsB, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
-	// The job runner looks every 20ms: over 30 of its rounds, the job
-	// stays with the dead instance.
-	time.Sleep(600 * time.Millisecond)
+	b := startInstance(t, url, optsB, func(rt *service.Runtime) { slowPayAgent(rt, &paidB, release, nil) })
+	// The job is claimable from the start (crashedAfterTool made its
+	// heartbeat an hour old), so a runner that asked would take it on its
+	// first round: over three rounds, the job stays with the dead instance.
+	from := service.JobRounds(b.rt)
+	waitFor(t, "three rounds of B's job runner", 30*time.Second, func() bool { return service.JobRounds(b.rt) >= from+3 })
 	owner := func() int {
 		return count(t, admin, `SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1 AND owner = 'dead-instance'`, snap)
 	}

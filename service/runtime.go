@@ -109,6 +109,10 @@ type Runtime struct {
 	// job runner when a slot frees, so a queued turn starts at once.
 	jobSlots chan struct{}
 	jobKick  chan struct{}
+	// jobRounds counts the job runner's rounds (each a look at the queue,
+	// or a decision not to look), so a test can wait for the runner to
+	// have looked instead of sleeping.
+	jobRounds atomic.Uint64
 	// memory returns the heap to the system after turns that held much.
 	memory memoryReturner
 }

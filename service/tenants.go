@@ -41,6 +41,9 @@ func (p *Principal) Actor() string {
 type Tenants struct {
 	store TenantStore
 	keys  *keyCache
+	// now stamps the tokens minted (nil: time.Now); a test sets it to
+	// mint in a later second without waiting for one.
+	now func() time.Time
 }
 
 // NewTenants returns the tenant manager over store, with the default

@@ -82,6 +82,9 @@ func (a *Tenants) MintUserToken(ctx context.Context, tenantID, userID string, tt
 	}
 	key := keys[0]
 	now := time.Now()
+	if a.now != nil {
+		now = a.now()
+	}
 	claims := userClaims{
 		TenantID: tenantID,
 		RegisteredClaims: jwt.RegisteredClaims{

@@ -28,7 +28,8 @@
 //     An invalid value makes those model calls fail with an error naming it.
 //   - HOLDPOINT_DEMO_STREAM_GATES=/path/dir: a statement request that says
 //     "gate <name>" ("Prepare my yearly statement gate g1") streams half of
-//     its 40 chunks, then waits (or until its context ends) for the file
-//     <name> to exist in that directory: a test can drop the stream while
-//     it is held and open the gate after, with no timing race.
+//     its 40 chunks, writes <name>.held in that directory, then waits (or
+//     until its context ends) for the file <name> to exist there: a test
+//     waits for <name>.held, drops the stream or aborts the turn while it
+//     is held, and opens the gate after, with no timing race.
 package demo

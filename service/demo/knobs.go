@@ -22,21 +22,26 @@ const (
 	// denied for the human (DefaultApprovalDeadline when unset).
 	EnvApprovalDeadline = "HOLDPOINT_DEMO_APPROVAL_DEADLINE"
 	// EnvStreamGates names a directory: a statement request that says
-	// "gate <name>" streams half its chunks, then waits until the file
-	// <name> exists there, so a test can drop the stream mid-way.
+	// "gate <name>" streams half its chunks, writes the file <name>.held
+	// there (the stream is held: a test waits for it instead of for a
+	// time), then waits until the file <name> exists there, so a test can
+	// drop the stream or abort the turn mid-way.
 	EnvStreamGates = "HOLDPOINT_DEMO_STREAM_GATES"
 )
 
 // gateRE finds the gate a statement request names.
 var gateRE = regexp.MustCompile(`\bgate ([a-z0-9-]{1,64})\b`)
 
-// waitGate holds a gated stream until the gate's file exists in the
-// HOLDPOINT_DEMO_STREAM_GATES directory (at once when that is not set),
-// or ctx ends.
+// waitGate marks a gated stream held (the file <name>.held) and holds it
+// until the gate's file exists in the HOLDPOINT_DEMO_STREAM_GATES
+// directory (at once when that is not set), or ctx ends.
 func waitGate(ctx context.Context, name string) error {
 	dir := os.Getenv(EnvStreamGates)
 	if dir == "" {
 		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".held"), nil, 0o644); err != nil {
+		return err
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()

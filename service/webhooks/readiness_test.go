@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -24,11 +25,7 @@ func TestNotReadyDispatcherLeasesNothing(t *testing.T) {
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	// Each round asks; ten rounds after the event, nothing went out.
 	from := asked.Load()
-	for deadline := time.Now().Add(20 * time.Second); asked.Load() < from+10; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the dispatcher asked for readiness %d times in 20s", asked.Load()-from)
-		}
-	}
+	waitfor.Until(t, "ten rounds of the dispatcher", 30*time.Second, func() bool { return asked.Load() >= from+10 })
 	if n := r.count(); n != 0 {
 		t.Fatalf("a dispatcher that is not ready delivered %d webhooks", n)
 	}

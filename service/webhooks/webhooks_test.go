@@ -21,6 +21,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
@@ -35,6 +36,7 @@ type env struct {
 	url   string
 	rt    *service.Runtime
 	store *pgstore.PgStore
+	watch *watchedStore // the dispatchers' store
 	m     *webhooks.Manager
 	ids   *service.EventIDs
 	acme  service.Caller
@@ -63,7 +65,7 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	return &env{
-		t: t, url: url, rt: rt, store: store, m: &webhooks.Manager{Store: store, AllowLoopback: true},
+		t: t, url: url, rt: rt, store: store, watch: newWatchedStore(store), m: &webhooks.Manager{Store: store, AllowLoopback: true},
 		ids:  service.NewEventIDs(store.SigningKeys),
 		acme: service.Caller{TenantID: "acme", Actor: "test:acme"}, rival: service.Caller{TenantID: "rival", Actor: "test:rival"},
 	}
@@ -82,11 +84,25 @@ func (e *env) exec(sql string, args ...any) {
 	}
 }
 
+// queryRow runs a query as the database's owner and scans its one row
+// into dest.
+func (e *env) queryRow(dest []any, sql string, args ...any) {
+	e.t.Helper()
+	conn, err := pgx.Connect(context.Background(), e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(dest...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // dispatcher starts a dispatcher named owner until the test ends, or
 // until the function it returns is called.
 func (e *env) dispatcher(owner string, tune func(d *webhooks.Dispatcher)) (stop func()) {
 	d := &webhooks.Dispatcher{
-		Store: e.store, IDs: e.ids, Owner: owner, AllowLoopback: true,
+		Store: e.watch, IDs: e.ids, Owner: owner, AllowLoopback: true,
 		Schedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		Lease:    5 * time.Second, Timeout: 2 * time.Second, Poll: 50 * time.Millisecond,
 		PublicURL: "https://holdpoint.example", Log: testlog.Logger(e.t),
@@ -230,20 +246,16 @@ func (e *env) create(c service.Caller, r *receiver, types ...string) *webhooks.C
 // deliveries returns an endpoint's deliveries once cond holds for them.
 func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]service.WebhookDelivery) bool) []service.WebhookDelivery {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var items []service.WebhookDelivery
+	waitfor.Until(e.t, "the deliveries to reach the wanted state", 30*time.Second, func() bool {
 		page, err := e.m.Deliveries(context.Background(), c, e.ids, id, "", "", 100)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if cond(page.Items) {
-			return page.Items
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("deliveries never reached the wanted state: %+v", page.Items)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		items = page.Items
+		return cond(items)
+	})
+	return items
 }
 
 func ok(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }
@@ -288,8 +300,9 @@ func TestPendingApprovalSendsSignedWebhook(t *testing.T) {
 	if ds[0].EventID != p.ID || ds[0].Attempts != 1 || ds[0].LastStatus != http.StatusNoContent || ds[0].InterruptID == nil {
 		t.Errorf("delivery %+v", ds[0])
 	}
-	// Only the subscribed type: the turn's own event went nowhere.
-	time.Sleep(200 * time.Millisecond)
+	// Only the subscribed type: the turn's own event went nowhere, though
+	// the endpoint read it.
+	e.caughtUp(hook.ID)
 	if n := r.count(); n != 1 {
 		t.Errorf("receiver got %d calls, want 1", n)
 	}
@@ -379,26 +392,23 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
 		return len(ds) == 1 && ds[0].Status == service.DeliveryDead && ds[0].Attempts == 1
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		w, err := e.m.Get(context.Background(), e.acme, hook.ID)
-		if err != nil {
+	var w *service.Webhook
+	waitfor.Until(t, "the endpoint to be disabled after a 410", 30*time.Second, func() bool {
+		var err error
+		if w, err = e.m.Get(context.Background(), e.acme, hook.ID); err != nil {
 			t.Fatal(err)
 		}
-		if !w.Enabled {
-			if !strings.Contains(w.DisabledReason, "410") {
-				t.Errorf("disabled reason %q", w.DisabledReason)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the endpoint is still enabled after a 410")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return !w.Enabled
+	})
+	if !strings.Contains(w.DisabledReason, "410") {
+		t.Errorf("disabled reason %q", w.DisabledReason)
 	}
-	// A disabled endpoint gets no new deliveries.
-	e.pause(e.acme, "Transfer $60 to account 12345")
-	time.Sleep(300 * time.Millisecond)
+	// A disabled endpoint gets no new deliveries: the dispatcher looks
+	// for work twice after the new event and takes nothing of it.
+	disabled := time.Now()
+	_, ended := e.pause(e.acme, "Transfer $60 to account 12345")
+	e.looked(ended, 2)
+	e.untouched(disabled, hook.ID, true)
 	if n := r.count(); n != 1 {
 		t.Errorf("a disabled endpoint got %d calls, want 1", n)
 	}
@@ -417,40 +427,33 @@ func TestTurnAndToolEvents(t *testing.T) {
 	}
 	// The paused turn, the decision, the tool call, the continued turn:
 	// order is not promised, the set is.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		calls := r.wait(1)
-		seen := map[string]webhooks.Payload{}
-		for _, c := range calls {
+	var seen map[string]webhooks.Payload
+	waitfor.Until(t, "the four events", 30*time.Second, func() bool {
+		seen = map[string]webhooks.Payload{}
+		for _, c := range r.wait(1) {
 			key := c.payload.Type
 			if c.payload.Type == "turn.completed" && c.payload.Data.Turn != nil {
 				key += "/" + c.payload.Data.Turn.FinishReason
 			}
 			seen[key] = c.payload
 		}
-		if len(seen) == 4 {
-			paused := seen["turn.completed/interrupted"].Data.Turn
-			if paused == nil || paused.SnapshotID != out.SnapshotID || paused.SessionID != out.SessionID || paused.Agent != demo.BankingAgentName {
-				t.Errorf("paused turn %+v", paused)
-			}
-			tool := seen["tool.called"].Data.ToolCall
-			if tool == nil || tool.Tool != "transferMoney" || tool.Status == "" || tool.SessionID != out.SessionID {
-				t.Errorf("tool call %+v", tool)
-			}
-			res := seen["interrupt.resolved"]
-			if res.Data.Interrupt == nil || res.Data.Interrupt.ID != irq.ID || res.Sequence < 2 ||
-				!strings.Contains(string(res.Data.Interrupt.Resolution), "approved") || res.Data.Interrupt.ResolvedBy != "test:acme" {
-				t.Errorf("resolved %+v", res)
-			}
-			if _, ok := seen["turn.completed/stop"]; !ok {
-				t.Errorf("no completed continued turn in %v", keys(seen))
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events seen: %v", keys(seen))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(seen) >= 4
+	})
+	paused := seen["turn.completed/interrupted"].Data.Turn
+	if paused == nil || paused.SnapshotID != out.SnapshotID || paused.SessionID != out.SessionID || paused.Agent != demo.BankingAgentName {
+		t.Errorf("paused turn %+v", paused)
+	}
+	tool := seen["tool.called"].Data.ToolCall
+	if tool == nil || tool.Tool != "transferMoney" || tool.Status == "" || tool.SessionID != out.SessionID {
+		t.Errorf("tool call %+v", tool)
+	}
+	res := seen["interrupt.resolved"]
+	if res.Data.Interrupt == nil || res.Data.Interrupt.ID != irq.ID || res.Sequence < 2 ||
+		!strings.Contains(string(res.Data.Interrupt.Resolution), "approved") || res.Data.Interrupt.ResolvedBy != "test:acme" {
+		t.Errorf("resolved %+v", res)
+	}
+	if _, ok := seen["turn.completed/stop"]; !ok || len(seen) != 4 {
+		t.Errorf("no completed continued turn in %v", keys(seen))
 	}
 }
 
@@ -500,15 +503,13 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	// attempting it.
 	ctx := context.Background()
 	var leased []service.WebhookCursor
-	for deadline := time.Now().Add(10 * time.Second); len(leased) == 0; time.Sleep(20 * time.Millisecond) {
+	waitfor.Until(t, "an endpoint to read for", 30*time.Second, func() bool {
 		var err error
 		if leased, err = e.store.LeaseWebhookCursors(ctx, "dead", 300*time.Millisecond, 10, nil); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no endpoint to read for")
-		}
-	}
+		return len(leased) > 0
+	})
 	if len(leased) != 1 || leased[0].WebhookID != hook.ID {
 		t.Fatalf("leased %+v", leased)
 	}
@@ -663,7 +664,7 @@ func TestEndpointsAreTenantScoped(t *testing.T) {
 	e := newEnv(t)
 	acmeRecv, rivalRecv := newReceiver(t, ok), newReceiver(t, ok)
 	hook := e.create(e.acme, acmeRecv, "interrupt.created")
-	e.create(e.rival, rivalRecv, "interrupt.created")
+	rivalHook := e.create(e.rival, rivalRecv, "interrupt.created")
 	e.dispatcher("one", nil)
 	ctx := context.Background()
 	off := false
@@ -684,7 +685,7 @@ func TestEndpointsAreTenantScoped(t *testing.T) {
 	rivalRecv.wait(1)
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	got := acmeRecv.wait(1)
-	time.Sleep(200 * time.Millisecond)
+	e.caughtUp(hook.ID, rivalHook.ID) // each endpoint read all its tenant's events
 	if acmeRecv.count() != 1 || rivalRecv.count() != 1 || got[0].payload.TenantID != "acme" {
 		t.Errorf("acme got %d, rival %d", acmeRecv.count(), rivalRecv.count())
 	}
@@ -733,11 +734,19 @@ func TestDeletedEndpointStopsDeliveries(t *testing.T) {
 	})
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	r.wait(1)
+	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) == 1 })
 	if err := e.m.Delete(context.Background(), e.acme, hook.ID); err != nil {
 		t.Fatal(err)
 	}
-	n := r.count()
-	time.Sleep(600 * time.Millisecond)
+	n, deleted := r.count(), time.Now()
+	// Once the retry is due, the dispatcher claims due deliveries twice
+	// and takes nothing of the deleted endpoint's.
+	due := deleted
+	if ds[0].NextAttemptAt != nil {
+		due = later(due, *ds[0].NextAttemptAt)
+	}
+	e.looked(due, 2)
+	e.untouched(deleted, hook.ID, true)
 	if r.count() > n+1 { // one attempt may have been in flight
 		t.Errorf("deliveries went on after the endpoint was deleted: %d then %d", n, r.count())
 	}
@@ -761,25 +770,7 @@ func TestEndpointReadsPastEventsOfOtherTypes(t *testing.T) {
 		e.pause(e.acme, "Transfer $50 to account 12345")
 	}
 	all.wait(6) // each pause: interrupt.created and turn.completed
-	conn, err := pgx.Connect(context.Background(), e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var behind int
-		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM webhook_cursors c
-			JOIN interrupt_events e ON e.tenant_id = c.tenant_id AND (e.xid, e.id) > (c.xid, c.id)
-			WHERE c.webhook_id = $1`, expired.ID).Scan(&behind); err != nil {
-			t.Fatal(err)
-		}
-		if behind == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the narrow endpoint is %d events behind", behind)
-		}
-	}
+	e.caughtUp(expired.ID)
 	if n := len(narrow.wait(0)); n != 0 {
 		t.Errorf("the interrupt.expired endpoint got %d calls", n)
 	}
@@ -804,7 +795,7 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 		inFlight++
 		most = max(most, inFlight)
 		mu.Unlock()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond)
 		mu.Lock()
 		inFlight--
 		mu.Unlock()
@@ -815,11 +806,12 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 	for i := range events {
 		e.pause(e.acme, fmt.Sprintf("Transfer $%d to account 12345", 10+i))
 	}
-	// Budget: (12 s lease - 1 s timeout - 10 s)/2 = 0.5 s. Waves of two
-	// attempts take 0.3 s each, so the first batch starts four attempts
-	// (at 0, 0, 0.3 and 0.3 s) and none at 0.6 s.
+	// Budget: (11.1 s lease - 1 s timeout - 10 s)/2 = 50 ms. Waves of two
+	// attempts take 40 ms each (more on a loaded machine, which only cuts
+	// sooner), so the first batch starts four attempts (at 0, 0, 40 and
+	// 40 ms) and none at 80 ms.
 	e.dispatcher("one", func(d *webhooks.Dispatcher) {
-		d.PerEndpoint, d.Batch, d.Lease, d.Timeout = 2, events, 12*time.Second, time.Second
+		d.PerEndpoint, d.Batch, d.Lease, d.Timeout = 2, events, 11100*time.Millisecond, time.Second
 	})
 	first := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) > 0 })
 	if len(first) >= events {
@@ -827,7 +819,7 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 	}
 	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) == events })
 	calls := r.wait(events)
-	time.Sleep(200 * time.Millisecond)
+	e.caughtUp(hook.ID) // and nothing is left to attempt again
 	ids := map[string]bool{}
 	for _, c := range r.wait(events) {
 		ids[c.payload.ID] = true
@@ -889,8 +881,11 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 	if !strings.Contains(d.LastError, "not allowed by the address policy") || strings.Contains(d.LastError, "intranet") || strings.Contains(d.LastError, "10.9.8.7") {
 		t.Errorf("lastError %q: want the policy named, not the host or the address", d.LastError)
 	}
-	// No retry comes later either.
-	time.Sleep(300 * time.Millisecond) // the schedule's waits are 50 and 100 ms
+	// No retry comes later either: the dispatcher claims due deliveries
+	// twice after the attempt and takes nothing of the endpoint's.
+	dead := time.Now()
+	e.looked(dead, 2)
+	e.untouched(dead, hook.ID, false)
 	ds = e.deliveries(e.acme, hook.ID, func([]service.WebhookDelivery) bool { return true })
 	if ds[0].Attempts != 1 || ds[0].Status != service.DeliveryDead {
 		t.Errorf("the refused delivery was retried: %+v", ds[0])
@@ -900,6 +895,14 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 	if !strings.Contains(logged.String(), "hooks.intranet.example") || !strings.Contains(logged.String(), "10.9.8.7") {
 		t.Errorf("the server's log does not say what was refused: %s", logged.String())
 	}
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // writerFunc is an io.Writer.

@@ -122,7 +122,7 @@ func newChaosReceiver(t *testing.T) *chaosReceiver {
 		r.mu.Lock()
 		r.calls[call.Input.Ref] = append(r.calls[call.Input.Ref], delivery{req.Header.Get("Idempotency-Key"), time.Now()})
 		r.mu.Unlock()
-		time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
+		time.Sleep(time.Duration(5+rand.IntN(45)) * time.Millisecond) // the receiver's work
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"output":{"ok":true}}`))
 	}))
@@ -237,6 +237,9 @@ type chaosRun struct {
 	ctx    context.Context
 
 	issued atomic.Int64 // conversations started
+	// failed counts the requests that got no answer or a 503: a fault
+	// waits for requests to meet it.
+	failed atomic.Int64
 	gateMu sync.Mutex
 	gate   int // conversations that may start before the next fault is done
 	faults []chaosFaultAt
@@ -286,9 +289,13 @@ func (r *chaosRun) do(c *chaosConv, s *server, method, path string, body any, st
 	}
 	res, err := r.client.Do(req)
 	if err != nil {
+		r.failed.Add(1)
 		return chaosAnswer{err: err}
 	}
 	defer res.Body.Close()
+	if res.StatusCode == http.StatusServiceUnavailable {
+		r.failed.Add(1)
+	}
 	b, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
 	if c != nil {
 		c.body = b
@@ -563,7 +570,7 @@ func (r *chaosRun) followDetached(c *chaosConv) {
 // (bounded), and returns its status and its error's status.
 func (r *chaosRun) detachedEnd(c *chaosConv) (status, errStatus string) {
 	body := map[string]any{"data": service.SnapshotLookup{SnapshotID: c.detached}}
-	for attempt := range 600 {
+	for attempt := range 1200 {
 		if r.ctx.Err() != nil {
 			return "", ""
 		}
@@ -576,7 +583,7 @@ func (r *chaosRun) detachedEnd(c *chaosConv) (status, errStatus string) {
 			}
 			return res.Result.Status, errStatus
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	return "", ""
 }
@@ -639,8 +646,9 @@ func restartPostgres(mode string) chaosFault {
 		if out, err := r.pg.pgctl("stop", "-m", mode); err != nil {
 			t.Fatalf("pg_ctl stop -m %s: %v\n%s", mode, err, out)
 		}
-		// The outage lasts long enough for requests to meet it.
-		time.Sleep(time.Second)
+		// The outage lasts until requests met it.
+		from := r.failed.Load()
+		waitUntil(t, "requests to meet the database outage", time.Minute, func() bool { return r.failed.Load() >= from+3 })
 		if out, err := r.pg.pgctl("start"); err != nil {
 			t.Fatalf("pg_ctl start: %v\n%s", err, out)
 		}
@@ -705,7 +713,7 @@ func settle(t *testing.T, pool *pgxpool.Pool, bound time.Duration) time.Duration
 		if err == nil && left == 0 {
 			return time.Since(start)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the platform had not settled %s after the run", bound)
 	return time.Since(start)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 )
@@ -72,6 +74,9 @@ type server struct {
 	logPath string
 	done    chan struct{} // closed once the process has exited
 	exitErr error         // valid after done
+	// gates is the server's HOLDPOINT_DEMO_STREAM_GATES directory: the
+	// test's own (serverOpts.env) or one of the server's.
+	gates string
 }
 
 // serverOpts are the knobs a test turns; zero values take the defaults of
@@ -138,6 +143,15 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 	}
 	args = append(args, o.args...)
 	s := &server{name: name, base: "http://" + addr, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	for _, kv := range o.env {
+		if v, ok := strings.CutPrefix(kv, demo.EnvStreamGates+"="); ok {
+			s.gates = v
+		}
+	}
+	if s.gates == "" {
+		s.gates = t.TempDir()
+		o.env = append(slices.Clip(o.env), demo.EnvStreamGates+"="+s.gates)
+	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +198,24 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 		if time.Now().After(deadline) {
 			t.Fatalf("server %s was not ready within a minute", name)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// held waits until the demo model on s holds the statement of gate name
+// half way (it wrote <name>.held in s.gates).
+func (s *server) held(t *testing.T, name string) {
+	t.Helper()
+	waitUntil(t, "statement "+name+" on "+s.name+" to stream half way", time.Minute, func() bool {
+		_, err := os.Stat(filepath.Join(s.gates, name+".held"))
+		return err == nil
+	})
+}
+
+// open opens the gate name of s: the statements it holds go on.
+func (s *server) open(t *testing.T, name string) {
+	t.Helper()
+	writeFile(t, filepath.Join(s.gates, name), "")
 }
 
 // tail returns the last n lines of log.
@@ -384,14 +414,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 // returns how long it took.
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
+	return waitfor.Until(t, what, timeout, cond)
 }
 
 // ms formats a duration in milliseconds for the logged figures.
@@ -465,13 +488,13 @@ func checkHistories(t *testing.T, s *server, pool *pgxpool.Pool) int {
 func TestAbortThroughAnotherInstance(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	o := serverOpts{heartbeat: 5 * time.Second, heartbeatTimeout: 15 * time.Second}
+	gates := t.TempDir()
+	o := serverOpts{heartbeat: 5 * time.Second, heartbeatTimeout: 15 * time.Second, env: []string{demo.EnvStreamGates + "=" + gates}}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
 	pool := testdb.OwnerPool(t, url)
 
-	detachedAt := time.Now()
-	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement"), Detach: true})
+	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement gate g1"), Detach: true})
 	if out.FinishReason != service.FinishDetached || out.SnapshotID == "" {
 		t.Fatalf("detach answered %+v", out)
 	}
@@ -480,9 +503,12 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 	if n := count(t, pool, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", id); n != 1 {
 		t.Fatalf("%d job rows for the detached snapshot right after the answer, want 1", n)
 	}
-	// Let the statement (~4 s of streaming) get going on A, so the abort
+	// The statement is held half way on A (the demo's gate), so the abort
 	// cancels a turn in the middle of its model call.
-	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, "A's statement to stream half way", 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(gates, "g1.held"))
+		return err == nil
+	})
 
 	abortSent := time.Now()
 	ab := b.post("/abort", nil, map[string]string{"snapshotId": id})
@@ -513,9 +539,12 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Wait past the moment the statement would have ended on its own: the
-	// aborted work must not have written anything for the snapshot.
-	time.Sleep(time.Until(detachedAt.Add(5500 * time.Millisecond)))
+	// Open the gate, so a statement the abort had not stopped would
+	// stream on and end, and stop A (a graceful stop waits for its
+	// turns): the aborted work must not have written anything for the
+	// snapshot.
+	writeFile(t, filepath.Join(gates, "g1"), "")
+	a.stop(t)
 	if n := count(t, pool, "SELECT count(*) FROM messages WHERE snapshot_id = $1", id); n != 0 {
 		t.Errorf("%d messages written for the aborted snapshot", n)
 	}
@@ -712,7 +741,9 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 	url := testdb.URL(t)
 	// A 10 s heartbeat timeout: B could take the detached turn over early
 	// only through the hand-back, never because A looked dead under load.
-	o := serverOpts{heartbeat: time.Second, heartbeatTimeout: 10 * time.Second, grace: 15 * time.Second}
+	gates := t.TempDir()
+	o := serverOpts{heartbeat: time.Second, heartbeatTimeout: 10 * time.Second, grace: 15 * time.Second,
+		env: []string{demo.EnvStreamGates + "=" + gates}}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
 	pool := testdb.OwnerPool(t, url)
@@ -734,17 +765,35 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 		return r.ans
 	}
 
-	// Four slow statements (~4 s each) are running when the signal comes.
-	for range 4 {
-		wg.Go(func() { send("statement", "Prepare my yearly statement") })
+	// held waits until the demo holds the statements of gates half way;
+	// open lets them go on.
+	held := func(names ...string) {
+		for _, g := range names {
+			waitUntil(t, "statement "+g+" to stream half way", time.Minute, func() bool {
+				_, err := os.Stat(filepath.Join(gates, g+".held"))
+				return err == nil
+			})
+		}
 	}
-	time.Sleep(2 * time.Second)
-	// The detached turn starts late enough to outlive the synchronous ones,
-	// so it is still running when A stops its background work.
-	det := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement"), Detach: true})
+	open := func(names ...string) {
+		for _, g := range names {
+			writeFile(t, filepath.Join(gates, g), "")
+		}
+	}
+	// Four slow statements are running (held half way) when the signal
+	// comes.
+	statements := []string{"s1", "s2", "s3", "s4"}
+	for _, g := range statements {
+		wg.Go(func() { send("statement", "Prepare my yearly statement gate "+g) })
+	}
+	held(statements...)
+	// The detached turn is held until A has exited, so it is still
+	// running when A stops its background work.
+	det := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement gate d"), Detach: true})
 	if det.FinishReason != service.FinishDetached {
 		t.Fatalf("detach answered %+v", det)
 	}
+	held("d")
 	// 36 clients send transfer requests back to back until A stops
 	// answering.
 	stop := make(chan struct{})
@@ -762,13 +811,29 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The transfers run (two dozen answered) when the signal comes.
+	waitUntil(t, "two dozen transfers answered", time.Minute, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			if r.kind == "transfer" && r.out != nil && r.out.FinishReason == service.FinishInterrupted {
+				n++
+			}
+		}
+		return n >= 24
+	})
 
 	sigAt := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// Once A drains, the statements it accepted may end; the detached
+	// one may once A is gone (B restarts it, and its gate is open then).
+	waitUntil(t, "A to begin shutting down", time.Minute, func() bool { return a.logContains("shutting down") })
+	open(statements...)
 	code := a.exitCode(t, o.grace+10*time.Second)
+	open("d")
 	exited := time.Since(sigAt)
 	close(stop)
 	wg.Wait()

@@ -218,8 +218,8 @@ func retryable(r reply) bool {
 	return out != nil && out.FinishReason == service.FinishFailed && out.Error != nil && out.Error.Status == service.CodeUnavailable
 }
 
-// untilSettled repeats send while its answer asks for a retry, waiting a
-// little in between, for at most bound.
+// untilSettled repeats send while its answer asks for a retry, pausing
+// 50 ms in between as a client would, for at most bound.
 func untilSettled(bound time.Duration, send func() reply) reply {
 	deadline := time.Now().Add(bound)
 	for {
@@ -227,7 +227,7 @@ func untilSettled(bound time.Duration, send func() reply) reply {
 		if !retryable(r) || time.Now().After(deadline) {
 			return r
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a client's pause before its retry
 	}
 }
 

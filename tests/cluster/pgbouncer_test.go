@@ -257,11 +257,13 @@ func listeners(t *testing.T, pool *pgxpool.Pool, direct bool, channel string) in
 // how long until a dropped its job (the turn stopped), failing after bound.
 func abortAcross(t *testing.T, a, b *server, pool *pgxpool.Pool, bound time.Duration) time.Duration {
 	t.Helper()
-	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement"), Detach: true})
+	gate := "abort-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	out := a.invoke(t, service.AgentInit{}, service.AgentInput{Message: userMessage("Prepare my yearly statement gate " + gate), Detach: true})
 	if out.FinishReason != service.FinishDetached {
 		t.Fatalf("detach on %s answered %+v", a.name, out)
 	}
-	time.Sleep(500 * time.Millisecond)
+	a.held(t, gate) // the turn is in the middle of its model call
+	defer a.open(t, gate)
 	sent := time.Now()
 	if ab := b.post("/abort", nil, map[string]string{"snapshotId": out.SnapshotID}); ab.err != nil || ab.status != http.StatusOK {
 		t.Fatalf("abort via %s: %s", b.name, ab)

@@ -231,13 +231,35 @@ func TestPostgresRestartDuringLoad(t *testing.T) {
 		})
 	}
 
-	time.Sleep(1500 * time.Millisecond)
+	// answered counts the turns sent after since that were answered
+	// (200 with a finished turn) or, when unavailable, refused with 503
+	// UNAVAILABLE.
+	answered := func(since time.Time, unavailable bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			switch {
+			case !r.sentAt.After(since):
+			case unavailable && r.ans.status == http.StatusServiceUnavailable && r.ans.errorStatus() == service.CodeUnavailable:
+				n++
+			case !unavailable && r.out != nil && r.out.FinishReason != service.FinishFailed:
+				n++
+			}
+		}
+		return n
+	}
+	// The load runs (a dozen turns answered), then the database stops,
+	// and stays down until A has refused a few turns for it.
+	waitUntil(t, "a dozen turns answered before the stop", time.Minute, func() bool { return answered(time.Time{}, false) >= 12 })
 	downAt := time.Now()
 	if out, err := pg.pgctl("stop", "-m", "fast"); err != nil {
 		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
 	}
 	stoppedAt := time.Now()
-	time.Sleep(2 * time.Second)
+	waitUntil(t, "three turns refused with 503 UNAVAILABLE while the database is down", time.Minute, func() bool {
+		return answered(stoppedAt, true) >= 3
+	})
 	if out, err := pg.pgctl("start"); err != nil {
 		t.Fatalf("pg_ctl start: %v\n%s", err, out)
 	}
@@ -254,7 +276,8 @@ func TestPostgresRestartDuringLoad(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(time.Second) // some load on the recovered server
+	// Some load on the recovered server: a dozen more turns answered.
+	waitUntil(t, "a dozen turns answered after the restart", time.Minute, func() bool { return answered(upAt, false) >= 12 })
 	close(stop)
 	wg.Wait()
 

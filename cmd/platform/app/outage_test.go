@@ -80,7 +80,7 @@ func TestServeOutage(t *testing.T) {
 // answer on the way must be 200 or 503.
 func waitReadyz(t *testing.T, base string, want int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		res, err := http.Get(base + "/readyz")
 		if err != nil {
 			t.Fatal(err)

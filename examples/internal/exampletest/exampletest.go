@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,16 +35,79 @@ type Server struct {
 // Start builds the Go package in dir (a main package) and runs
 // `serve --dev` on a free loopback port against a fresh database, with the
 // extra environment env; the server is stopped (SIGTERM) when the test
-// ends.
+// ends. The package is built once per test process (see Build).
 func Start(t *testing.T, dir string, env ...string) *Server {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "example")
+	return Run(t, Build(t, dir), env...)
+}
+
+// built is one package's build, made once per test process.
+type built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+var (
+	builds   sync.Map // absolute package directory -> *built
+	binDir   string   // where the builds go, made by the first one
+	binDirMu sync.Mutex
+)
+
+// Build builds the Go package in dir the first time it is asked, into a
+// directory Main removes, and returns the binary's path; later calls (the
+// package's other tests, in parallel or not) wait for that build and
+// share it.
+func Build(t *testing.T, dir string) string {
+	t.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := builds.LoadOrStore(abs, &built{})
+	b := v.(*built)
+	b.once.Do(func() { b.bin, b.err = goBuild(abs) })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}
+
+// goBuild runs go build for the package in dir.
+func goBuild(dir string) (string, error) {
+	binDirMu.Lock()
+	if binDir == "" {
+		d, err := os.MkdirTemp("", "holdpoint-example-")
+		if err != nil {
+			binDirMu.Unlock()
+			return "", err
+		}
+		binDir = d
+	}
+	out, err := os.MkdirTemp(binDir, filepath.Base(dir)+"-")
+	binDirMu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(out, "example")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build in %s: %v\n%s", dir, err, out)
+	if log, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build in %s: %v\n%s", dir, err, log)
 	}
-	return Run(t, bin, env...)
+	return bin, nil
+}
+
+// Main runs the tests of an example's package (call it from TestMain)
+// and removes what Build built.
+func Main(m *testing.M) {
+	code := m.Run()
+	binDirMu.Lock()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	binDirMu.Unlock()
+	os.Exit(code)
 }
 
 // Run runs the built program bin as Start does.
