@@ -143,6 +143,29 @@ func (q *Queries) TouchSnapshotHeartbeat(ctx context.Context, arg TouchSnapshotH
 	return status, err
 }
 
+const touchSnapshotHeartbeatUnlessLocked = `-- name: TouchSnapshotHeartbeatUnlessLocked :exec
+UPDATE snapshots AS t SET heartbeat_at = now()
+WHERE t.tenant_id = $1::text AND t.id = (
+    SELECT s.id FROM snapshots s
+    WHERE s.tenant_id = $1::text AND s.id = $2::text AND s.status = 'pending'
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+`
+
+type TouchSnapshotHeartbeatUnlessLockedParams struct {
+	TenantID string
+	ID       string
+}
+
+// A takeover's refresh of a pending snapshot's heartbeat. The claim holds
+// the job's row already; a snapshot locked meanwhile is being written by
+// its turn's end (WriteTurn locks the snapshot, then the job), so waiting
+// for it would deadlock: it is skipped, and the write settles it.
+func (q *Queries) TouchSnapshotHeartbeatUnlessLocked(ctx context.Context, arg TouchSnapshotHeartbeatUnlessLockedParams) error {
+	_, err := q.db.Exec(ctx, touchSnapshotHeartbeatUnlessLocked, arg.TenantID, arg.ID)
+	return err
+}
+
 const writeTurn = `-- name: WriteTurn :exec
 WITH snap AS (
     INSERT INTO snapshots (

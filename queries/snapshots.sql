@@ -28,6 +28,18 @@ SET heartbeat_at = CASE WHEN status = 'pending' THEN now() ELSE heartbeat_at END
 WHERE tenant_id = @tenant_id AND id = @id
 RETURNING status;
 
+-- name: TouchSnapshotHeartbeatUnlessLocked :exec
+-- A takeover's refresh of a pending snapshot's heartbeat. The claim holds
+-- the job's row already; a snapshot locked meanwhile is being written by
+-- its turn's end (WriteTurn locks the snapshot, then the job), so waiting
+-- for it would deadlock: it is skipped, and the write settles it.
+UPDATE snapshots AS t SET heartbeat_at = now()
+WHERE t.tenant_id = @tenant_id::text AND t.id = (
+    SELECT s.id FROM snapshots s
+    WHERE s.tenant_id = @tenant_id::text AND s.id = @id::text AND s.status = 'pending'
+    FOR NO KEY UPDATE SKIP LOCKED
+);
+
 -- name: WriteTurn :exec
 -- The end of a turn in one statement: its snapshot with the messages it
 -- added or rewrote (messages: a JSON array of the positions messages_from,

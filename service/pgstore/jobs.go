@@ -55,8 +55,8 @@ func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []strin
 		// The snapshot's heartbeat is as old as the dead worker's: refresh
 		// it with the claim, or a client polling between the claim and the
 		// new worker's first heartbeat would read the snapshot as expired.
-		_, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: row.TenantID, ID: row.SnapshotID})
-		return err
+		// Unless a turn's end is writing it (see the query).
+		return q.TouchSnapshotHeartbeatUnlessLocked(ctx, db.TouchSnapshotHeartbeatUnlessLockedParams{TenantID: row.TenantID, ID: row.SnapshotID})
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -75,23 +75,39 @@ func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []strin
 	return job, nil
 }
 
-// TouchHeartbeat implements Store.
+// errNotOwned rolls back a heartbeat of a job another instance took over.
+var errNotOwned = errors.New("the job is not this worker's")
+
+// TouchHeartbeat implements Store. It locks the snapshot before its job
+// row, the order in which a turn's end (WriteTurn: the snapshot, then the
+// job it deletes) takes them: in the other order a heartbeat at the moment
+// the turn ends deadlocked with its write, and the turn failed after its
+// tools ran. The snapshot's heartbeat is rolled back when the job turns
+// out not to be this worker's.
 func (s *PgStore) TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owner string) (string, bool, error) {
 	var status string
-	owned := true
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		status, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: snapshotID})
+		if errors.Is(translate(err), store.ErrNotFound) {
+			return errNotOwned
+		}
+		if err != nil {
+			return err
+		}
 		n, err := q.TouchTurnJob(ctx, db.TouchTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID, Owner: &owner})
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			owned = false
-			return nil
+			return errNotOwned
 		}
-		status, err = q.TouchSnapshotHeartbeat(ctx, db.TouchSnapshotHeartbeatParams{TenantID: tenantID, ID: snapshotID})
-		return err
+		return nil
 	})
-	return status, owned, err
+	if errors.Is(err, errNotOwned) {
+		return "", false, nil
+	}
+	return status, err == nil, err
 }
 
 // AppendJobInputs implements Store.
