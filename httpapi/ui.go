@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -395,27 +397,61 @@ func (a *api) uiSession(c echo.Context) error {
 const recentSessions = 20
 
 // uiSessions finds sessions by id or end user (GET /ui/sessions?q=...),
-// and without a search lists the latest updated ones.
+// and without a search lists the latest updated ones, recentSessions a
+// page (?cursor= the next page's).
 func (a *api) uiSessions(c echo.Context) error {
 	caller, err := a.uiCaller(c)
 	if err != nil {
 		return err
 	}
-	q := c.QueryParam("q")
+	q, cur := c.QueryParam("q"), c.QueryParam("cursor")
 	var found []service.SessionSummary
+	var next string
 	if q != "" {
 		found, err = a.rt.FindSessions(c.Request().Context(), caller, q)
 	} else {
-		found, err = a.rt.RecentSessions(c.Request().Context(), caller, recentSessions)
+		var after service.SessionPosition
+		if cur != "" {
+			if after, err = decodeSessionCursor(cur); err != nil {
+				return err
+			}
+		}
+		found, err = a.rt.RecentSessions(c.Request().Context(), caller, after, recentSessions)
+		if n := len(found); err == nil && n == recentSessions {
+			next = encodeSessionCursor(found[n-1])
+		}
 	}
 	if err != nil {
 		return err
 	}
 	return a.render(c, "sessions.html", struct {
 		page
-		Q     string
-		Found []service.SessionSummary
-	}{pageOf(c, "Sessions", caller.TenantID), q, found})
+		Q, Next string
+		Paged   bool
+		Found   []service.SessionSummary
+	}{pageOf(c, "Sessions", caller.TenantID), q, next, cur != "", found})
+}
+
+// encodeSessionCursor is the cursor of the recent sessions after s. A
+// session id is any client string, so it is carried base64url-encoded
+// (the cursor's fields hold no control character).
+func encodeSessionCursor(s service.SessionSummary) string {
+	return cursor.Encode(s.UpdatedAt.UTC().Format(time.RFC3339Nano), base64.RawURLEncoding.EncodeToString([]byte(s.ID)))
+}
+
+// decodeSessionCursor reads a cursor made by encodeSessionCursor.
+func decodeSessionCursor(s string) (service.SessionPosition, error) {
+	bad := invalid("%s", cursor.ErrMalformed)
+	f, err := cursor.Decode(s, 2)
+	if err != nil {
+		return service.SessionPosition{}, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, f[0])
+	id, idErr := base64.RawURLEncoding.DecodeString(f[1])
+	if err != nil || idErr != nil || !inYearRange(t) {
+		return service.SessionPosition{}, bad
+	}
+	return service.SessionPosition{UpdatedAt: t, ID: string(id)}, nil
 }
 
 func (a *api) uiCaller(c echo.Context) (service.Caller, error) {

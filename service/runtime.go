@@ -355,14 +355,15 @@ func (r *Runtime) SigningSecrets(ctx context.Context, tenantID, purpose string) 
 }
 
 // RecentSessions lists the caller's tenant's most recently updated
-// sessions (at most limit, 1 to 100), with their latest snapshot's
-// status as reads show it (a stale pending one is expired). An end user's
-// caller sees only its own.
-func (r *Runtime) RecentSessions(ctx context.Context, c Caller, limit int) ([]SessionSummary, error) {
+// sessions (at most limit, 1 to 100) after the position after (the last
+// row of the previous page; zero for the first), with their latest
+// snapshot's status as reads show it (a stale pending one is expired). An
+// end user's caller sees only its own.
+func (r *Runtime) RecentSessions(ctx context.Context, c Caller, after SessionPosition, limit int) ([]SessionSummary, error) {
 	if limit < 1 || limit > 100 {
 		return nil, Errorf(CodeInvalidArgument, "limit must be from 1 to 100")
 	}
-	found, err := r.store.RecentSessions(ctx, c.TenantID, c.EndUser, limit)
+	found, err := r.store.RecentSessions(ctx, c.TenantID, c.EndUser, after, limit)
 	if err != nil {
 		return nil, err
 	}
