@@ -163,3 +163,30 @@ func TestAccessibilityInBrowser(t *testing.T) {
 		axePage(t, ctx, script, e.srv.URL, p.path, p.sel)
 	}
 }
+
+// TestAccessibilityOfGatedCallsInBrowser runs axe-core on the pages of a
+// call under an approval policy: the inbox with its badges, the decision
+// page with one vote of two, the page of a key without the scope, and the
+// failed approved call with its Retry.
+func TestAccessibilityOfGatedCallsInBrowser(t *testing.T) {
+	bin := chromium(t)
+	script := axeScript(t)
+	e := newPolicyEnv(t)
+	id := e.ask(t, "pay-1")
+	page := "/ui/interrupts/" + id
+	carol := browser(t, bin)
+	e.signIn(t, carol, e.carol)
+	axePage(t, carol, script, e.srv.URL, "/ui/", `#inbox tbody tr[data-id] .tag.votes`)
+	axePage(t, carol, script, e.srv.URL, page, `#gate-decide`)
+	run(t, carol, "carol approves", chromedp.Click(`#gate-decide button.approve`))
+	textOf(t, carol, `#waiting`, "1 of 2 approvals")
+	axePage(t, carol, script, e.srv.URL, page, `#votes tbody tr`)
+	eve := browser(t, bin)
+	e.signIn(t, eve, e.eve)
+	axePage(t, eve, script, e.srv.URL, page, `#refused`)
+	dave := browser(t, bin)
+	e.signIn(t, dave, e.dave)
+	run(t, dave, "dave approves", chromedp.Navigate(e.srv.URL+page), chromedp.WaitVisible(`#gate-decide`), chromedp.Click(`#gate-decide button.approve`))
+	textOf(t, dave, `#gate-run`, "The approved call failed")
+	axePage(t, dave, script, e.srv.URL, page, `#gate-run form.policy-retry`)
+}
