@@ -121,5 +121,5 @@ func TestDashboardPolishInBrowser(t *testing.T) {
 			t.Fatalf("a week's bars are not all as wide: %v", week.Widths)
 		}
 	}
-	screenshot(t, ctx, "reports.png")
+	screenshot(t, ctx, "reports-week.png")
 }

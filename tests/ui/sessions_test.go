@@ -60,7 +60,7 @@ func TestRecentSessionsPagedInBrowser(t *testing.T) {
 	if len(first) != 20 || first[0] != "acme-s-01" || newer {
 		t.Fatalf("the first page: %d sessions %v (a link to the newest: %v)", len(first), first, newer)
 	}
-	screenshot(t, ctx, "sessions.png")
+	screenshot(t, ctx, "sessions-paged.png")
 	run(t, ctx, "older sessions", chromedp.Click(`#next`), chromedp.WaitVisible(`#newest`),
 		chromedp.Evaluate(ids, &second), chromedp.Evaluate(`!!document.getElementById('next')`, &older))
 	if len(second) != 5 || older {
