@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
@@ -97,6 +98,7 @@ func (a *api) registerUI(e *echo.Echo) {
 	assets := http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
 	e.GET("/ui/", a.uiInbox)
+	e.GET("/ui/counts", a.uiCounts)
 	e.GET("/ui/login", a.uiLogin)
 	e.POST("/ui/session", a.uiSignIn)
 	e.POST("/ui/session/end", a.uiSignOut)
@@ -163,8 +165,8 @@ type inboxPage struct {
 
 // pendingTotal is the number of pending interrupts of one agent or tool.
 type pendingTotal struct {
-	Key     string
-	Pending int64
+	Key     string `json:"key"`
+	Pending int64  `json:"pending"`
 }
 
 // pendingTotals adds the counts up by key, in key order.
@@ -220,13 +222,35 @@ func (a *api) uiInbox(c echo.Context) error {
 		q.Set("cursor", encodeCursor(last.CreatedAt, last.ID))
 		p.Next = q.Encode()
 	}
+	if p.ByAgent, p.ByTool, err = a.inboxCounts(ctx, caller); err != nil {
+		return err
+	}
+	return a.render(c, "inbox.html", p)
+}
+
+// inboxCounts are the pending interrupts per agent and per tool.
+func (a *api) inboxCounts(ctx context.Context, caller service.Caller) ([]pendingTotal, []pendingTotal, error) {
 	counts, err := a.rt.PendingCounts(ctx, caller)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pendingTotals(counts, func(pc service.PendingCount) string { return pc.Agent }),
+		pendingTotals(counts, func(pc service.PendingCount) string { return pc.Tool }), nil
+}
+
+// uiCounts answers the inbox's counts lines as JSON (GET /ui/counts): the
+// live inbox draws them again whenever it reloads its rows.
+func (a *api) uiCounts(c echo.Context) error {
+	caller, err := a.uiCaller(c)
 	if err != nil {
 		return err
 	}
-	p.ByAgent, p.ByTool = pendingTotals(counts, func(pc service.PendingCount) string { return pc.Agent }),
-		pendingTotals(counts, func(pc service.PendingCount) string { return pc.Tool })
-	return a.render(c, "inbox.html", p)
+	byAgent, byTool, err := a.inboxCounts(c.Request().Context(), caller)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+	return c.JSON(http.StatusOK, map[string][]pendingTotal{"byAgent": byAgent, "byTool": byTool})
 }
 
 func (a *api) uiHistory(c echo.Context) error {

@@ -9,7 +9,8 @@ import (
 )
 
 // TestDashboardPolishInBrowser holds the dashboard to what issue 28 asked
-// of it: the inbox's counts lines without a trailing separator, the
+// of it: the inbox's counts lines without a trailing separator (drawn
+// again by the live inbox), the
 // decision page's badge showing the decided status (live and reloaded),
 // decisions in the history and on the decision page as fields, their JSON
 // only behind a summary, and report charts with a bar of a fixed width,
@@ -35,6 +36,15 @@ func TestDashboardPolishInBrowser(t *testing.T) {
 		if strings.HasSuffix(strings.TrimSpace(l), "·") {
 			t.Fatalf("a counts line ends in a separator: %q", l)
 		}
+	}
+	// The open inbox draws its counts again when an approval arrives.
+	var live string
+	run(t, ctx, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(5*time.Second)))
+	e.ask(t, "Transfer $70 to account 777")
+	run(t, ctx, "the counts, live", chromedp.Poll(`(t => t.includes('bankingAgent 2') ? t : '')(document.querySelector('p.counts').innerText)`, &counts,
+		chromedp.WithPollingTimeout(8*time.Second)))
+	if lines := strings.Split(strings.TrimSpace(counts), "\n"); len(lines) != 2 || lines[0] != "Pending per agent: bankingAgent 2 · markup 1" || lines[1] != "Pending per tool: userApproval 3" {
+		t.Fatalf("the counts lines after an approval arrived: %q", lines)
 	}
 	screenshot(t, ctx, "inbox-counts.png")
 
