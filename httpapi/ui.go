@@ -389,11 +389,13 @@ func (a *api) uiSession(c echo.Context) error {
 		return service.Errorf(service.CodeNotFound, "session not found")
 	}
 	ctx := c.Request().Context()
-	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: id})
+	// An operator sees the sessions of every end user of the tenant, as
+	// the inbox links to them.
+	snap, err := a.rt.OperatorSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: id})
 	if err != nil {
 		return err
 	}
-	snaps, err := a.rt.SessionSnapshots(ctx, caller, id)
+	snaps, err := a.rt.OperatorSessionSnapshots(ctx, caller, id)
 	if err != nil {
 		return err
 	}

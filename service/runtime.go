@@ -399,7 +399,17 @@ func (r *Runtime) FindSessions(ctx context.Context, c Caller, q string) ([]Sessi
 // SessionSnapshots lists a session's snapshots, newest first (at most
 // 100), for operators: the caller's tenant, and its end user's only.
 func (r *Runtime) SessionSnapshots(ctx context.Context, c Caller, sessionID string) ([]Snapshot, error) {
-	sess, err := r.store.LoadSession(ctx, c.scope(), sessionID)
+	return r.sessionSnapshots(ctx, c, c.scope(), sessionID)
+}
+
+// OperatorSessionSnapshots is SessionSnapshots as the tenant's operators
+// see it (the dashboard's session page): of any end user's session.
+func (r *Runtime) OperatorSessionSnapshots(ctx context.Context, c Caller, sessionID string) ([]Snapshot, error) {
+	return r.sessionSnapshots(ctx, c, OperatorScope(c.TenantID), sessionID)
+}
+
+func (r *Runtime) sessionSnapshots(ctx context.Context, c Caller, scope Scope, sessionID string) ([]Snapshot, error) {
+	sess, err := r.store.LoadSession(ctx, scope, sessionID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "Session %s not found", sessionID)
 	}

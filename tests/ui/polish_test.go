@@ -13,7 +13,7 @@ import (
 // again by the live inbox), the
 // decision page's badge showing the decided status (live and reloaded),
 // decisions in the history and on the decision page as fields, their JSON
-// only behind a summary, and report charts with a bar of a fixed width,
+// only behind a summary, an end user's session open to the operator, and report charts with a bar of a fixed width,
 // every day of the range on the axis and a 0 % approval rate drawn.
 func TestDashboardPolishInBrowser(t *testing.T) {
 	bin := chromium(t)
@@ -90,6 +90,15 @@ func TestDashboardPolishInBrowser(t *testing.T) {
 		chromedp.Evaluate(`document.querySelector('td.decision details.raw').innerText`, &raw))
 	if !strings.Contains(raw, `"feedback":"call the customer first"`) || !strings.Contains(raw, `"approved":false`) {
 		t.Fatalf("the raw JSON shows %q", raw)
+	}
+	// The session of the end user who asked opens from the history, its
+	// conversation and snapshots shown to the operator.
+	var session string
+	run(t, ctx, "the end user's session", chromedp.Evaluate(`document.querySelector('main table tbody tr a[href^="/ui/interrupts/"]').click()`, nil),
+		chromedp.WaitVisible(`#outcome`), chromedp.Evaluate(`document.querySelector('main p.muted a[href^="/ui/sessions/"]').click()`, nil),
+		chromedp.WaitVisible(`ol.messages`), chromedp.Evaluate(`document.querySelector('main').innerText`, &session))
+	if !strings.Contains(session, "Cancelled: the transfer of") || !strings.Contains(session, "Snapshots") {
+		t.Fatalf("the end user's session page shows %q", session)
 	}
 
 	// Reports: one day is drawn as a narrow bar, not one half the chart
