@@ -71,7 +71,7 @@ test:
 	if [[ -n $$bindir ]]; then export PATH=$$bindir:$$PATH; fi; \
 	counts=$$(mktemp -d); trap 'rm -rf "$$counts"' EXIT; \
 	$(GO) build -o "$$counts/testsummary" ./internal/testsummary; \
-	bash tests/compat/install.sh; \
+	bash tests/compat/install.sh; bash tests/ui/install.sh; \
 	$(GO) test $(RACE) -count=1 -json ./... | "$$counts/testsummary" -counts "$$counts/go" || true; \
 	js_rc=0; bash tests/compat/run.sh 2>&1 | tee "$$counts/js.log" || js_rc=$$?; \
 	awk -v rc=$$js_rc '/^# (pass|fail|cancelled) /{n[$$2]=$$3} END{f=n["fail"]+n["cancelled"]; if (rc && !f) f=1; if ("pass" in n) print n["pass"], f}' "$$counts/js.log" >"$$counts/js"; \

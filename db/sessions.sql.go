@@ -133,14 +133,18 @@ FROM sessions s
 LEFT JOIN snapshots sn ON sn.tenant_id = s.tenant_id AND sn.id = s.latest_snapshot_id
 WHERE s.tenant_id = $1
   AND ($2::text IS NULL OR s.end_user = $2)
+  AND ($3::timestamptz IS NULL OR s.updated_at < $3
+       OR (s.updated_at = $3 AND s.id > $4::text))
 ORDER BY s.updated_at DESC, s.id
-LIMIT $3
+LIMIT $5
 `
 
 type ListRecentSessionsParams struct {
-	TenantID string
-	EndUser  *string
-	MaxRows  int32
+	TenantID       string
+	EndUser        *string
+	AfterUpdatedAt *time.Time
+	AfterID        *string
+	MaxRows        int32
 }
 
 type ListRecentSessionsRow struct {
@@ -156,11 +160,19 @@ type ListRecentSessionsRow struct {
 }
 
 // A tenant's most recently updated sessions (of one end user, when named)
-// with their latest snapshot's status: the dashboard's sessions page. No
-// index orders a tenant's sessions by updated_at, so this reads the
-// tenant's range of the primary key and keeps the top rows.
+// with their latest snapshot's status: the dashboard's sessions page,
+// paged on (updated_at DESC, id): a page starts after the position
+// (after_updated_at, after_id) of the previous page's last row. No index
+// orders a tenant's sessions by updated_at, so this reads the tenant's
+// range of the primary key and keeps the top rows.
 func (q *Queries) ListRecentSessions(ctx context.Context, arg ListRecentSessionsParams) ([]ListRecentSessionsRow, error) {
-	rows, err := q.db.Query(ctx, listRecentSessions, arg.TenantID, arg.EndUser, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listRecentSessions,
+		arg.TenantID,
+		arg.EndUser,
+		arg.AfterUpdatedAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

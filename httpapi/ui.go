@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -95,6 +98,7 @@ func (a *api) registerUI(e *echo.Echo) {
 	assets := http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
 	e.GET("/ui/", a.uiInbox)
+	e.GET("/ui/counts", a.uiCounts)
 	e.GET("/ui/login", a.uiLogin)
 	e.POST("/ui/session", a.uiSignIn)
 	e.POST("/ui/session/end", a.uiSignOut)
@@ -161,8 +165,8 @@ type inboxPage struct {
 
 // pendingTotal is the number of pending interrupts of one agent or tool.
 type pendingTotal struct {
-	Key     string
-	Pending int64
+	Key     string `json:"key"`
+	Pending int64  `json:"pending"`
 }
 
 // pendingTotals adds the counts up by key, in key order.
@@ -218,13 +222,35 @@ func (a *api) uiInbox(c echo.Context) error {
 		q.Set("cursor", encodeCursor(last.CreatedAt, last.ID))
 		p.Next = q.Encode()
 	}
+	if p.ByAgent, p.ByTool, err = a.inboxCounts(ctx, caller); err != nil {
+		return err
+	}
+	return a.render(c, "inbox.html", p)
+}
+
+// inboxCounts are the pending interrupts per agent and per tool.
+func (a *api) inboxCounts(ctx context.Context, caller service.Caller) ([]pendingTotal, []pendingTotal, error) {
 	counts, err := a.rt.PendingCounts(ctx, caller)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pendingTotals(counts, func(pc service.PendingCount) string { return pc.Agent }),
+		pendingTotals(counts, func(pc service.PendingCount) string { return pc.Tool }), nil
+}
+
+// uiCounts answers the inbox's counts lines as JSON (GET /ui/counts): the
+// live inbox draws them again whenever it reloads its rows.
+func (a *api) uiCounts(c echo.Context) error {
+	caller, err := a.uiCaller(c)
 	if err != nil {
 		return err
 	}
-	p.ByAgent, p.ByTool = pendingTotals(counts, func(pc service.PendingCount) string { return pc.Agent }),
-		pendingTotals(counts, func(pc service.PendingCount) string { return pc.Tool })
-	return a.render(c, "inbox.html", p)
+	byAgent, byTool, err := a.inboxCounts(c.Request().Context(), caller)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+	return c.JSON(http.StatusOK, map[string][]pendingTotal{"byAgent": byAgent, "byTool": byTool})
 }
 
 func (a *api) uiHistory(c echo.Context) error {
@@ -363,11 +389,13 @@ func (a *api) uiSession(c echo.Context) error {
 		return service.Errorf(service.CodeNotFound, "session not found")
 	}
 	ctx := c.Request().Context()
-	snap, err := a.rt.GetSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: id})
+	// An operator sees the sessions of every end user of the tenant, as
+	// the inbox links to them.
+	snap, err := a.rt.OperatorSnapshot(ctx, caller, c.QueryParam("agent"), service.SnapshotLookup{SessionID: id})
 	if err != nil {
 		return err
 	}
-	snaps, err := a.rt.SessionSnapshots(ctx, caller, id)
+	snaps, err := a.rt.OperatorSessionSnapshots(ctx, caller, id)
 	if err != nil {
 		return err
 	}
@@ -395,27 +423,61 @@ func (a *api) uiSession(c echo.Context) error {
 const recentSessions = 20
 
 // uiSessions finds sessions by id or end user (GET /ui/sessions?q=...),
-// and without a search lists the latest updated ones.
+// and without a search lists the latest updated ones, recentSessions a
+// page (?cursor= the next page's).
 func (a *api) uiSessions(c echo.Context) error {
 	caller, err := a.uiCaller(c)
 	if err != nil {
 		return err
 	}
-	q := c.QueryParam("q")
+	q, cur := c.QueryParam("q"), c.QueryParam("cursor")
 	var found []service.SessionSummary
+	var next string
 	if q != "" {
 		found, err = a.rt.FindSessions(c.Request().Context(), caller, q)
 	} else {
-		found, err = a.rt.RecentSessions(c.Request().Context(), caller, recentSessions)
+		var after service.SessionPosition
+		if cur != "" {
+			if after, err = decodeSessionCursor(cur); err != nil {
+				return err
+			}
+		}
+		found, err = a.rt.RecentSessions(c.Request().Context(), caller, after, recentSessions)
+		if n := len(found); err == nil && n == recentSessions {
+			next = encodeSessionCursor(found[n-1])
+		}
 	}
 	if err != nil {
 		return err
 	}
 	return a.render(c, "sessions.html", struct {
 		page
-		Q     string
-		Found []service.SessionSummary
-	}{pageOf(c, "Sessions", caller.TenantID), q, found})
+		Q, Next string
+		Paged   bool
+		Found   []service.SessionSummary
+	}{pageOf(c, "Sessions", caller.TenantID), q, next, cur != "", found})
+}
+
+// encodeSessionCursor is the cursor of the recent sessions after s. A
+// session id is any client string, so it is carried base64url-encoded
+// (the cursor's fields hold no control character).
+func encodeSessionCursor(s service.SessionSummary) string {
+	return cursor.Encode(s.UpdatedAt.UTC().Format(time.RFC3339Nano), base64.RawURLEncoding.EncodeToString([]byte(s.ID)))
+}
+
+// decodeSessionCursor reads a cursor made by encodeSessionCursor.
+func decodeSessionCursor(s string) (service.SessionPosition, error) {
+	bad := invalid("%s", cursor.ErrMalformed)
+	f, err := cursor.Decode(s, 2)
+	if err != nil {
+		return service.SessionPosition{}, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, f[0])
+	id, idErr := base64.RawURLEncoding.DecodeString(f[1])
+	if err != nil || idErr != nil || !inYearRange(t) {
+		return service.SessionPosition{}, bad
+	}
+	return service.SessionPosition{UpdatedAt: t, ID: string(id)}, nil
 }
 
 func (a *api) uiCaller(c echo.Context) (service.Caller, error) {

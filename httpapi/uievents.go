@@ -19,6 +19,11 @@ type eventLine struct {
 	With string
 	At   time.Time
 	Note string
+	// Fields and Raw are a decision's answer, field by field, and its
+	// whole resolution as JSON (the history and the decision page show
+	// the JSON only when asked: a details element).
+	Fields []field
+	Raw    string
 }
 
 // Clock is the event's time of day; the page shows the full time beside
@@ -162,6 +167,25 @@ func outcomeLine(it service.Interrupt) eventLine {
 		_ = json.Unmarshal(it.Resolution, &p)
 		l.Text, l.With = decisionSentence(it.ResolvedBy, p)
 		l.Note = p.Note
+		l.Fields, l.With = decisionFields(p.Respond, l.With)
+		l.Raw = compactJSON(it.Resolution)
 	}
 	return l
+}
+
+// decisionFields are the fields of a decision's answer as the history and
+// the decision page list them, but "approved", which the sentence says;
+// an answer that is not an object stays in with, as it was.
+func decisionFields(respond json.RawMessage, with string) ([]field, string) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(respond, &obj) != nil {
+		return nil, with
+	}
+	var out []field
+	for _, f := range inputFields(respond) {
+		if f.Name != "approved" {
+			out = append(out, f)
+		}
+	}
+	return out, ""
 }

@@ -45,18 +45,28 @@ type series struct {
 	Values     []float64
 }
 
-// barChart lays out grouped bars of the series over labels.
+// barChart lays out grouped bars of the series over labels, scaled to the
+// largest value; a chart of zeros only is empty.
 func barChart(title, unit string, labels []string, ss []series) chart {
-	const w, h, top, bottom, left, maxGroup = 640, 220, 10, 30, 40, 60
-	c := chart{Title: title, Unit: unit, Width: w, Height: h}
 	maxV := 0.0
 	for _, s := range ss {
-		c.Legend = append(c.Legend, legend{s.Name, s.Fill})
 		for _, v := range s.Values {
 			maxV = math.Max(maxV, v)
 		}
 	}
-	c.Empty = maxV == 0 || len(labels) == 0
+	return scaledChart(title, unit, labels, ss, maxV, maxV == 0)
+}
+
+// scaledChart lays out grouped bars of the series over labels on a scale
+// of 0 to maxV (a percentage's is 100, whatever its values: a day of 0 %
+// is drawn as such, not left out).
+func scaledChart(title, unit string, labels []string, ss []series, maxV float64, empty bool) chart {
+	const w, h, top, bottom, left, maxGroup = 640, 220, 10, 30, 40, 60
+	c := chart{Title: title, Unit: unit, Width: w, Height: h}
+	for _, s := range ss {
+		c.Legend = append(c.Legend, legend{s.Name, s.Fill})
+	}
+	c.Empty = empty || maxV <= 0 || len(labels) == 0
 	if c.Empty {
 		return c
 	}
@@ -149,7 +159,9 @@ func seconds(v *float64) float64 {
 func dailyCharts(days []service.ReportRow) []chart {
 	var labels []string
 	var approved, denied, rate, p50, p90 []float64
+	decided := false
 	for _, d := range days {
+		decided = decided || d.Approved+d.Denied > 0
 		labels = append(labels, d.Key)
 		approved = append(approved, float64(d.Approved))
 		denied = append(denied, float64(d.Denied))
@@ -163,7 +175,7 @@ func dailyCharts(days []service.ReportRow) []chart {
 	}
 	return []chart{
 		barChart("Decisions per day", "", labels, []series{{"approved", "#1b873f", approved}, {"denied", "#b00020", denied}}),
-		barChart("Approval rate per day", "%", labels, []series{{"approved", "#3a6fd8", rate}}),
+		scaledChart("Approval rate per day", "%", labels, []series{{"approved", "#3a6fd8", rate}}, 100, !decided),
 		barChart("Time to decision per day", "s", labels, []series{{"p50", "#3a6fd8", p50}, {"p90", "#b7791f", p90}}),
 	}
 }

@@ -33,14 +33,18 @@ LIMIT 100;
 
 -- name: ListRecentSessions :many
 -- A tenant's most recently updated sessions (of one end user, when named)
--- with their latest snapshot's status: the dashboard's sessions page. No
--- index orders a tenant's sessions by updated_at, so this reads the
--- tenant's range of the primary key and keeps the top rows.
+-- with their latest snapshot's status: the dashboard's sessions page,
+-- paged on (updated_at DESC, id): a page starts after the position
+-- (after_updated_at, after_id) of the previous page's last row. No index
+-- orders a tenant's sessions by updated_at, so this reads the tenant's
+-- range of the primary key and keeps the top rows.
 SELECT s.id, s.agent, s.end_user, s.latest_snapshot_id, s.created_at, s.updated_at,
        sn.status AS snapshot_status, sn.finish_reason, sn.heartbeat_at
 FROM sessions s
 LEFT JOIN snapshots sn ON sn.tenant_id = s.tenant_id AND sn.id = s.latest_snapshot_id
 WHERE s.tenant_id = @tenant_id
   AND (sqlc.narg(end_user)::text IS NULL OR s.end_user = sqlc.narg(end_user))
+  AND (sqlc.narg(after_updated_at)::timestamptz IS NULL OR s.updated_at < sqlc.narg(after_updated_at)
+       OR (s.updated_at = sqlc.narg(after_updated_at) AND s.id > sqlc.narg(after_id)::text))
 ORDER BY s.updated_at DESC, s.id
 LIMIT @max_rows;

@@ -228,6 +228,17 @@ var errHeadMoved = fmt.Errorf("%w (checked)", ErrSessionMoved)
 // GetSnapshot returns a snapshot of a server-managed agent by id, or the
 // latest snapshot of a session. A missing snapshot is NOT_FOUND.
 func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
+	return r.getSnapshot(ctx, c, c.scope(), agent, lookup)
+}
+
+// OperatorSnapshot is GetSnapshot as the tenant's operators see it (the
+// dashboard's session page): a session of any end user of the tenant, as
+// the inbox and the decision page show their interrupts.
+func (r *Runtime) OperatorSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
+	return r.getSnapshot(ctx, c, OperatorScope(c.TenantID), agent, lookup)
+}
+
+func (r *Runtime) getSnapshot(ctx context.Context, c Caller, scope Scope, agent string, lookup SnapshotLookup) (*Snapshot, error) {
 	a, err := r.LookupFor(ctx, c, agent)
 	if err != nil {
 		return nil, err
@@ -240,7 +251,7 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 		if lookup.SessionID == "" {
 			return nil, Errorf(CodeInvalidArgument, "getSnapshot needs a snapshotId or a sessionId")
 		}
-		sess, err := r.store.LoadSession(ctx, c.scope(), lookup.SessionID)
+		sess, err := r.store.LoadSession(ctx, scope, lookup.SessionID)
 		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "")) {
 			return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", lookup.SessionID, agent)
 		}
@@ -249,7 +260,7 @@ func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, looku
 		}
 		id = sess.LatestSnapshotID
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.scope(), Agent: agent, ID: id, WithState: true})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: scope, Agent: agent, ID: id, WithState: true})
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", id, agent)
 	}

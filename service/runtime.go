@@ -359,14 +359,15 @@ func (r *Runtime) SigningSecrets(ctx context.Context, tenantID, purpose string) 
 }
 
 // RecentSessions lists the caller's tenant's most recently updated
-// sessions (at most limit, 1 to 100), with their latest snapshot's
-// status as reads show it (a stale pending one is expired). An end user's
-// caller sees only its own.
-func (r *Runtime) RecentSessions(ctx context.Context, c Caller, limit int) ([]SessionSummary, error) {
+// sessions (at most limit, 1 to 100) after the position after (the last
+// row of the previous page; zero for the first), with their latest
+// snapshot's status as reads show it (a stale pending one is expired). An
+// end user's caller sees only its own.
+func (r *Runtime) RecentSessions(ctx context.Context, c Caller, after SessionPosition, limit int) ([]SessionSummary, error) {
 	if limit < 1 || limit > 100 {
 		return nil, Errorf(CodeInvalidArgument, "limit must be from 1 to 100")
 	}
-	found, err := r.store.RecentSessions(ctx, c.TenantID, c.EndUser, limit)
+	found, err := r.store.RecentSessions(ctx, c.TenantID, c.EndUser, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +403,17 @@ func (r *Runtime) FindSessions(ctx context.Context, c Caller, q string) ([]Sessi
 // SessionSnapshots lists a session's snapshots, newest first (at most
 // 100), for operators: the caller's tenant, and its end user's only.
 func (r *Runtime) SessionSnapshots(ctx context.Context, c Caller, sessionID string) ([]Snapshot, error) {
-	sess, err := r.store.LoadSession(ctx, c.scope(), sessionID)
+	return r.sessionSnapshots(ctx, c, c.scope(), sessionID)
+}
+
+// OperatorSessionSnapshots is SessionSnapshots as the tenant's operators
+// see it (the dashboard's session page): of any end user's session.
+func (r *Runtime) OperatorSessionSnapshots(ctx context.Context, c Caller, sessionID string) ([]Snapshot, error) {
+	return r.sessionSnapshots(ctx, c, OperatorScope(c.TenantID), sessionID)
+}
+
+func (r *Runtime) sessionSnapshots(ctx context.Context, c Caller, scope Scope, sessionID string) ([]Snapshot, error) {
+	sess, err := r.store.LoadSession(ctx, scope, sessionID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "Session %s not found", sessionID)
 	}

@@ -22,6 +22,7 @@ type (
 	ReportInterruptsParams      = store.ReportInterruptsParams
 	StoredSession               = store.StoredSession
 	SessionSummary              = store.SessionSummary
+	SessionPosition             = store.SessionPosition
 	StoredSnapshot              = store.StoredSnapshot
 	SnapshotWrite               = store.SnapshotWrite
 	PositionedMessage           = store.PositionedMessage

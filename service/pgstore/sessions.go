@@ -8,11 +8,15 @@ import (
 )
 
 // RecentSessions implements Store.
-func (s *PgStore) RecentSessions(ctx context.Context, tenantID, endUser string, limit int) ([]store.SessionSummary, error) {
+func (s *PgStore) RecentSessions(ctx context.Context, tenantID, endUser string, after store.SessionPosition, limit int) ([]store.SessionSummary, error) {
+	p := db.ListRecentSessionsParams{TenantID: tenantID, EndUser: strPtr(endUser), MaxRows: int32(limit)}
+	if !after.UpdatedAt.IsZero() {
+		p.AfterUpdatedAt, p.AfterID = &after.UpdatedAt, &after.ID
+	}
 	var rows []db.ListRecentSessionsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.ListRecentSessions(ctx, db.ListRecentSessionsParams{TenantID: tenantID, EndUser: strPtr(endUser), MaxRows: int32(limit)})
+		rows, err = q.ListRecentSessions(ctx, p)
 		return err
 	})
 	if err != nil {

@@ -25,9 +25,10 @@ type Store interface {
 	// q, or whose end user is q, newest first.
 	FindSessions(ctx context.Context, tenantID, q string, limit int) ([]SessionSummary, error)
 	// RecentSessions returns a tenant's limit most recently updated
-	// sessions (of endUser only, unless ""), newest first, with their
-	// latest snapshot's stored status.
-	RecentSessions(ctx context.Context, tenantID, endUser string, limit int) ([]SessionSummary, error)
+	// sessions (of endUser only, unless ""), newest first, after the
+	// position after (none when zero), with their latest snapshot's stored
+	// status.
+	RecentSessions(ctx context.Context, tenantID, endUser string, after SessionPosition, limit int) ([]SessionSummary, error)
 	// LoadSession returns a session. ErrNotFound when missing or not the
 	// scope's to see; a session of another agent is reported with its agent
 	// name set.
@@ -183,6 +184,14 @@ type Scope struct {
 // the write path (WriteTurn) enforces the same rule in SQL.
 func (s Scope) Sees(owner string) bool {
 	return s.AnyEndUser || owner == s.EndUser
+}
+
+// SessionPosition is a place in the list of recent sessions (newest
+// updated first, then by id): the last row of a page. The zero position
+// is the list's start.
+type SessionPosition struct {
+	UpdatedAt time.Time
+	ID        string
 }
 
 // OperatorScope sees every session of a tenant.

@@ -4,6 +4,8 @@
 // page before and after decisions (its own, another operator's, with its
 // audit trail), the history, the sessions, the reports and the webhooks
 // go to $HOLDPOINT_UI_SCREENSHOTS (default
-// $TMPDIR/holdpoint-ui-screenshots). Without Chromium the tests skip,
-// loudly, except under CI, where they fail.
+// $TMPDIR/holdpoint-ui-screenshots). axe_test.go checks every page with
+// axe-core, which tests/ui/install.sh (run by make test) installs from
+// package-lock.json into node_modules here. Without Chromium or axe-core
+// the tests skip, loudly, except under CI, where they fail.
 package ui

@@ -37,6 +37,7 @@ func chromium(t *testing.T) string {
 // env is a server with authentication over a fresh database, serving the
 // demo banking agent and an agent whose approval carries markup.
 type env struct {
+	db    string // the database's URL
 	srv   *httptest.Server
 	rt    *service.Runtime
 	admin string
@@ -67,7 +68,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{srv: srv, rt: rt}
+	e := &env{db: st.url, srv: srv, rt: rt}
 	for _, k := range []struct {
 		dst        *string
 		role, name string

@@ -256,13 +256,14 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 			t.Fatalf("the list lacks %q:\n%s", want, list)
 		}
 	}
-	// A long URL breaks where it must, not between any two letters, and
-	// the page does not scroll sideways.
+	// A long URL breaks where it must, not between any two letters, the
+	// page does not scroll sideways, and the link's title is the URL.
 	var wraps string
 	run(t, ctx, "long URLs", chromedp.Evaluate(`(c => getComputedStyle(c).overflowWrap + ' ' + getComputedStyle(c).wordBreak + ' ' +
-		(document.documentElement.scrollWidth <= document.documentElement.clientWidth))(document.querySelector('#webhooks td.url'))`, &wraps))
-	if wraps != "anywhere normal true" {
-		t.Fatalf("a long URL's cell: overflow-wrap, word-break, fits: %q", wraps)
+		(document.documentElement.scrollWidth <= document.documentElement.clientWidth) + ' ' +
+		[...document.querySelectorAll('#webhooks td.url a')].every(a => a.title === a.textContent))(document.querySelector('#webhooks td.url'))`, &wraps))
+	if wraps != "anywhere normal true true" {
+		t.Fatalf("a long URL's cell: overflow-wrap, word-break, fits, titled: %q", wraps)
 	}
 	screenshot(t, ctx, "webhooks.png")
 

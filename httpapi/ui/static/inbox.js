@@ -51,10 +51,11 @@
   }
   function age(iso) {
     const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+    // As the server says it (roughDuration): whole units, hours up to 48.
     if (s < 60) return s + 's';
-    if (s < 3600) return Math.round(s / 60) + 'm';
-    if (s < 86400) return Math.round(s / 3600) + 'h';
-    return Math.round(s / 86400) + 'd';
+    if (s < 3600) return Math.floor(s / 60) + 'm';
+    if (s < 172800) return Math.floor(s / 3600) + 'h';
+    return Math.floor(s / 86400) + 'd';
   }
   function summary(input) {
     if (input === undefined || input === null) return '';
@@ -123,8 +124,33 @@
       body.append(tr);
     }
   }
+  // The counts lines, as the server draws them: "Pending per agent: a 1 ·
+  // b 2", a separator between items only.
+  function renderCounts(el, label, param, totals) {
+    el.replaceChildren(label + ': ');
+    if (totals.length === 0) {
+      el.append('none');
+      return;
+    }
+    totals.forEach((c, i) => {
+      if (i > 0) el.append(' \u00b7 ');
+      el.append(link('/ui/?' + param + '=' + encodeURIComponent(c.key), c.key), ' ' + c.pending);
+    });
+  }
+  async function reloadCounts() {
+    const agent = document.getElementById('count-agent');
+    const tool = document.getElementById('count-tool');
+    if (!agent || !tool) return;
+    const res = await fetch('/ui/counts', { headers: { Accept: 'application/json' } }).catch(() => null);
+    if (!res || !res.ok) return;
+    const counts = await res.json().catch(() => null);
+    if (!counts) return;
+    renderCounts(agent, 'Pending per agent', 'agent', counts.byAgent || []);
+    renderCounts(tool, 'Pending per tool', 'tool', counts.byTool || []);
+  }
   // The list reloads with the page's own filters (its query string).
   async function reload() {
+    reloadCounts();
     const params = new URLSearchParams(location.search);
     params.delete('age');
     params.delete('cursor');
