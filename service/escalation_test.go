@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
@@ -32,16 +33,8 @@ type escalationEnv struct {
 
 func newEscalationEnv(t *testing.T) *escalationEnv {
 	t.Helper()
-	url := testdb.URL(t)
-	admin := testdb.OwnerPool(t, url)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := newStore(t, app)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(app.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	env := servicetest.New(t, servicetest.Options{})
+	rt, store, admin := env.Runtime, env.Store, testdb.OwnerPool(t, env.URL)
 	return &escalationEnv{rt: rt, store: store, admin: admin}
 }
 

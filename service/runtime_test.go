@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -56,19 +56,9 @@ func newRuntime(t *testing.T) (*service.Runtime, *pgxpool.Pool) {
 // newRuntimeWith is newRuntime with options (its logger is the test's).
 func newRuntimeWith(t *testing.T, opts service.Options) (*service.Runtime, *pgxpool.Pool) {
 	t.Helper()
-	url := testdb.URL(t)
-	admin := testdb.OwnerPool(t, url)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Logger = testlog.Logger(t)
-	rt := service.NewRuntime(newStore(t, app), opts)
-	// Cleanups run last-in first-out: the runtime stops before the pools
-	// close, and both close before testdb drops the database.
-	t.Cleanup(app.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	return rt, admin
+	opts.Logger = nil // the test's
+	env := servicetest.New(t, servicetest.Options{Runtime: opts})
+	return env.Runtime, testdb.OwnerPool(t, env.URL)
 }
 
 // TestStoragePerTurnIsFlat checks that a turn writes only the messages it
