@@ -123,7 +123,7 @@ func waitRow(t *testing.T, ctx context.Context, url, what string, ok func(delive
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the page still shows %+v", what, row)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls: a reload, then a look
 	}
 }
 
@@ -249,7 +249,7 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 		if strings.Contains(list, "the receiver answered 410 Gone at") || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls: a reload, then a look
 	}
 	for _, want := range []string{receiver.URL + "/hook", receiver.URL + "/gone", "disabled", "the receiver answered 410 Gone at", "enabled"} {
 		if !strings.Contains(list, want) {
