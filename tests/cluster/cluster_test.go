@@ -131,8 +131,9 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 	if o.heartbeatTimeout == 0 {
 		o.heartbeatTimeout = time.Second
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := []string{"serve", "--dev", "--addr", addr,
+	// Port 0: the kernel picks the port as serve binds it, so no other
+	// process can take it in between; the start-up log line names it.
+	args := []string{"serve", "--dev", "--addr", "127.0.0.1:0",
 		"--heartbeat-interval", o.heartbeat.String(), "--heartbeat-timeout", o.heartbeatTimeout.String(),
 		// The load tests send far more than one client would; --dev limits
 		// per remote address, and every request here comes from 127.0.0.1.
@@ -142,7 +143,7 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 		args = append(args, "--shutdown-grace", o.grace.String())
 	}
 	args = append(args, o.args...)
-	s := &server{name: name, base: "http://" + addr, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	s := &server{name: name, logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
 	for _, kv := range o.env {
 		if v, ok := strings.CutPrefix(kv, demo.EnvStreamGates+"="); ok {
 			s.gates = v
@@ -188,7 +189,12 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 			t.Fatalf("server %s exited before it was ready: %v", name, s.exitErr)
 		default:
 		}
-		if res, err := http.Get(s.base + "/readyz"); err == nil {
+		if s.base == "" {
+			s.base = listenedOn(s.logPath)
+		}
+		if s.base == "" {
+			// Not listening yet.
+		} else if res, err := http.Get(s.base + "/readyz"); err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -200,6 +206,21 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// listenedOn is the base URL in a server's "serving" log line (text
+// format: msg=serving addr=127.0.0.1:PORT), or "" before it is written.
+func listenedOn(logPath string) string {
+	log, _ := os.ReadFile(logPath)
+	_, rest, ok := bytes.Cut(log, []byte(" msg=serving addr="))
+	if !ok {
+		return ""
+	}
+	addr, _, ok := bytes.Cut(rest, []byte(" "))
+	if !ok {
+		return ""
+	}
+	return "http://" + string(addr)
 }
 
 // held waits until the demo model on s holds the statement of gate name

@@ -58,9 +58,7 @@ func startStandby(t *testing.T, primary *pgCluster) *pgCluster {
 		"-D", c.data(), "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
 		t.Fatalf("pg_basebackup: %v\n%s", err, out)
 	}
-	if out, err := c.pgctl("start"); err != nil {
-		t.Fatalf("pg_ctl start (standby): %v\n%s\n%s", err, out, c.log())
-	}
+	c.startOnFreePort(t, "pg_ctl start (standby)")
 	t.Cleanup(func() {
 		// It may be stopped already; only its log matters then.
 		_, _ = c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop")

@@ -105,9 +105,7 @@ func startPrivateCluster(t *testing.T) *pgCluster {
 	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	if out, err := c.pgctl("start"); err != nil {
-		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, c.log())
-	}
+	c.startOnFreePort(t, "pg_ctl start")
 	t.Cleanup(func() {
 		if out, err := c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop"); err != nil {
 			t.Errorf("stopping the private cluster: %v\n%s", err, out)
@@ -164,6 +162,27 @@ func (c *pgCluster) pgctl(action string, extra ...string) ([]byte, error) {
 	}
 	args = append(args, extra...)
 	return c.run("pg_ctl", append(args, action)...)
+}
+
+// startOnFreePort starts a new cluster on c.port. freePort closes its
+// listener before postgres binds, so another test's process may take the
+// port in between: then the cluster starts again on another free port (a
+// few times), instead of failing the test on a race it did not cause.
+func (c *pgCluster) startOnFreePort(t *testing.T, what string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		logged := len(c.log())
+		out, err := c.pgctl("start")
+		if err == nil {
+			return
+		}
+		if attempt < 5 && strings.Contains(c.log()[logged:], "Address already in use") {
+			t.Logf("%s: port %d was taken before postgres bound it; trying another", what, c.port)
+			c.port = freePort(t)
+			continue
+		}
+		t.Fatalf("%s: %v\n%s\n%s", what, err, out, c.log())
+	}
 }
 
 // createDatabase creates a database and returns its URL (user postgres).

@@ -520,6 +520,22 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 		snapOf[irq] = snap
 	}
 
+	// Each event's first attempt is refused and recorded before any call
+	// is held: a first attempt is recorded with the rest of its batch, so
+	// one held in a batch would keep the others' refusals, and so their
+	// retries, unrecorded until it ends.
+	waitUntil(t, "A's first attempt of every event to be refused and recorded", time.Minute, func() bool {
+		ds := listDeliveries(t, a, hookID)
+		if len(ds) != n {
+			return false
+		}
+		for _, d := range ds {
+			if d.Attempts < 1 {
+				return false
+			}
+		}
+		return true
+	})
 	mode.Store(modeHold)
 	// held returns the interrupt ids whose calls the receiver holds open
 	// now, and when the earliest of those calls arrived.
