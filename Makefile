@@ -65,6 +65,14 @@ example:
 # (internal/testdb), and the compat suite starts a server on one. The
 # PostgreSQL binaries go on PATH because Debian keeps psql and friends off it
 # when only the server package is installed.
+#
+# The JS client suite runs beside the Go tests (its log is printed after
+# them), and the Go test binaries and each binary's parallel tests TEST_P
+# at a time (go test's default is the number of cores): many tests spend
+# their time waiting on servers, databases and browsers rather than on the
+# two cores.
+TEST_P ?= 4
+
 test:
 	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
 	bindir=$$(scripts/pg-local.sh bindir 2>/dev/null || true); \
@@ -72,8 +80,10 @@ test:
 	counts=$$(mktemp -d); trap 'rm -rf "$$counts"' EXIT; \
 	$(GO) build -o "$$counts/testsummary" ./internal/testsummary; \
 	bash tests/compat/install.sh; bash tests/ui/install.sh; \
-	$(GO) test $(RACE) -count=1 -json ./... | "$$counts/testsummary" -counts "$$counts/go" || true; \
-	js_rc=0; bash tests/compat/run.sh 2>&1 | tee "$$counts/js.log" || js_rc=$$?; \
+	bash tests/compat/run.sh >"$$counts/js.log" 2>&1 & js_pid=$$!; \
+	$(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -count=1 -json ./... | "$$counts/testsummary" -counts "$$counts/go" || true; \
+	js_rc=0; wait $$js_pid || js_rc=$$?; \
+	echo "--- the JS client suite (tests/compat/run.sh, run beside the Go tests) ---"; cat "$$counts/js.log"; \
 	awk -v rc=$$js_rc '/^# (pass|fail|cancelled) /{n[$$2]=$$3} END{f=n["fail"]+n["cancelled"]; if (rc && !f) f=1; if ("pass" in n) print n["pass"], f}' "$$counts/js.log" >"$$counts/js"; \
 	[[ -s $$counts/js ]] || rm -f "$$counts/js"; \
 	"$$counts/testsummary" -total "$$counts/go" "$$counts/js"

@@ -142,7 +142,7 @@ func (p *pageRun) ownerPool() *pgxpool.Pool {
 
 // env is the environment of the page's shell blocks and server: the
 // platform binary on PATH, the page's database and address, and Go
-// working offline from the module cache.
+// using the module cache, and the module proxy for what it lacks.
 func (p *pageRun) env() []string {
 	env := os.Environ()
 	if u, err := url.Parse(cmp.Or(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL)); err == nil {
@@ -154,7 +154,11 @@ func (p *pageRun) env() []string {
 		"PATH="+platformBin(p.t)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"DATABASE_URL="+p.database(),
 		"HOLDPOINT_ADDR="+p.addr,
-		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOSUMDB=off",
+		// The module proxy stays as the user has it: the own-module
+		// page's go mod tidy reads the test requirements of the
+		// platform's requirements (testify, for pgx's tests), which a
+		// build of the platform never put in the module cache.
+		"GOFLAGS=-mod=mod", "GOWORK=off", "GOSUMDB=off",
 		"NO_COLOR=1",
 	)
 }
