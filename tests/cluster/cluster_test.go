@@ -190,16 +190,10 @@ func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 		default:
 		}
 		if s.base == "" {
-			s.base = listenedOn(s.logPath)
+			s.base = listenedOn(s.logPath) // "" until it listens
 		}
-		if s.base == "" {
-			// Not listening yet.
-		} else if res, err := http.Get(s.base + "/readyz"); err == nil {
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return s
-			}
+		if s.base != "" && readyz(s) {
+			return s
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server %s was not ready within a minute", name)

@@ -471,7 +471,7 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 	// 20 s once failed with two test runs on two cores; the cause was not
 	// the load but a first attempt held in a batch with the refusals of
 	// the others, which the wait for the recorded first attempts below
-	// removed. The gathering now takes about a second.)
+	// removed.)
 	const lease, timeout = 25 * time.Second, 20 * time.Second
 	o := serverOpts{args: []string{
 		"--webhook-retries", retrySchedule(200*time.Millisecond, 10) + "," + retrySchedule(time.Second, 100),
