@@ -231,7 +231,7 @@ func TestAbortReachesAnotherInstance(t *testing.T) {
 	select {
 	case at := <-cancelled:
 		t.Logf("abort through B cancelled A's turn after %s", at.Sub(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute): // generous: a loaded machine
 		t.Fatal("A's turn was not cancelled")
 	}
 	// Nothing is written after: once A has stopped (Shutdown waits for

@@ -179,7 +179,7 @@ func TestEveryToolRunLeavesARow(t *testing.T) {
 		<-started
 		cancel()
 		<-done
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(time.Minute) // generous: a loaded machine
 		for {
 			rows := toolCallRows(t, admin, "s-slow")
 			if len(rows) == 1 && rows[0].finished && rows[0].status == "failed" {

@@ -298,7 +298,7 @@ func TestGenerateHonoursCancellation(t *testing.T) {
 		if n != 0 {
 			t.Fatalf("streamed %d chunks after cancellation", n)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute): // generous: a loaded machine
 		t.Fatal("Generate did not stop after cancellation")
 	}
 }

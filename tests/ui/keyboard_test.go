@@ -62,7 +62,7 @@ func TestKeyboardApprovalInBrowser(t *testing.T) {
 	screenshot(t, ctx, "keyboard-focus.png")
 	var answer string
 	run(t, ctx, "Enter", chromedp.KeyEvent(kb.Enter),
-		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)))
+		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(time.Minute)))
 	it, err := e.rt.GetInterrupt(context.Background(), caller, id, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func (e *policyEnv) signIn(t *testing.T, ctx context.Context, key string) {
 func textOf(t *testing.T, ctx context.Context, sel, want string) string {
 	t.Helper()
 	js := `(() => { for (const el of document.querySelectorAll(` + jsString(sel) + `)) { if (el.textContent.includes(` + jsString(want) + `)) return el.textContent; } return ''; })()`
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var got string
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -227,7 +227,7 @@ func TestGatedCallsInBrowser(t *testing.T) {
 	textOf(t, carol, `#inbox tbody tr[data-id]`, "escalated")
 	textOf(t, carol, `#inbox tbody tr[data-id]`, "needs approve:treasury")
 	var live string
-	run(t, carol, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(5*time.Second)))
+	run(t, carol, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(time.Minute)))
 	// The live inbox draws its rows again: the badge is still there.
 	textOf(t, carol, `#inbox tbody tr[data-id] .tag.escalated`, "escalated")
 	screenshot(t, carol, "escalated.png")

@@ -39,10 +39,10 @@ func TestDashboardPolishInBrowser(t *testing.T) {
 	}
 	// The open inbox draws its counts again when an approval arrives.
 	var live string
-	run(t, ctx, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(5*time.Second)))
+	run(t, ctx, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(time.Minute)))
 	e.ask(t, "Transfer $70 to account 777")
 	run(t, ctx, "the counts, live", chromedp.Poll(`(t => t.includes('bankingAgent 2') ? t : '')(document.querySelector('p.counts').innerText)`, &counts,
-		chromedp.WithPollingTimeout(8*time.Second)))
+		chromedp.WithPollingTimeout(time.Minute)))
 	if lines := strings.Split(strings.TrimSpace(counts), "\n"); len(lines) != 2 || lines[0] != "Pending per agent: bankingAgent 2 · markup 1" || lines[1] != "Pending per tool: userApproval 3" {
 		t.Fatalf("the counts lines after an approval arrived: %q", lines)
 	}
@@ -57,8 +57,8 @@ func TestDashboardPolishInBrowser(t *testing.T) {
 		chromedp.SendKeys(`input[name=feedback]`, "call the customer first"),
 		chromedp.SendKeys(`input[name=__note]`, "unusual amount"),
 		chromedp.Click(`button.deny`),
-		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)),
-		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(10*time.Second)))
+		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(time.Minute)),
+		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(time.Minute)))
 	var decided struct {
 		Badge, Outcome, Fields string
 		RawOpen                bool

@@ -111,10 +111,12 @@ func browser(t *testing.T, exec string) context.Context {
 	return ctx
 }
 
-// run runs browser actions with a deadline.
+// run runs browser actions with a deadline, a generous one: the actions
+// poll for what they wait for, so the bound only ends a run that hangs,
+// and a loaded machine does not fail it.
 func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	c, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := chromedp.Run(c, actions...); err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -163,7 +165,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#signin`),
 		chromedp.SendKeys(`input[name=key]`, e.user),
 		chromedp.Click(`#signin button`),
-		chromedp.Poll(`document.getElementById('result').textContent`, &refused, chromedp.WithPollingTimeout(5*time.Second)),
+		chromedp.Poll(`document.getElementById('result').textContent`, &refused, chromedp.WithPollingTimeout(time.Minute)),
 	)
 	if !strings.Contains(refused, "refused") {
 		t.Fatalf("a client key's sign-in shows %q", refused)
@@ -176,15 +178,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	// bound is looser because events are read once every older transaction
 	// on the database server has ended, and parallel tests hold some.
 	var live string
-	run(t, ctx, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(5*time.Second)))
+	run(t, ctx, "inbox live", chromedp.Poll(`document.getElementById('live').dataset.state === 'live' ? 'live' : ''`, &live, chromedp.WithPollingTimeout(time.Minute)))
 	raised := time.Now()
 	e.ask(t, "Transfer $50 to account 12345")
 	var rows int
-	c, cancel := context.WithTimeout(ctx, 8*time.Second)
+	c, cancel := context.WithTimeout(ctx, time.Minute) // generous: the FIGURE below says how long it took
 	err := chromedp.Run(c, chromedp.Poll(`document.querySelectorAll('#inbox tbody tr[data-id]').length === 1 ? 1 : 0`, &rows, chromedp.WithPollingInterval(50*time.Millisecond)))
 	cancel()
 	if err != nil || rows != 1 {
-		t.Fatalf("the approval did not appear within 8 s: %v", err)
+		t.Fatalf("the approval did not appear within a minute: %v", err)
 	}
 	t.Logf("FIGURE the approval appeared in the open inbox %s after it was raised", time.Since(raised).Round(time.Millisecond))
 	// The row says who asked.
@@ -210,8 +212,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	screenshot(t, ctx, "decision.png")
 	run(t, ctx, "approve",
 		chromedp.Click(`button.approve`),
-		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)),
-		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(time.Minute)),
+		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(time.Minute)),
 	)
 	if !strings.Contains(answer, "Done: transferred $50.00 to account 12345") {
 		t.Fatalf("after approving the page shows %q", answer)
@@ -225,22 +227,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	e.signIn(t, second, e.other)
 	var href string
 	run(t, ctx, "open the new approval", chromedp.Navigate(e.srv.URL+"/ui/"),
-		chromedp.Poll(`(a => a ? a.getAttribute('href') : '')(document.querySelector('#inbox tbody tr[data-id] td a'))`, &href, chromedp.WithPollingTimeout(5*time.Second)))
+		chromedp.Poll(`(a => a ? a.getAttribute('href') : '')(document.querySelector('#inbox tbody tr[data-id] td a'))`, &href, chromedp.WithPollingTimeout(time.Minute)))
 	run(t, second, "bob opens it", chromedp.Navigate(e.srv.URL+href), chromedp.WaitVisible(`#decide`))
 	run(t, ctx, "alice opens it", chromedp.Navigate(e.srv.URL+href), chromedp.WaitVisible(`#decide`))
 	var bobs string
 	run(t, ctx, "alice's page follows its interrupt", chromedp.Poll(`window.EventSource && document.getElementById('status').dataset.status === 'pending' ? 'ok' : ''`, &bobs,
-		chromedp.WithPollingTimeout(5*time.Second)))
+		chromedp.WithPollingTimeout(time.Minute)))
 	run(t, second, "bob approves",
 		chromedp.Click(`button.approve`),
-		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &bobs, chromedp.WithPollingTimeout(10*time.Second)))
+		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &bobs, chromedp.WithPollingTimeout(time.Minute)))
 	// Alice's open page, not reloaded, shows the new status and who decided,
 	// and its buttons no longer send.
 	var late string
 	var disabled bool
 	run(t, ctx, "alice sees bob's decision",
-		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(10*time.Second)),
-		chromedp.Poll(`(t => t.startsWith('Already') ? t : '')(document.getElementById('result').textContent)`, &late, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`(t => t === 'resolved' ? t : '')(document.getElementById('status').textContent)`, &badge, chromedp.WithPollingTimeout(time.Minute)),
+		chromedp.Poll(`(t => t.startsWith('Already') ? t : '')(document.getElementById('result').textContent)`, &late, chromedp.WithPollingTimeout(time.Minute)),
 		chromedp.Evaluate(`document.querySelector('button.deny').disabled`, &disabled))
 	if !strings.Contains(late, "Already decided by key:bob") || !disabled {
 		t.Fatalf("alice's page shows %q after bob's decision (buttons disabled: %v)", late, disabled)
@@ -255,7 +257,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		clickFirstApproval(), chromedp.WaitVisible(`#decide`),
 		chromedp.SendKeys(`input[name=__note]`, "wrong account, call the customer"),
 		chromedp.Click(`button.deny`),
-		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(time.Minute)),
 		chromedp.Reload(),
 		chromedp.WaitVisible(`ol.events`),
 		chromedp.Text(`ol.events`, &trail),

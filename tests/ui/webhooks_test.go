@@ -113,7 +113,7 @@ const firstRowJS = `(r => r ? {id: r.dataset.id, status: r.dataset.status, attem
 // waitRow loads the page until its first delivery satisfies ok.
 func waitRow(t *testing.T, ctx context.Context, url, what string, ok func(deliveryRow) bool) deliveryRow {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	var row deliveryRow
 	for {
 		run(t, ctx, what, chromedp.Navigate(url), chromedp.WaitVisible(`#deliveries`), chromedp.Evaluate(firstRowJS, &row))
@@ -141,7 +141,7 @@ func fetchJS(t *testing.T, ctx context.Context, what, method, path string, csrf 
 	js := `window.fetched = 0; fetch(` + jsString(path) + `, {method: '` + method + `', headers: ` + headers + `, redirect: 'manual'` + body +
 		`}).then(r => { window.fetched = r.type === 'opaqueredirect' ? 303 : r.status; }, () => { window.fetched = -1; })`
 	var status int
-	run(t, ctx, what, chromedp.Evaluate(js, nil), chromedp.Poll(`window.fetched`, &status, chromedp.WithPollingTimeout(10*time.Second)))
+	run(t, ctx, what, chromedp.Evaluate(js, nil), chromedp.Poll(`window.fetched`, &status, chromedp.WithPollingTimeout(time.Minute)))
 	return status
 }
 
@@ -243,7 +243,7 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 	var list string
 	run(t, ctx, "the list", chromedp.Navigate(e.srv.URL+"/ui/"), chromedp.WaitVisible(`#inbox`),
 		chromedp.Click(`nav a[href="/ui/webhooks"]`), chromedp.WaitVisible(`#webhooks`))
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		run(t, ctx, "the list", chromedp.Reload(), chromedp.WaitVisible(`#webhooks`), chromedp.Text(`#webhooks`, &list))
 		if strings.Contains(list, "the receiver answered 410 Gone at") || time.Now().After(deadline) {

@@ -136,7 +136,9 @@ func Run(t *testing.T, bin string, env ...string) *Server {
 		}
 	})
 	s := &Server{URL: "http://" + addr, Log: log}
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: on a loaded machine a start (migrations included) can take
+	// many seconds; the loop ends as soon as the server answers.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		res, err := http.Get(s.URL + "/readyz")
 		if err == nil {
@@ -151,9 +153,9 @@ func Run(t *testing.T, bin string, env ...string) *Server {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the example was not ready within 30 s:\n%s", log)
+			t.Fatalf("the example was not ready within 2 minutes:\n%s", log)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
