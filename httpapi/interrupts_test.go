@@ -535,8 +535,8 @@ func TestDeadlinesOverHTTP(t *testing.T) {
 			if got.Status == "expired" {
 				break
 			}
-			if time.Since(*it.ExpiresAt) > 5*time.Second {
-				t.Fatalf("interrupt still %s 5s after its deadline", got.Status)
+			if time.Since(*it.ExpiresAt) > time.Minute { // generous: a loaded machine
+				t.Fatalf("interrupt still %s a minute after its deadline", got.Status)
 			}
 			// The running sweeper applies it; a direct sweep must not apply
 			// it a second time.

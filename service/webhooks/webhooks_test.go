@@ -270,10 +270,9 @@ func TestPendingApprovalSendsSignedWebhook(t *testing.T) {
 	out, ended := e.pause(e.acme, "Transfer $50 to account 12345")
 	c := r.wait(1)[0]
 	took := c.at.Sub(ended)
+	// A figure, not an assertion: delivery latency is measured by platform
+	// bench --webhook; on a loaded machine it can take seconds.
 	t.Logf("webhook arrived %s after the turn ended", took)
-	if took > 5*time.Second {
-		t.Errorf("webhook took %s", took)
-	}
 	irq := e.pending(e.acme)[0]
 	p := c.payload
 	if p.Type != "interrupt.created" || p.Sequence != 1 || p.TenantID != "acme" {

@@ -125,11 +125,14 @@ func freePort(t *testing.T) int {
 // a file that is printed if the test fails.
 func startServer(t *testing.T, name, dbURL string, o serverOpts) *server {
 	t.Helper()
+	// A killed instance's turns are taken over once its lease lapses; 5 s
+	// keeps that quick while a live instance on a loaded machine (a load
+	// average of 20 stalled heartbeats for over a second) keeps its lease.
 	if o.heartbeat == 0 {
-		o.heartbeat = 200 * time.Millisecond
+		o.heartbeat = 500 * time.Millisecond
 	}
 	if o.heartbeatTimeout == 0 {
-		o.heartbeatTimeout = time.Second
+		o.heartbeatTimeout = 5 * time.Second
 	}
 	// Port 0: the kernel picks the port as serve binds it, so no other
 	// process can take it in between; the start-up log line names it.
@@ -306,7 +309,8 @@ line:
 
 // httpClient bounds every request: a hung server fails the test instead of
 // hanging it.
-var httpClient = &http.Client{Timeout: 60 * time.Second}
+// Generous: a hostile test sends 30 MB through a loaded machine.
+var httpClient = &http.Client{Timeout: 3 * time.Minute}
 
 // answer is what one HTTP request got: a status and body, or a transport
 // error (connection refused, reset, timeout).
@@ -498,13 +502,14 @@ func checkHistories(t *testing.T, s *server, pool *pgxpool.Pool) int {
 }
 
 // TestAbortThroughAnotherInstance: a turn detached on A and aborted through
-// B stops on A at once. Both run with a 5 s heartbeat, so A's poll fallback
-// cannot explain a stop within the bound: only the LISTEN/NOTIFY path can.
+// B stops on A at once. Both run with a 60 s heartbeat, so A's poll
+// fallback cannot explain a stop within the 30 s bound (generous for a
+// loaded machine): only the LISTEN/NOTIFY path can.
 func TestAbortThroughAnotherInstance(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	gates := t.TempDir()
-	o := serverOpts{heartbeat: 5 * time.Second, heartbeatTimeout: 15 * time.Second, env: []string{demo.EnvStreamGates + "=" + gates}}
+	o := serverOpts{heartbeat: time.Minute, heartbeatTimeout: 3 * time.Minute, env: []string{demo.EnvStreamGates + "=" + gates}}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
 	pool := testdb.OwnerPool(t, url)
@@ -520,7 +525,7 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 	}
 	// The statement is held half way on A (the demo's gate), so the abort
 	// cancels a turn in the middle of its model call.
-	waitUntil(t, "A's statement to stream half way", 30*time.Second, func() bool {
+	waitUntil(t, "A's statement to stream half way", 2*time.Minute, func() bool {
 		_, err := os.Stat(filepath.Join(gates, "g1.held"))
 		return err == nil
 	})
@@ -539,7 +544,7 @@ func TestAbortThroughAnotherInstance(t *testing.T) {
 	}
 	// A drops the job only once its turn has ended: the row's disappearance
 	// is A's work stopping.
-	waitUntil(t, "A to stop the aborted turn and drop its job", 3*time.Second, func() bool {
+	waitUntil(t, "A to stop the aborted turn and drop its job", 30*time.Second, func() bool {
 		return count(t, pool, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", id) == 0
 	})
 	latency := time.Since(abortSent)
@@ -650,7 +655,7 @@ func TestKilledWorkerIsTakenOverWithoutRepeatingTheTransfer(t *testing.T) {
 	}
 	id := out.SnapshotID
 
-	waitUntil(t, "the transfer to run on A and be journaled", 20*time.Second, func() bool {
+	waitUntil(t, "the transfer to run on A and be journaled", 2*time.Minute, func() bool {
 		return len(ledgerLines(t, ledger)) > 0 &&
 			count(t, pool, "SELECT count(*) FROM tool_calls WHERE turn_id = $1 AND status = 'succeeded'", id) > 0
 	})
@@ -902,7 +907,7 @@ func TestSigtermDuringLoadLosesNoCompletedTurn(t *testing.T) {
 	}
 
 	// The detached turn: handed back by A at shutdown, finished by B.
-	waitUntil(t, "B to finish the handed-back detached turn", 30*time.Second, func() bool {
+	waitUntil(t, "B to finish the handed-back detached turn", 2*time.Minute, func() bool {
 		snap, _ := b.getSnapshot(det.SnapshotID)
 		return snap != nil && snap.Status != service.StatusPending
 	})

@@ -301,7 +301,7 @@ func TestBehindPgBouncer(t *testing.T) {
 			t.Errorf("%s's log does not show the pooler settings", s.name)
 		}
 	}
-	waitUntil(t, "both instances' abort listeners, direct", 10*time.Second, func() bool {
+	waitUntil(t, "both instances' abort listeners, direct", time.Minute, func() bool {
 		return listeners(t, owner, true, "holdpoint_abort") == 2
 	})
 

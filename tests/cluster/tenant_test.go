@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,7 +131,7 @@ func TestKilledWorkerRetriesTheHTTPToolWithTheSameCallID(t *testing.T) {
 	a.kill(t)
 	close(aDead)
 
-	waitUntil(t, "B to complete the taken-over turn", 30*time.Second, func() bool {
+	waitUntil(t, "B to complete the taken-over turn", 2*time.Minute, func() bool {
 		snap := b.mustSnapshotOf(t, "tenantBanking", out.SnapshotID)
 		if snap.Status == service.StatusFailed || snap.Status == service.StatusAborted {
 			t.Fatalf("the taken-over turn ended %s: %+v", snap.Status, snap.Error)
@@ -139,8 +140,14 @@ func TestKilledWorkerRetriesTheHTTPToolWithTheSameCallID(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if len(calls) != 2 || calls[0] != calls[1] || len(executed) != 1 {
-		t.Fatalf("receiver saw calls %v and executed %v: want the same call id twice, executed once", calls, executed)
+	// A's call and B's retry, with one call id, executed once. On a loaded
+	// machine B's own lease can lapse while its retry runs, and B takes the
+	// turn over again: a third call, with the same id, still executed once.
+	if len(calls) < 2 || slices.ContainsFunc(calls, func(c string) bool { return c != calls[0] }) || len(executed) != 1 {
+		t.Fatalf("receiver saw calls %v and executed %v: want the same call id at least twice, executed once", calls, executed)
+	}
+	if len(calls) > 2 {
+		t.Logf("the call was retried %d times (a lease lapsed under load)", len(calls)-1)
 	}
 	snap := b.mustSnapshotOf(t, "tenantBanking", out.SnapshotID)
 	msgs := snap.State.Messages

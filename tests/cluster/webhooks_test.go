@@ -356,7 +356,7 @@ func TestWebhookDeliveredAfterReceiverOutageAcrossRestart(t *testing.T) {
 
 	// A attempts every delivery and fails; each stays pending, retrying.
 	var onA []deliveryView
-	waitUntil(t, "A to attempt every delivery at least twice", 20*time.Second, func() bool {
+	waitUntil(t, "A to attempt every delivery at least twice", 2*time.Minute, func() bool {
 		time.Sleep(50 * time.Millisecond)
 		onA = listDeliveries(t, a, hookID)
 		if len(onA) != n {
@@ -407,7 +407,7 @@ func TestWebhookDeliveredAfterReceiverOutageAcrossRestart(t *testing.T) {
 	serveReceiver(t, listenOn(t, port), recv)
 	upAt := time.Now()
 
-	waitUntil(t, "every interrupt.created to reach the receiver", 30*time.Second, func() bool {
+	waitUntil(t, "every interrupt.created to reach the receiver", 2*time.Minute, func() bool {
 		return len(firstAnswered(recv.requests(), http.StatusOK)) >= n
 	})
 	reqs := recv.requests()
@@ -433,7 +433,7 @@ func TestWebhookDeliveredAfterReceiverOutageAcrossRestart(t *testing.T) {
 	}
 
 	var final []deliveryView
-	waitUntil(t, "B to record every delivery delivered", 10*time.Second, func() bool {
+	waitUntil(t, "B to record every delivery delivered", time.Minute, func() bool {
 		time.Sleep(50 * time.Millisecond) // polls gently
 		final = listDeliveries(t, b, hookID)
 		for _, d := range final {
@@ -618,7 +618,7 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 	}
 
 	var final []deliveryView
-	waitUntil(t, "B to record every delivery delivered", 10*time.Second, func() bool {
+	waitUntil(t, "B to record every delivery delivered", time.Minute, func() bool {
 		time.Sleep(50 * time.Millisecond) // polls gently
 		final = listDeliveries(t, b, hookID)
 		for _, d := range final {

@@ -60,7 +60,11 @@ func TestServeOutage(t *testing.T) {
 	if n, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || n < 1 {
 		t.Errorf("Retry-After %q, want seconds", res.Header.Get("Retry-After"))
 	}
-	if took > 2*time.Second {
+	// At once, not after waiting on the database: the bound is loose
+	// enough for a loaded machine and still far below the wait for a
+	// connection that never comes.
+	t.Logf("refusing the turn took %s", took)
+	if took > 10*time.Second {
 		t.Errorf("refusing the turn took %s, want at once", took)
 	}
 	if bytes.Contains(b, []byte(proxy.Addr())) || bytes.Contains(b, []byte("refused")) {
