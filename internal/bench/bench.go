@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,6 +64,12 @@ type Config struct {
 	// Waits samples where turns wait during the run (run queue, GC
 	// pauses, pool, PostgreSQL wait events) and prints it after the table.
 	Waits bool
+	// Detach makes both turns of an inprocess cycle detached: each runs
+	// as a detached job (the runtime's job runner takes those no slot was
+	// free for) and the client polls its snapshot every DetachPoll
+	// (default DefaultDetachPoll) until it ends.
+	Detach     bool
+	DetachPoll time.Duration
 }
 
 // extras names what cfg adds to the plain cycle.
@@ -91,6 +98,9 @@ func (cfg Config) extras() []string {
 	}
 	if cfg.EarlyClaims {
 		x = append(x, "early claims")
+	}
+	if cfg.Detach {
+		x = append(x, "detached")
 	}
 	return x
 }
@@ -294,7 +304,14 @@ func (r *run) pickCycle() error {
 	case "inprocess", "":
 		r.cfg.Mode = "inprocess"
 		r.cycle = inProcessCycle(r.rt)
+		if r.cfg.Detach {
+			r.startJobRunner()
+			r.cycle = detachedCycle(r.rt, cmp.Or(r.cfg.DetachPoll, DefaultDetachPoll))
+		}
 	case "http":
+		if r.cfg.Detach {
+			return fmt.Errorf("--detach runs with --mode inprocess only")
+		}
 		streams := service.NewStreamHub(r.store, quietLog(), 0)
 		srv, url, err := serveHTTP(r.rt, httpapi.Options{Logger: quietLog(), Streams: streams})
 		if err != nil {

@@ -94,3 +94,23 @@ func TestRunWithDatabaseRTT(t *testing.T) {
 		t.Errorf("extras %v", res.Extras)
 	}
 }
+
+// TestRunDetached runs a small benchmark of detached cycles, with more
+// sessions than the instance has job slots so that some turns are queued
+// and taken by the job runner, and checks every cycle ended as it should.
+func TestRunDetached(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	res, err := Run(context.Background(), Config{
+		DatabaseURL: testdb.URL(t), Sessions: 10, Cycles: 3, Out: &out, Detach: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.TurnP50 <= 0 {
+		t.Errorf("errors %d, turn p50 %s", res.Errors, res.TurnP50)
+	}
+	if _, err := Run(context.Background(), Config{DatabaseURL: testdb.URL(t), Mode: "http", Sessions: 1, Cycles: 1, Detach: true}); err == nil {
+		t.Error("--detach with --mode http ran, want an error")
+	}
+}
