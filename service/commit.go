@@ -89,7 +89,9 @@ func (inv *invocation) fillWrite(w *SnapshotWrite, t *Turn, status string, bodie
 	w.ResumedSet = tr.resolvedEvents
 	if status == StatusCompleted {
 		st := inv.sess.state()
-		w.State, w.Bodies = &st, bodies
+		n := len(bodies)
+		w.State, w.Bodies = &st, bodies[:n:n]
+		w.Handoff = inv.handOff(bodies)
 	}
 	return deferred
 }
@@ -143,7 +145,6 @@ func (inv *invocation) tooManyPending() error {
 // message positions that differ from the base snapshot are written.
 func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *ErrorDetails) (*SnapshotWrite, [][]byte, error) {
 	msgs := inv.sess.messages
-	bodies := make([][]byte, len(msgs))
 	w := &SnapshotWrite{
 		TenantID:     inv.caller.TenantID,
 		Agent:        inv.agent.Name,
@@ -166,10 +167,7 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 	// Positions below the base's count that were not rewritten are the
 	// base's: not encoded nor written again. (Once the history was set
 	// wholesale, every position is compared.)
-	same := 0
-	if !sess.replaced {
-		same = copy(bodies, inv.baseBodies)
-	}
+	bodies, same := inv.bodiesFor(len(msgs))
 	encode := func(i int) error {
 		b, err := json.Marshal(msgs[i])
 		if err != nil {
@@ -196,6 +194,29 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		}
 	}
 	return w, bodies, nil
+}
+
+// bodiesFor is the array of the messages' JSON the write fills, of length
+// n, and how many leading positions hold the base's (not encoded again).
+// It appends to the base's array when that is this invocation's and no
+// position the base's snapshot shows is rewritten; otherwise it copies the
+// base's positions into a new array, with room to append into next time.
+func (inv *invocation) bodiesFor(n int) ([][]byte, int) {
+	sess, base := inv.sess, inv.baseBodies
+	if sess.replaced {
+		inv.bodiesOwned = true
+		return make([][]byte, n, n+n/8+16), 0
+	}
+	rewrites := false
+	for i := range sess.touched {
+		rewrites = rewrites || i < len(base)
+	}
+	if inv.bodiesOwned && !rewrites && n >= len(base) && cap(base) >= n {
+		return base[:n], len(base)
+	}
+	bodies := make([][]byte, n, n+n/8+16)
+	inv.bodiesOwned = true
+	return bodies, copy(bodies, base)
 }
 
 // claim claims the interrupts a resume answers, unless an operator's

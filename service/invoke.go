@@ -344,6 +344,9 @@ type invocation struct {
 	// (the parent of the next one); baseBodies its stored messages.
 	baseID     string
 	baseBodies [][]byte
+	// bodiesOwned says the room past len(baseBodies) in its array is this
+	// invocation's to append into (it made the array, or a handoff gave it).
+	bodiesOwned bool
 	// baseVersion is the tenant agent version the base snapshot's turn ran
 	// with (0: compiled in, or none).
 	baseVersion int

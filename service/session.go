@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // sessionState is the session an invocation works on.
@@ -293,9 +295,67 @@ func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	}
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
+	inv.bodiesOwned = false
 	inv.baseVersion = snap.AgentVersion
 	inv.basePaused = snap.FinishReason == FinishInterrupted
 	inv.baseAnswered = snap.Answered
+	if h, ok := snap.Handoff.Take().(*historyArrays); ok {
+		inv.takeArrays(h)
+	}
+}
+
+// historyArrays is what a turn that wrote a completed snapshot hands to
+// the first turn continuing it (store.Handoff): the array the history
+// lives in (from front[1]; front[0] the system slot) and the array of the
+// messages' stored JSON, each with room past the snapshot's length that
+// the writer no longer uses and no view of the snapshot sees. The taker
+// appends into that room instead of copying the history, so a turn that
+// adds messages costs the same however long the conversation is. Positions
+// below the snapshot's length stay the snapshot's: a rewrite (a resume's)
+// copies first, as with any shared history.
+type historyArrays struct {
+	front     []Message
+	hasSystem bool   // front[0] holds the system message
+	system    string // its text
+	bodies    [][]byte
+}
+
+// takeArrays continues in the arrays a handoff gave this invocation, when
+// they are the ones the base snapshot's views look at.
+func (inv *invocation) takeArrays(h *historyArrays) {
+	s := inv.sess
+	n := len(s.messages)
+	if n == 0 || len(h.front) != 1+n || len(h.bodies) != n || len(inv.baseBodies) != n ||
+		&h.front[1] != &s.messages[0] || &h.bodies[0] != &inv.baseBodies[0] {
+		return
+	}
+	if h.hasSystem && h.system != inv.agent.System {
+		// front[0] was in the writer's model requests: not rewritten.
+		return
+	}
+	s.front, s.frontSystem = h.front, h.hasSystem
+	s.messages = h.front[1 : 1+n] // the room past n is this invocation's
+	inv.baseBodies, inv.bodiesOwned = h.bodies, true
+}
+
+// handOff gives the arrays of the history just written (n messages, their
+// JSON in bodies) to the next turn, when this invocation owns them; it
+// stops appending into them itself (its next append copies).
+func (inv *invocation) handOff(bodies [][]byte) *store.Handoff {
+	s := inv.sess
+	n := len(s.messages)
+	if n == 0 || !s.inFront() || !inv.bodiesOwned || len(bodies) != n {
+		return nil
+	}
+	inv.bodiesOwned = false
+	h := &historyArrays{front: s.front[:1+n], hasSystem: s.frontSystem, bodies: bodies}
+	if s.frontSystem {
+		h.system = s.front[0].Text()
+	}
+	s.front, s.frontSystem = nil, false
+	s.messages = s.messages[:n:n]
+	s.shared = true
+	return store.NewHandoff(h)
 }
 
 // checkID bounds a client-chosen id: any string, but not an unbounded or

@@ -293,6 +293,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *store.SnapshotWrite) (bool,
 			Snapshot: protocol.Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
 				CreatedAt: now, UpdatedAt: &now, Status: protocol.StatusCompleted, FinishReason: w.FinishReason, State: w.State},
 			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies, AgentVersion: w.AgentVersion,
+			Handoff: w.Handoff,
 		})
 	}
 	return true, nil

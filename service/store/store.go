@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdpoint/holdpoint/service/protocol"
@@ -327,6 +328,32 @@ type StoredSnapshot struct {
 	// a claim of them refused): a resume of it is likely to lose, and
 	// claims up front rather than after its model call.
 	Answered bool
+	// Handoff is what the snapshot's writer left for the first turn that
+	// continues it (SnapshotWrite.Handoff); nil when none.
+	Handoff *Handoff
+}
+
+// Handoff is what the writer of a completed snapshot leaves for the one
+// turn that continues it first: in the engine, the arrays the snapshot's
+// history lives in, with room past its length that no one else writes, so
+// that the next turn appends to them rather than copying the whole
+// history. The store keeps it beside the cached snapshot and never looks
+// inside; Take gives it out once.
+type Handoff struct {
+	taken atomic.Bool
+	value any
+}
+
+// NewHandoff wraps v for the next turn.
+func NewHandoff(v any) *Handoff { return &Handoff{value: v} }
+
+// Take returns the value to the first caller, nil to every other (and on a
+// nil Handoff).
+func (h *Handoff) Take() any {
+	if h == nil || !h.taken.CompareAndSwap(false, true) {
+		return nil
+	}
+	return h.value
 }
 
 // SnapshotWrite is everything one turn end persists.
@@ -358,6 +385,9 @@ type SnapshotWrite struct {
 	// Optional.
 	State  *protocol.SessionState
 	Bodies [][]byte
+	// Handoff, with State, is kept beside the cached snapshot for the next
+	// turn (StoredSnapshot.Handoff). Optional.
+	Handoff *Handoff
 
 	// Messages are the positions this snapshot wrote (appended or changed).
 	Messages []PositionedMessage
