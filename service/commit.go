@@ -91,7 +91,14 @@ func (inv *invocation) fillWrite(w *SnapshotWrite, t *Turn, status string, bodie
 		st := inv.sess.state()
 		n := len(bodies)
 		w.State, w.Bodies = &st, bodies[:n:n]
-		w.Handoff = inv.handOff(bodies)
+		// A paused snapshot keeps its last message apart, for the resume
+		// to rewrite in place.
+		split := w.FinishReason == FinishInterrupted && n > 1
+		if w.Handoff = inv.handOff(bodies, split); w.Handoff != nil && split {
+			last := st.Messages[n-1]
+			st.Messages = st.Messages[: n-1 : n-1]
+			w.Bodies, w.Last, w.LastBody = bodies[:n-1:n-1], &last, bodies[n-1]
+		}
 	}
 	return deferred
 }
@@ -101,6 +108,7 @@ func (inv *invocation) written(snapshotID string, bodies [][]byte) {
 	inv.baseID = snapshotID
 	inv.baseAnswered = false
 	inv.baseBodies = bodies
+	inv.bodiesOwnLast = false
 	inv.last.goodID = snapshotID
 	inv.sess.touched, inv.sess.replaced = nil, false
 	if len(inv.unpersisted) > 0 {
@@ -173,11 +181,12 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		if err != nil {
 			return fmt.Errorf("encoding message %d: %w", i, err)
 		}
-		bodies[i] = b
+		// bodies may be the base's own array (bodiesFor): compare first.
 		if i < len(inv.baseBodies) && JSONEqual(inv.baseBodies[i], b) {
 			bodies[i] = inv.baseBodies[i]
 			return nil
 		}
+		bodies[i] = b
 		w.Messages = append(w.Messages, PositionedMessage{Position: i, Body: b})
 		return nil
 	}
@@ -204,18 +213,22 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 func (inv *invocation) bodiesFor(n int) ([][]byte, int) {
 	sess, base := inv.sess, inv.baseBodies
 	if sess.replaced {
-		inv.bodiesOwned = true
+		inv.bodiesOwned, inv.bodiesOwnLast = true, false
 		return make([][]byte, n, n+n/8+16), 0
+	}
+	limit := len(base) // positions the base's views show
+	if inv.bodiesOwnLast {
+		limit--
 	}
 	rewrites := false
 	for i := range sess.touched {
-		rewrites = rewrites || i < len(base)
+		rewrites = rewrites || i < limit
 	}
 	if inv.bodiesOwned && !rewrites && n >= len(base) && cap(base) >= n {
 		return base[:n], len(base)
 	}
 	bodies := make([][]byte, n, n+n/8+16)
-	inv.bodiesOwned = true
+	inv.bodiesOwned, inv.bodiesOwnLast = true, false
 	return bodies, copy(bodies, base)
 }
 

@@ -225,6 +225,10 @@ type LoadSnapshotParams struct {
 	// WithState asks for the history (rebuilt from the ancestor chain),
 	// custom state and artifacts too.
 	WithState bool
+	// Split accepts a snapshot whose last message is kept apart
+	// (StoredSnapshot.Last), as the engine's turns take them; without it
+	// the history comes whole.
+	Split bool
 }
 
 // ListSessionToolCallsParams select a page for Store.ListSessionToolCalls.
@@ -331,6 +335,28 @@ type StoredSnapshot struct {
 	// Handoff is what the snapshot's writer left for the first turn that
 	// continues it (SnapshotWrite.Handoff); nil when none.
 	Handoff *Handoff
+	// Last, when set, is the history's last message, kept apart: State's
+	// messages and Bodies are the others, LastBody its JSON, and
+	// MessageCount counts it. Only a load with Split returns one (see
+	// SnapshotWrite.Last); Joined puts the history together.
+	Last     *protocol.Message
+	LastBody []byte
+}
+
+// Joined is the snapshot with its whole history in State and Bodies: s
+// itself when no message is kept apart, else a copy (the history copied).
+func (s *StoredSnapshot) Joined() *StoredSnapshot {
+	if s.Last == nil || s.State == nil {
+		return s
+	}
+	out := *s
+	st := *s.State
+	n := len(st.Messages)
+	st.Messages = append(st.Messages[:n:n], *s.Last)
+	out.State = &st
+	out.Bodies = append(s.Bodies[:len(s.Bodies):len(s.Bodies)], s.LastBody)
+	out.Last, out.LastBody, out.Handoff = nil, nil, nil
+	return &out
 }
 
 // Handoff is what the writer of a completed snapshot leaves for the one
@@ -340,6 +366,7 @@ type StoredSnapshot struct {
 // history. The store keeps it beside the cached snapshot and never looks
 // inside; Take gives it out once.
 type Handoff struct {
+	held  atomic.Bool
 	taken atomic.Bool
 	value any
 }
@@ -347,10 +374,21 @@ type Handoff struct {
 // NewHandoff wraps v for the next turn.
 func NewHandoff(v any) *Handoff { return &Handoff{value: v} }
 
-// Take returns the value to the first caller, nil to every other (and on a
-// nil Handoff).
+// NewHeldHandoff wraps v for the next turn once its writer calls Release
+// (until then Take gives nothing).
+func NewHeldHandoff(v any) *Handoff {
+	h := &Handoff{value: v}
+	h.held.Store(true)
+	return h
+}
+
+// Release lets Take give the value out.
+func (h *Handoff) Release() { h.held.Store(false) }
+
+// Take returns the value to the first caller after the release, nil to
+// every other (and on a nil Handoff).
 func (h *Handoff) Take() any {
-	if h == nil || !h.taken.CompareAndSwap(false, true) {
+	if h == nil || h.held.Load() || !h.taken.CompareAndSwap(false, true) {
 		return nil
 	}
 	return h.value
@@ -388,6 +426,12 @@ type SnapshotWrite struct {
 	// Handoff, with State, is kept beside the cached snapshot for the next
 	// turn (StoredSnapshot.Handoff). Optional.
 	Handoff *Handoff
+	// Last, when set, is the history's last message kept apart from State
+	// and Bodies (and LastBody its JSON), so that the next turn may rewrite
+	// it in place (a resume does) without changing what the cached
+	// snapshot shows.
+	Last     *protocol.Message
+	LastBody []byte
 
 	// Messages are the positions this snapshot wrote (appended or changed).
 	Messages []PositionedMessage
