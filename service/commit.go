@@ -89,7 +89,16 @@ func (inv *invocation) fillWrite(w *SnapshotWrite, t *Turn, status string, bodie
 	w.ResumedSet = tr.resolvedEvents
 	if status == StatusCompleted {
 		st := inv.sess.state()
-		w.State, w.Bodies = &st, bodies
+		n := len(bodies)
+		w.State, w.Bodies = &st, bodies[:n:n]
+		// A paused snapshot keeps its last message apart, for the resume
+		// to rewrite in place.
+		split := w.FinishReason == FinishInterrupted && n > 1
+		if w.Handoff = inv.handOff(bodies, split); w.Handoff != nil && split {
+			last := st.Messages[n-1]
+			st.Messages = st.Messages[: n-1 : n-1]
+			w.Bodies, w.Last, w.LastBody = bodies[:n-1:n-1], &last, bodies[n-1]
+		}
 	}
 	return deferred
 }
@@ -99,6 +108,7 @@ func (inv *invocation) written(snapshotID string, bodies [][]byte) {
 	inv.baseID = snapshotID
 	inv.baseAnswered = false
 	inv.baseBodies = bodies
+	inv.bodiesOwnLast = false
 	inv.last.goodID = snapshotID
 	inv.sess.touched, inv.sess.replaced = nil, false
 	if len(inv.unpersisted) > 0 {
@@ -143,7 +153,6 @@ func (inv *invocation) tooManyPending() error {
 // message positions that differ from the base snapshot are written.
 func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *ErrorDetails) (*SnapshotWrite, [][]byte, error) {
 	msgs := inv.sess.messages
-	bodies := make([][]byte, len(msgs))
 	w := &SnapshotWrite{
 		TenantID:     inv.caller.TenantID,
 		Agent:        inv.agent.Name,
@@ -166,20 +175,18 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 	// Positions below the base's count that were not rewritten are the
 	// base's: not encoded nor written again. (Once the history was set
 	// wholesale, every position is compared.)
-	same := 0
-	if !sess.replaced {
-		same = copy(bodies, inv.baseBodies)
-	}
+	bodies, same := inv.bodiesFor(len(msgs))
 	encode := func(i int) error {
 		b, err := json.Marshal(msgs[i])
 		if err != nil {
 			return fmt.Errorf("encoding message %d: %w", i, err)
 		}
-		bodies[i] = b
+		// bodies may be the base's own array (bodiesFor): compare first.
 		if i < len(inv.baseBodies) && JSONEqual(inv.baseBodies[i], b) {
 			bodies[i] = inv.baseBodies[i]
 			return nil
 		}
+		bodies[i] = b
 		w.Messages = append(w.Messages, PositionedMessage{Position: i, Body: b})
 		return nil
 	}
@@ -196,6 +203,33 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 		}
 	}
 	return w, bodies, nil
+}
+
+// bodiesFor is the array of the messages' JSON the write fills, of length
+// n, and how many leading positions hold the base's (not encoded again).
+// It appends to the base's array when that is this invocation's and no
+// position the base's snapshot shows is rewritten; otherwise it copies the
+// base's positions into a new array, with room to append into next time.
+func (inv *invocation) bodiesFor(n int) ([][]byte, int) {
+	sess, base := inv.sess, inv.baseBodies
+	if sess.replaced {
+		inv.bodiesOwned, inv.bodiesOwnLast = true, false
+		return make([][]byte, n, n+n/8+16), 0
+	}
+	limit := len(base) // positions the base's views show
+	if inv.bodiesOwnLast {
+		limit--
+	}
+	rewrites := false
+	for i := range sess.touched {
+		rewrites = rewrites || i < limit
+	}
+	if inv.bodiesOwned && !rewrites && n >= len(base) && cap(base) >= n {
+		return base[:n], len(base)
+	}
+	bodies := make([][]byte, n, n+n/8+16)
+	inv.bodiesOwned, inv.bodiesOwnLast = true, false
+	return bodies, copy(bodies, base)
 }
 
 // claim claims the interrupts a resume answers, unless an operator's

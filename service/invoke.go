@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Invoke runs an invocation of the named agent: it resolves the session
@@ -152,6 +154,7 @@ func (inv *invocation) start(ctx context.Context, inputs <-chan AgentInput) <-ch
 	go func() {
 		defer r.bgWG.Done()
 		defer close(done)
+		defer inv.releaseHandoffs()
 		defer cancelWork()
 		defer stopAfter()
 		inv.result = inv.runTurns(workCtx, queue)
@@ -344,6 +347,18 @@ type invocation struct {
 	// (the parent of the next one); baseBodies its stored messages.
 	baseID     string
 	baseBodies [][]byte
+	// bodiesOwned says the room past len(baseBodies) in its array is this
+	// invocation's to append into (it made the array, or a handoff gave it).
+	bodiesOwned bool
+	// bodiesOwnLast says the last of baseBodies is this invocation's to
+	// rewrite in place too (takeSplit).
+	bodiesOwnLast bool
+	// splitLast is the last message of snapshot splitOf, kept apart from
+	// the views of its history (a failed turn's output names it).
+	splitLast *Message
+	splitOf   string
+	// heldHandoffs are released when the invocation ends (handOff).
+	heldHandoffs []*store.Handoff
 	// baseVersion is the tenant agent version the base snapshot's turn ran
 	// with (0: compiled in, or none).
 	baseVersion int
@@ -488,12 +503,19 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 func (inv *invocation) output(ctx context.Context) *AgentOutput {
 	out := &AgentOutput{SessionID: inv.sess.id, FinishReason: inv.last.finishReason}
 	st := inv.sess.state()
+	var last *Message
 	if inv.last.finishReason == FinishFailed || inv.last.finishReason == FinishAborted {
 		st = inv.last.good
 		out.Error = inv.last.err
+		if inv.splitLast != nil && inv.last.goodID == inv.splitOf {
+			last = inv.splitLast
+		}
 	}
-	if n := len(st.Messages); n > 0 {
-		m := st.Messages[n-1]
+	if n := len(st.Messages); last == nil && n > 0 {
+		last = &st.Messages[n-1]
+	}
+	if last != nil {
+		m := *last
 		out.Message = &m
 	}
 	if len(st.Artifacts) > 0 {

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // sessionState is the session an invocation works on.
@@ -39,8 +41,15 @@ type sessionState struct {
 	// Appends that go past its capacity (a plain append) leave it, and
 	// the next grow copies again (inFront tells).
 	front []Message
-	// frontSystem says front[0] holds the system message.
+	// frontSystem says front[0] holds the system message, whose text is
+	// frontText (a model request may have seen it: it is never rewritten).
 	frontSystem bool
+	frontText   string
+	// ownAt, when not 0, says the message at position ownAt-1 is this
+	// invocation's to rewrite in place although the history is shared: a
+	// handoff gave it the base's last message apart from every view
+	// (takeSplit). A view that shows it (state, modelView) ends that.
+	ownAt int
 }
 
 // inFront reports whether the messages start at front[1].
@@ -62,6 +71,7 @@ func (s *sessionState) grow(extra int) {
 	s.front, s.frontSystem = buf, false
 	s.messages = buf[1 : 1+n]
 	s.shared = false
+	s.ownAt = 0
 }
 
 // add appends messages to the history. The array they go into is this
@@ -80,16 +90,17 @@ func (s *sessionState) add(msgs ...Message) {
 // shared from then on, so a later rewrite copies it first.
 func (s *sessionState) modelView(system *Message) []Message {
 	n := len(s.messages)
-	s.shared = true
+	s.shared, s.ownAt = true, 0
 	if system == nil {
 		return s.messages[:n:n]
 	}
-	if !s.inFront() {
+	text := system.Text()
+	if !s.inFront() || (s.frontSystem && s.frontText != text) {
 		s.grow(1)
 		s.shared = true
 	}
 	if !s.frontSystem {
-		s.front[0], s.frontSystem = *system, true
+		s.front[0], s.frontSystem, s.frontText = *system, true, text
 	}
 	return s.front[: 1+n : 1+n]
 }
@@ -109,7 +120,7 @@ func (s *sessionState) touch(i int) {
 // in-place change, rewriting a message, copies the slice first while a view
 // may be looking at it (replaceMessage).
 func (s *sessionState) state() SessionState {
-	s.shared = true
+	s.shared, s.ownAt = true, 0
 	return SessionState{
 		SessionID: s.id,
 		Messages:  s.messages[:len(s.messages):len(s.messages)],
@@ -120,7 +131,7 @@ func (s *sessionState) state() SessionState {
 
 // replaceMessage rewrites the message at position i, copy-on-write.
 func (s *sessionState) replaceMessage(i int, m Message) {
-	if s.shared {
+	if s.shared && (s.ownAt == 0 || i < s.ownAt-1 || !s.inFront()) {
 		s.grow(2) // a resume appends the tool message next
 	}
 	s.messages[i] = m
@@ -149,7 +160,14 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	if err != nil {
 		return err
 	}
+	own := inv.sess.ownAt
 	inv.last.good = inv.sess.state()
+	if own > 0 {
+		// The base's last message is this invocation's to rewrite: the
+		// view ends before it (output takes it from splitLast).
+		inv.sess.ownAt = own
+		inv.last.good.Messages = inv.last.good.Messages[: own-1 : own-1]
+	}
 	inv.last.goodID = inv.baseID
 	return nil
 }
@@ -175,7 +193,7 @@ func (inv *invocation) checkInitKind(init AgentInit) error {
 // names too, if any). A snapshot that is not completed is kept for
 // inspection: resuming it is a graceful failure.
 func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
-	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true})
+	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true, Split: true})
 	if errors.Is(err, ErrNotFound) {
 		return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
 	}
@@ -245,7 +263,7 @@ func (inv *invocation) latestCompleted(ctx context.Context, sess *StoredSession)
 			return nil, Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", sess.ID)
 		}
 		visited[id] = true
-		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: id, WithState: true})
+		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: id, WithState: true, Split: true})
 		if err != nil {
 			return nil, err
 		}
@@ -293,9 +311,112 @@ func (inv *invocation) useSnapshot(snap *StoredSnapshot) {
 	}
 	inv.baseID = snap.SnapshotID
 	inv.baseBodies = snap.Bodies
+	inv.bodiesOwned = false
 	inv.baseVersion = snap.AgentVersion
 	inv.basePaused = snap.FinishReason == FinishInterrupted
 	inv.baseAnswered = snap.Answered
+	inv.splitLast, inv.bodiesOwnLast = nil, false
+	h, _ := snap.Handoff.Take().(*historyArrays)
+	if snap.Last != nil {
+		inv.splitLast, inv.splitOf = snap.Last, snap.SnapshotID
+		if h == nil || !inv.takeSplit(h) {
+			// Another turn continues in the arrays (or none were
+			// handed off): the history is put together in a copy.
+			j := snap.Joined()
+			inv.sess.messages, inv.baseBodies = j.State.Messages, j.Bodies
+		}
+		return
+	}
+	if h != nil {
+		inv.takeArrays(h)
+	}
+}
+
+// historyArrays is what a turn that wrote a completed snapshot hands to
+// the first turn continuing it (store.Handoff): the array the history
+// lives in (from front[1]; front[0] the system slot) and the array of the
+// messages' stored JSON, each with room past the snapshot's length that
+// the writer no longer uses and no view of the snapshot sees. The taker
+// appends into that room instead of copying the history, so a turn that
+// adds messages costs the same however long the conversation is. Positions
+// below the snapshot's length stay the snapshot's: a rewrite (a resume's)
+// copies first, as with any shared history.
+type historyArrays struct {
+	front     []Message
+	hasSystem bool   // front[0] holds a system message
+	system    string // its text
+	bodies    [][]byte
+	// split says the snapshot keeps its last message apart (its views end
+	// before it): the taker may rewrite that position in place too.
+	split bool
+}
+
+// takeArrays continues in the arrays a handoff gave this invocation, when
+// they are the ones the base snapshot's views look at.
+func (inv *invocation) takeArrays(h *historyArrays) {
+	s := inv.sess
+	n := len(s.messages)
+	if n == 0 || len(h.front) != 1+n || len(h.bodies) != n || len(inv.baseBodies) != n ||
+		&h.front[1] != &s.messages[0] || &h.bodies[0] != &inv.baseBodies[0] {
+		return
+	}
+	// front[0] may be in the writer's model requests: a request with
+	// another system message copies the history first (modelView).
+	s.front, s.frontSystem, s.frontText = h.front, h.hasSystem, h.system
+	s.messages = h.front[1 : 1+n] // the room past n is this invocation's
+	inv.baseBodies, inv.bodiesOwned = h.bodies, true
+}
+
+// takeSplit continues in the arrays of a snapshot whose last message is
+// kept apart, with that message's position this invocation's to rewrite.
+func (inv *invocation) takeSplit(h *historyArrays) bool {
+	s := inv.sess
+	p := len(s.messages) // the messages before the last
+	n := p + 1
+	if !h.split || p == 0 || len(h.front) != 1+n || len(h.bodies) != n || len(inv.baseBodies) != p ||
+		&h.front[1] != &s.messages[0] || &h.bodies[0] != &inv.baseBodies[0] {
+		return false
+	}
+	s.front, s.frontSystem, s.frontText = h.front, h.hasSystem, h.system
+	s.messages = h.front[1 : 1+n]
+	s.ownAt = n
+	inv.baseBodies, inv.bodiesOwned, inv.bodiesOwnLast = h.bodies, true, true
+	return true
+}
+
+// handOff gives the arrays of the history just written (n messages, their
+// JSON in bodies) to the next turn, when this invocation owns them; it
+// stops appending into them itself (its next append copies).
+//
+// With split, the snapshot keeps its last message apart and the taker may
+// rewrite it in place: this invocation still looks at it, so the handoff
+// is held until the invocation ends (releaseHandoffs).
+func (inv *invocation) handOff(bodies [][]byte, split bool) *store.Handoff {
+	s := inv.sess
+	n := len(s.messages)
+	if n == 0 || !s.inFront() || !inv.bodiesOwned || len(bodies) != n {
+		return nil
+	}
+	inv.bodiesOwned, inv.bodiesOwnLast = false, false
+	h := &historyArrays{front: s.front[:1+n], hasSystem: s.frontSystem, system: s.frontText, bodies: bodies, split: split}
+	s.front, s.frontSystem, s.frontText = nil, false, ""
+	s.messages = s.messages[:n:n]
+	s.shared, s.ownAt = true, 0
+	if !split {
+		return store.NewHandoff(h)
+	}
+	ho := store.NewHeldHandoff(h)
+	inv.heldHandoffs = append(inv.heldHandoffs, ho)
+	return ho
+}
+
+// releaseHandoffs lets the turns continuing this invocation's snapshots
+// take the arrays it held back; it no longer looks at them.
+func (inv *invocation) releaseHandoffs() {
+	for _, h := range inv.heldHandoffs {
+		h.Release()
+	}
+	inv.heldHandoffs = nil
 }
 
 // checkID bounds a client-chosen id: any string, but not an unbounded or

@@ -22,6 +22,9 @@ func (s *PgStore) LoadSnapshot(ctx context.Context, p store.LoadSnapshotParams) 
 		if snap.Agent != agent || !scope.Sees(snap.EndUser) {
 			return nil, store.ErrNotFound
 		}
+		if !p.Split {
+			snap = snap.Joined()
+		}
 		return snap, nil
 	}
 	snap, err := s.loadSnapshot(ctx, scope.TenantID, agent, id, withState)
@@ -289,10 +292,15 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *store.SnapshotWrite) (bool,
 	}
 	if w.Status == protocol.StatusCompleted && w.State != nil {
 		now := time.Now()
+		count := len(w.Bodies)
+		if w.Last != nil {
+			count++
+		}
 		s.cache.put(w.TenantID, &store.StoredSnapshot{
 			Snapshot: protocol.Snapshot{SnapshotID: w.SnapshotID, SessionID: w.SessionID, ParentID: w.ParentID,
 				CreatedAt: now, UpdatedAt: &now, Status: protocol.StatusCompleted, FinishReason: w.FinishReason, State: w.State},
-			Agent: w.Agent, EndUser: w.EndUser, MessageCount: len(w.Bodies), Bodies: w.Bodies, AgentVersion: w.AgentVersion,
+			Agent: w.Agent, EndUser: w.EndUser, MessageCount: count, Bodies: w.Bodies, AgentVersion: w.AgentVersion,
+			Handoff: w.Handoff, Last: w.Last, LastBody: w.LastBody,
 		})
 	}
 	return true, nil

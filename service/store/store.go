@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdpoint/holdpoint/service/protocol"
@@ -224,6 +225,10 @@ type LoadSnapshotParams struct {
 	// WithState asks for the history (rebuilt from the ancestor chain),
 	// custom state and artifacts too.
 	WithState bool
+	// Split accepts a snapshot whose last message is kept apart
+	// (StoredSnapshot.Last), as the engine's turns take them; without it
+	// the history comes whole.
+	Split bool
 }
 
 // ListSessionToolCallsParams select a page for Store.ListSessionToolCalls.
@@ -327,6 +332,66 @@ type StoredSnapshot struct {
 	// a claim of them refused): a resume of it is likely to lose, and
 	// claims up front rather than after its model call.
 	Answered bool
+	// Handoff is what the snapshot's writer left for the first turn that
+	// continues it (SnapshotWrite.Handoff); nil when none.
+	Handoff *Handoff
+	// Last, when set, is the history's last message, kept apart: State's
+	// messages and Bodies are the others, LastBody its JSON, and
+	// MessageCount counts it. Only a load with Split returns one (see
+	// SnapshotWrite.Last); Joined puts the history together.
+	Last     *protocol.Message
+	LastBody []byte
+}
+
+// Joined is the snapshot with its whole history in State and Bodies: s
+// itself when no message is kept apart, else a copy (the history copied).
+func (s *StoredSnapshot) Joined() *StoredSnapshot {
+	if s.Last == nil || s.State == nil {
+		return s
+	}
+	out := *s
+	st := *s.State
+	n := len(st.Messages)
+	st.Messages = append(st.Messages[:n:n], *s.Last)
+	out.State = &st
+	out.Bodies = append(s.Bodies[:len(s.Bodies):len(s.Bodies)], s.LastBody)
+	out.Last, out.LastBody, out.Handoff = nil, nil, nil
+	return &out
+}
+
+// Handoff is what the writer of a completed snapshot leaves for the one
+// turn that continues it first: in the engine, the arrays the snapshot's
+// history lives in, with room past its length that no one else writes, so
+// that the next turn appends to them rather than copying the whole
+// history. The store keeps it beside the cached snapshot and never looks
+// inside; Take gives it out once.
+type Handoff struct {
+	held  atomic.Bool
+	taken atomic.Bool
+	value any
+}
+
+// NewHandoff wraps v for the next turn.
+func NewHandoff(v any) *Handoff { return &Handoff{value: v} }
+
+// NewHeldHandoff wraps v for the next turn once its writer calls Release
+// (until then Take gives nothing).
+func NewHeldHandoff(v any) *Handoff {
+	h := &Handoff{value: v}
+	h.held.Store(true)
+	return h
+}
+
+// Release lets Take give the value out.
+func (h *Handoff) Release() { h.held.Store(false) }
+
+// Take returns the value to the first caller after the release, nil to
+// every other (and on a nil Handoff).
+func (h *Handoff) Take() any {
+	if h == nil || h.held.Load() || !h.taken.CompareAndSwap(false, true) {
+		return nil
+	}
+	return h.value
 }
 
 // SnapshotWrite is everything one turn end persists.
@@ -358,6 +423,15 @@ type SnapshotWrite struct {
 	// Optional.
 	State  *protocol.SessionState
 	Bodies [][]byte
+	// Handoff, with State, is kept beside the cached snapshot for the next
+	// turn (StoredSnapshot.Handoff). Optional.
+	Handoff *Handoff
+	// Last, when set, is the history's last message kept apart from State
+	// and Bodies (and LastBody its JSON), so that the next turn may rewrite
+	// it in place (a resume does) without changing what the cached
+	// snapshot shows.
+	Last     *protocol.Message
+	LastBody []byte
 
 	// Messages are the positions this snapshot wrote (appended or changed).
 	Messages []PositionedMessage
