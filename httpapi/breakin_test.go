@@ -403,7 +403,7 @@ func (b *breakIn) liveEvents(acmeAdmin, rivalAdmin string) {
 	out := b.s.send(t, acmeAdmin, demo.BankingAgentName, "Transfer $75 to account "+markerAccount, nil)
 	irq := b.s.interruptOf(t, out.SnapshotID)
 	b.secrets = append(b.secrets, irq, out.SnapshotID)
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(2 * time.Minute) // generous: a loaded machine
 	for heard := false; !heard; {
 		select {
 		case line := <-acmeLines:
