@@ -58,7 +58,7 @@ func TestEscalationOnTheEventStream(t *testing.T) {
 		t.Fatalf("inbox: %v %+v", err, list)
 	}
 	id := list[0].ID
-	for deadline := time.Now().Add(10 * time.Second); s.countWhere(t, `SELECT count(*) FROM interrupts WHERE id = $1 AND escalate_at <= now()`, id) == 0; {
+	for deadline := time.Now().Add(time.Minute); s.countWhere(t, `SELECT count(*) FROM interrupts WHERE id = $1 AND escalate_at <= now()`, id) == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("escalate_at never passed")
 		}

@@ -769,7 +769,7 @@ func (s *inboxServer) subscribe(t *testing.T, tenant string) <-chan liveEvent {
 // since an event committed before that is not delivered to anyone.
 func (s *inboxServer) waitListening(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(time.Minute); ; {
 		if s.countWhere(t, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND query LIKE '%LISTEN holdpoint_events%'`) >= n {
 			return

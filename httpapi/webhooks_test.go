@@ -228,11 +228,11 @@ func (s *inboxServer) openEvents(t *testing.T, query string, header ...string) (
 	return http.StatusOK, st
 }
 
-// next returns the stream's next n frames (within 10 s).
+// next returns the stream's next n frames (within a minute).
 func (st *stream) next(t *testing.T, n int) []sseFrame {
 	t.Helper()
 	var out []sseFrame
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(time.Minute)
 	for len(out) < n {
 		select {
 		case f, ok := <-st.frames:
@@ -241,7 +241,7 @@ func (st *stream) next(t *testing.T, n int) []sseFrame {
 			}
 			out = append(out, f)
 		case <-timeout:
-			t.Fatalf("got %d of %d frames within 10 s: %+v", len(out), n, out)
+			t.Fatalf("got %d of %d frames within a minute: %+v", len(out), n, out)
 		}
 	}
 	return out

@@ -39,10 +39,10 @@ func newEscalationEnv(t *testing.T) *escalationEnv {
 }
 
 // waitPassed polls until the timestamp column of interrupt id is in the
-// past by the database's clock (within 10 s).
+// past by the database's clock (within a minute).
 func (e *escalationEnv) waitPassed(t *testing.T, id uuid.UUID, column string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		var passed bool
 		err := e.admin.QueryRow(context.Background(),
@@ -84,10 +84,10 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 	return r
 }
 
-// wait returns the payloads once one of them has type typ (within 10 s).
+// wait returns the payloads once one of them has type typ (within a minute).
 func (r *hookReceiver) wait(t *testing.T, typ string) webhooks.Payload {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		r.mu.Lock()
 		for _, p := range r.got {
@@ -98,7 +98,7 @@ func (r *hookReceiver) wait(t *testing.T, typ string) webhooks.Payload {
 		}
 		r.mu.Unlock()
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s webhook within 10 s", typ)
+			t.Fatalf("no %s webhook within a minute", typ)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -209,7 +209,7 @@ func (r *receiver) setSecret(secrets ...string) {
 // wait returns the calls once there are n of them (within 10 s).
 func (r *receiver) wait(n int) []call {
 	r.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for {
 		r.mu.Lock()
 		if len(r.calls) >= n {

@@ -150,7 +150,7 @@ func unprivileged(t *testing.T, dir string) *syscall.Credential {
 // (ten seconds at most), failing the test if PgBouncer exits first.
 func waitForPooler(t *testing.T, pooledURL string, exited <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		select {
 		case <-exited:
