@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -90,7 +91,7 @@ type Options struct {
 	// nil answers those routes 501. EventIDs encodes the deliveries'
 	// event ids (required with Webhooks).
 	Webhooks *webhooks.Manager
-	EventIDs *service.EventIDs
+	EventIDs *keys.EventIDs
 	// Metrics counts the requests by route pattern and status (nil: not
 	// counted). MetricsHandler is served at MetricsPath when MetricsToken
 	// is set too, to requests bearing that token and no one else: the

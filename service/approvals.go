@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -133,24 +132,6 @@ func (p *ApprovalPolicy) stored() *StoredPolicy {
 		s.Escalate = &StoredEscalation{AfterMs: p.Escalate.After.Milliseconds(), Scope: p.Escalate.Scope}
 	}
 	return s
-}
-
-// HasScope reports whether the caller may decide what needs scope ("":
-// anything). A key holds the scopes it was given; "*" holds every scope.
-func (c Caller) HasScope(scope string) bool {
-	return scope == "" || slices.Contains(c.Scopes, scope) || slices.Contains(c.Scopes, "*")
-}
-
-// Voter is the person a caller's vote counts for: the end user it acts
-// for, else its key (one person counts once per interrupt).
-func (c Caller) Voter() string {
-	if c.EndUser != "" {
-		return "user:" + c.EndUser
-	}
-	if c.KeyID != "" {
-		return "key:" + c.KeyID
-	}
-	return c.Actor
 }
 
 // voteOf is the vote a decision of c on it records: nil for an interrupt

@@ -11,6 +11,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -188,7 +189,7 @@ func TestClientStateIsSigned(t *testing.T) {
 	// Rotation: the new key signs; what the old one signed verifies for
 	// the grace period, then not. A fresh runtime reads the keys (a
 	// running one within a minute).
-	if _, err := acc.RotateSecret(ctx, "default", service.PurposeState, time.Hour); err != nil {
+	if _, err := acc.RotateSecret(ctx, "default", keys.PurposeState, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rt2 := newRT()
@@ -198,7 +199,7 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatalf("after rotation: %v %+v", err, second)
 	}
 	first := paused(alice, "wallet") // the old runtime still signs with key 1
-	if _, err := acc.RotateSecret(ctx, "default", service.PurposeState, 0); err != nil {
+	if _, err := acc.RotateSecret(ctx, "default", keys.PurposeState, 0); err != nil {
 		t.Fatal(err)
 	}
 	rt3 := newRT()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/keys"
 )
 
 // Key roles.
@@ -185,7 +187,7 @@ func (a *Tenants) Authenticate(ctx context.Context, plain string) (*Principal, e
 // TokenSecret returns the secret a tenant's end-user tokens are signed
 // with now (NOT_FOUND for an unknown tenant).
 func (a *Tenants) TokenSecret(ctx context.Context, tenantID string) ([]byte, error) {
-	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
+	keys, err := a.store.SigningKeys(ctx, tenantID, keys.PurposeToken)
 	if err != nil {
 		return nil, err
 	}
@@ -205,13 +207,13 @@ const MaxSecretGrace = 30 * 24 * time.Hour
 // keys of a purpose verify (migration 00033): a rotation past that ends
 // the oldest one's grace at once. It returns the new key's id.
 func (a *Tenants) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
-	if purpose != PurposeToken && purpose != PurposeState && purpose != PurposeTool {
+	if purpose != keys.PurposeToken && purpose != keys.PurposeState && purpose != keys.PurposeTool {
 		return 0, Errorf(CodeInvalidArgument, "only the token, state and tool keys rotate")
 	}
 	if grace < 0 || grace > MaxSecretGrace {
 		return 0, Errorf(CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)
 	}
-	return a.store.RotateSecret(ctx, RotateSecretParams{TenantID: tenantID, Purpose: purpose, Grace: grace, Secret: newSecret()})
+	return a.store.RotateSecret(ctx, RotateSecretParams{TenantID: tenantID, Purpose: purpose, Grace: grace, Secret: keys.NewSecret()})
 }
 
 // UISessionTTL is how long a dashboard session lasts.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/holdpoint/holdpoint/service/keys"
 )
 
 // User token parameters. A user token is a JWT signed with HS256 and the
@@ -73,7 +75,7 @@ func (a *Tenants) MintUserToken(ctx context.Context, tenantID, userID string, tt
 	if !tenantIDRE.MatchString(tenantID) {
 		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
 	}
-	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
+	keys, err := a.store.SigningKeys(ctx, tenantID, keys.PurposeToken)
 	if err != nil {
 		return nil, err
 	}

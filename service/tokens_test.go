@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -231,7 +232,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	}
 
 	// Rotation with a grace period: old tokens verify, new ones carry kid 2.
-	if _, err := acc.RotateSecret(ctx, "a", service.PurposeToken, time.Hour); err != nil {
+	if _, err := acc.RotateSecret(ctx, "a", keys.PurposeToken, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	fresh := mint("carol")
@@ -256,7 +257,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 		t.Errorf("kid 1 signed with key 2: %v", err)
 	}
 	// Without grace, the replaced key stops at once (key 1 keeps its hour).
-	if _, err := acc.RotateSecret(ctx, "a", service.PurposeToken, 0); err != nil {
+	if _, err := acc.RotateSecret(ctx, "a", keys.PurposeToken, 0); err != nil {
 		t.Fatal(err)
 	}
 	valid("a key-2 token after a rotation without grace", fresh, false)
@@ -265,12 +266,12 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	for _, bad := range []struct {
 		purpose string
 		grace   time.Duration
-	}{{service.PurposeEventIDs, 0}, {"nonsense", 0}, {service.PurposeToken, -time.Second}, {service.PurposeToken, 31 * 24 * time.Hour}} {
+	}{{keys.PurposeEventIDs, 0}, {"nonsense", 0}, {keys.PurposeToken, -time.Second}, {keys.PurposeToken, 31 * 24 * time.Hour}} {
 		if _, err := acc.RotateSecret(ctx, "a", bad.purpose, bad.grace); !isStatus(err, service.CodeInvalidArgument) {
 			t.Errorf("rotate %s with grace %s: %v", bad.purpose, bad.grace, err)
 		}
 	}
-	if _, err := acc.RotateSecret(ctx, "nope", service.PurposeToken, 0); !isStatus(err, service.CodeNotFound) {
+	if _, err := acc.RotateSecret(ctx, "nope", keys.PurposeToken, 0); !isStatus(err, service.CodeNotFound) {
 		t.Errorf("rotate an unknown tenant: %v", err)
 	}
 }

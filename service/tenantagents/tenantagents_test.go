@@ -24,6 +24,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 )
@@ -93,7 +94,7 @@ func newEnv(t *testing.T) *env {
 		e.tenants[id] = service.Caller{TenantID: id, Actor: "test:" + id}
 	}
 	e.recv = newReceiver(t, func(tenant string) [][]byte {
-		s, err := rt.SigningSecrets(context.Background(), tenant, service.PurposeTool)
+		s, err := rt.SigningSecrets(context.Background(), tenant, keys.PurposeTool)
 		if err != nil {
 			t.Error(err)
 		}
@@ -548,7 +549,7 @@ func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
 	ctx := context.Background()
 	acc := service.NewTenants(e.m.Store.(service.TenantStore))
 	for range 10 {
-		if _, err := acc.RotateSecret(ctx, "acme", service.PurposeTool, 24*time.Hour); err != nil {
+		if _, err := acc.RotateSecret(ctx, "acme", keys.PurposeTool, 24*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

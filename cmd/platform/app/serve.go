@@ -26,6 +26,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
@@ -354,7 +355,7 @@ type platform struct {
 	metrics   *telemetry.Metrics
 	tracing   *telemetry.Tracing
 	readiness *service.Readiness
-	eventIDs  *service.EventIDs
+	eventIDs  *keys.EventIDs
 	hub       *service.EventHub
 	streams   *service.StreamHub
 }
@@ -390,7 +391,7 @@ func (p *platform) tenantAgents(rt *service.Runtime) *tenantagents.Manager {
 // listen opens the API's listener, with its handler.
 func (p *platform) listen(rt *service.Runtime, manager *tenantagents.Manager) (*httpService, error) {
 	cfg := p.cfg
-	p.eventIDs = service.NewEventIDs(p.store.SigningKeys)
+	p.eventIDs = keys.NewEventIDs(p.store.SigningKeys)
 	p.hub = service.NewEventHub(p.store, p.log)
 	// Durable streams: kept, followed across instances, pruned.
 	p.streams = service.NewStreamHub(p.store, p.log, cfg.streamRetention)

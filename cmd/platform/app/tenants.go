@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 )
 
 const tenantsUsage = `Usage:
@@ -61,10 +62,10 @@ func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
 	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
-	purposes := []string{service.PurposeToken, service.PurposeState, service.PurposeTool}
+	purposes := []string{keys.PurposeToken, keys.PurposeState, keys.PurposeTool}
 	switch *purpose {
 	case "all":
-	case service.PurposeToken, service.PurposeState, service.PurposeTool:
+	case keys.PurposeToken, keys.PurposeState, keys.PurposeTool:
 		purposes = []string{*purpose}
 	default:
 		fmt.Fprintf(stderr, "%s: --purpose must be token, state, tool or all\n", cmd.name)

@@ -17,6 +17,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 )
@@ -149,7 +150,7 @@ func user(text string) service.AgentInput {
 // its transferMoney URL; the calls it gets go to *seen as well.
 func (p *platform) start(t *testing.T, seen *recorder) (*httptest.Server, string) {
 	t.Helper()
-	secrets, err := p.rt.SigningSecrets(context.Background(), "acme", service.PurposeTool)
+	secrets, err := p.rt.SigningSecrets(context.Background(), "acme", keys.PurposeTool)
 	if err != nil {
 		t.Fatal(err)
 	}
