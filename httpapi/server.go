@@ -18,6 +18,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -113,7 +114,7 @@ type Options struct {
 // DevCaller is the caller every request acts for when no authentication is
 // configured (serve --dev); X-End-User narrows it to one end user. It holds
 // every scope.
-var DevCaller = service.Caller{TenantID: "default", Actor: "dev", KeyName: "dev", Scopes: []string{service.ScopeAll}}
+var DevCaller = service.Caller{TenantID: "default", Actor: "dev", KeyName: "dev", Scopes: []string{tenants.ScopeAll}}
 
 // readyTimeout bounds a readiness probe so a hung database answers 503
 // rather than hanging the prober.

@@ -19,6 +19,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/faultproxy"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // outageRequest is one request a database outage must answer 503.
@@ -74,10 +75,10 @@ func checkUnavailable(t *testing.T, name string, r response) {
 // fresh request, while the database is still there.
 func outageKeys(t *testing.T, s *authServer) (string, func() string) {
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
 	var fresh []string
 	for range outageRequests {
-		k, _ := s.key(t, "acme", service.RoleAdmin)
+		k, _ := s.key(t, "acme", tenants.RoleAdmin)
 		fresh = append(fresh, k)
 	}
 	return admin, func() string {

@@ -13,6 +13,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // walletAgent registers a client-managed agent that asks for approval
@@ -89,7 +90,7 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewTenants(newStore(t, pool))
+	acc := tenants.New(newStore(t, pool))
 	if _, err := acc.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}

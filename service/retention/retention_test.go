@@ -18,6 +18,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/retention"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // env is a runtime with the benchmark agent (a user message pauses on an
@@ -51,7 +52,7 @@ func newEnv(t *testing.T) *env {
 	if err := bench.Register(rt); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(ctx, id, id); err != nil {
 			t.Fatal(err)

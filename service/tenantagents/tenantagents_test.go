@@ -27,6 +27,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // models resolves "demo" and "scripted" (a model that calls the tool the
@@ -86,7 +87,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]service.Caller{}}
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)
@@ -547,7 +548,7 @@ func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	acc := service.NewTenants(e.m.Store.(service.TenantStore))
+	acc := tenants.New(e.m.Store.(service.TenantStore))
 	for range 10 {
 		if _, err := acc.RotateSecret(ctx, "acme", keys.PurposeTool, 24*time.Hour); err != nil {
 			t.Fatal(err)

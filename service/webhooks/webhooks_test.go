@@ -27,6 +27,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -59,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgent(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)

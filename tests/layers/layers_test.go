@@ -42,7 +42,9 @@ var foundation = []string{
 // The features beside the engine: each owns its records and its store
 // interface, which the store implements, so the store may import them and
 // they import nothing of the engine.
-var features = []string{module + "/service/webhooks/...", module + "/service/retention/..."}
+var features = []string{
+	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
+}
 
 // The store: the one package that speaks SQL.
 var storeLayer = []string{module + "/service/pgstore/..."}

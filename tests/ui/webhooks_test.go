@@ -15,9 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -45,7 +45,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 		Schedule: []time.Duration{time.Hour}, Timeout: 5 * time.Second, Poll: 100 * time.Millisecond, Log: log,
 	}
 	st.run(t, dispatcher.Run)
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: st.hub,
 		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true}, EventIDs: ids}))
 	t.Cleanup(func() {
@@ -60,7 +60,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 		if _, err := acc.CreateTenant(ctx, k.tenant, k.tenant); err != nil {
 			t.Fatal(err)
 		}
-		plain, _, err := acc.CreateKey(ctx, k.tenant, service.RoleAdmin, "ops")
+		plain, _, err := acc.CreateKey(ctx, k.tenant, tenants.RoleAdmin, "ops")
 		if err != nil {
 			t.Fatal(err)
 		}

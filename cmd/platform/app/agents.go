@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 const agentsUsage = `Usage:
@@ -303,7 +304,7 @@ func tenantsToolSecret(args []string, stdout, stderr io.Writer) int {
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
 		if *rotate {
-			if _, err := service.NewTenants(store).RotateSecret(ctx, *tenant, keys.PurposeTool, *grace); err != nil {
+			if _, err := tenants.New(store).RotateSecret(ctx, *tenant, keys.PurposeTool, *grace); err != nil {
 				return err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -80,7 +81,7 @@ type webhookEnv struct {
 func (a *adminCommand) withWebhooks(tenant string, loopback bool, stderr io.Writer, fn func(ctx context.Context, env webhookEnv) error) int {
 	return a.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
 		// A tenant has token keys from its creation on: none, no tenant.
-		if _, err := service.NewTenants(store).TokenSecret(ctx, tenant); err != nil {
+		if _, err := tenants.New(store).TokenSecret(ctx, tenant); err != nil {
 			return publicError(err)
 		}
 		env := webhookEnv{

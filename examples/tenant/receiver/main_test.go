@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // attacker is a model under the attacker's control: it calls the tool the
@@ -100,7 +101,7 @@ func newPlatform(t *testing.T) *platform {
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	m := &tenantagents.Manager{Store: store, Runtime: rt, Models: models{}, AllowLoopback: true}
 	rt.SetTenantAgents(m)
-	if _, err := service.NewTenants(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
+	if _, err := tenants.New(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	return &platform{rt: rt, m: m, tenant: service.Caller{TenantID: "acme", Actor: "test:acme"}}

@@ -1,4 +1,4 @@
-package service_test
+package tenants_test
 
 import (
 	"context"
@@ -13,10 +13,11 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // newAccounts returns accounts on a fresh database with tenants a and b.
-func newAccounts(t *testing.T) *service.Tenants {
+func newAccounts(t *testing.T) *tenants.Tenants {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgstore.NewAppPool(ctx, testdb.URL(t))
@@ -24,7 +25,7 @@ func newAccounts(t *testing.T) *service.Tenants {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewTenants(newStore(t, pool))
+	acc := tenants.New(newStore(t, pool))
 	for _, id := range []string{"a", "b"} {
 		if _, err := acc.CreateTenant(ctx, id, "Tenant "+id); err != nil {
 			t.Fatal(err)
@@ -162,7 +163,7 @@ func TestUserTokens(t *testing.T) {
 			t.Errorf("mint %s: %v, want %s", tc.name, err, tc.status)
 		}
 	}
-	long, err := acc.MintUserToken(ctx, "b", "u", service.MaxTokenTTL)
+	long, err := acc.MintUserToken(ctx, "b", "u", tenants.MaxTokenTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	acc := newAccounts(t)
-	mint := func(user string) *service.UserToken {
+	mint := func(user string) *tenants.UserToken {
 		t.Helper()
 		tok, err := acc.MintUserToken(ctx, "a", user, 0)
 		if err != nil {
@@ -186,7 +187,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 		}
 		return tok
 	}
-	valid := func(what string, tok *service.UserToken, want bool) {
+	valid := func(what string, tok *tenants.UserToken, want bool) {
 		t.Helper()
 		c, err := acc.VerifyUserToken(ctx, tok.Token)
 		switch {
@@ -196,7 +197,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 			t.Errorf("%s: %+v %v, want UNAUTHENTICATED", what, c, err)
 		}
 	}
-	kid := func(tok *service.UserToken) any {
+	kid := func(tok *tenants.UserToken) any {
 		parsed, _, err := jwt.NewParser().ParseUnverified(tok.Token, jwt.MapClaims{})
 		if err != nil {
 			t.Fatal(err)
@@ -221,9 +222,9 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	// of its second too; one minted in a later second verifies. The clock
 	// that stamps tokens runs two seconds ahead (within the verifier's
 	// leeway) instead of the test waiting for the next second.
-	service.SetTokenClock(acc, func() time.Time { return time.Now().Add(2 * time.Second) })
+	tenants.SetTokenClock(acc, func() time.Time { return time.Now().Add(2 * time.Second) })
 	valid("a token minted after the user's revocation", mint("alice"), true)
-	service.SetTokenClock(acc, nil)
+	tenants.SetTokenClock(acc, nil)
 	if err := acc.RevokeUserToken(ctx, "a", "x\x00y"); !isStatus(err, service.CodeInvalidArgument) {
 		t.Errorf("revoke a NUL token id: %v", err)
 	}
