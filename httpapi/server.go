@@ -17,6 +17,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -46,7 +47,7 @@ type Options struct {
 	// not ready the work routes (turns, interrupt decisions, redeliveries,
 	// new event streams) are refused 503 with a Retry-After before any
 	// credential lookup, instead of queueing against a dead pool.
-	Readiness *service.Readiness
+	Readiness *readiness.Readiness
 	// Caller resolves who a request acts for; nil means the caller the
 	// authentication middleware resolved (see Auth).
 	Caller func(c echo.Context) (service.Caller, error)

@@ -19,6 +19,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/faultproxy"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -370,7 +371,7 @@ func (p *switchProbe) probe(context.Context) error {
 func TestNotReadyRefusesWork(t *testing.T) {
 	t.Parallel()
 	p := &switchProbe{}
-	ready := service.NewReadiness(p.probe, service.ReadinessOptions{})
+	ready := readiness.New(p.probe, readiness.Options{})
 	s := newServer(t, func(o *httpapi.Options) { o.Readiness = ready })
 	get := func(path string) response {
 		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)

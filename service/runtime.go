@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/readiness"
 )
 
 // Caller is who an invocation acts for (defined in service/auth, which
@@ -58,7 +59,7 @@ type Options struct {
 	// Readiness, when set, keeps the background workers (the detached
 	// turn runner, the deadline sweeper) from taking new work while the
 	// instance is not ready; nil: always ready.
-	Readiness *Readiness
+	Readiness *readiness.Readiness
 }
 
 // DefaultLostToolCallAfter is the sweep's bound when Options sets none:

@@ -38,28 +38,21 @@ type (
 	InterruptEvent             = store.InterruptEvent
 	InterruptFilter            = store.InterruptFilter
 	Decision                   = store.Decision
-	SweptInterrupt             = store.SweptInterrupt
-	DecidedSnapshot            = store.DecidedSnapshot
 	ReportRow                  = store.ReportRow
 	TenantAgentStore           = store.TenantAgentStore
 	TenantAgentRecord          = store.TenantAgentRecord
 	TenantAgentName            = store.TenantAgentName
 	TenantAgentVersion         = store.TenantAgentVersion
 	StoredPolicy               = store.StoredPolicy
-	EscalatedInterrupt         = store.EscalatedInterrupt
 	SigningKey                 = store.SigningKey
 	StoredEscalation           = store.StoredEscalation
 	Error                      = store.Error
 	RetryAdvice                = store.RetryAdvice
 	ClaimRefused               = store.ClaimRefused
 	StreamFrame                = store.StreamFrame
-	StreamInfo                 = store.StreamInfo
 	StreamStore                = store.StreamStore
 	Tenant                     = store.Tenant
-	APIKey                     = store.APIKey
 	TenantStore                = store.TenantStore
-	RotateSecretParams         = store.RotateSecretParams
-	TokenVerification          = store.TokenVerification
 	UISession                  = store.UISession
 )
 
@@ -104,7 +97,6 @@ var (
 	RefSuffix          = store.RefSuffix
 	Errorf             = store.Errorf
 	ErrNotFound        = store.ErrNotFound
-	InternalError      = store.InternalError
 	AsError            = store.AsError
 	ErrUnavailable     = store.ErrUnavailable
 	UnavailableError   = store.UnavailableError

@@ -41,7 +41,7 @@ type Store interface {
 type Pruner struct {
 	Store Store
 	// Ready, when set, says whether the instance may take work: a round
-	// while it is false is skipped (see service.Readiness).
+	// while it is false is skipped (see readiness.Readiness).
 	Ready func() bool
 	// Defaults fill in the ages a tenant's own policy leaves unset (zero:
 	// keep forever).

@@ -80,7 +80,7 @@ const (
 type Dispatcher struct {
 	Store WebhookStore
 	// Ready, when set, says whether the instance may take work: while it
-	// is false the dispatcher leases no deliveries (see service.Readiness).
+	// is false the dispatcher leases no deliveries (see readiness.Readiness).
 	Ready func() bool
 	IDs   *keys.EventIDs
 	// Owner names this instance on its leases.

@@ -4,7 +4,8 @@
 // library only; service/events, the event names; service/schema, JSON
 // Schema validation; service/store, the store's interfaces and records;
 // service/auth, who a call acts for; service/keys, the tenants' signing
-// keys and event ids; service/httptool, the HTTP client that calls out),
+// keys and event ids; service/httptool, the HTTP client that calls out;
+// service/readiness, whether the instance may take work),
 // the features (service/webhooks and service/retention, which own their
 // records and store interfaces; service/tenants, the tenants and their
 // credentials: none imports anything of the engine), the engine

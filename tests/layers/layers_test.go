@@ -31,12 +31,13 @@ var engine = []string{
 
 // The foundation: the wire types, the event names, JSON Schema validation,
 // the store's interfaces and records, who a call acts for, the tenants'
-// signing keys and the HTTP client that calls out, which the engine, the
+// signing keys, the HTTP client that calls out and the instance's
+// readiness, which the engine, the
 // features and the store import.
 var foundation = []string{
 	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
 	module + "/service/store/...", module + "/service/auth/...", module + "/service/keys/...",
-	module + "/service/httptool/...",
+	module + "/service/httptool/...", module + "/service/readiness/...",
 }
 
 // The features beside the engine: each owns its records and its store
