@@ -248,7 +248,7 @@ func (a *Tenants) SignInUI(ctx context.Context, plain string) (*store.UISession,
 	return s, token, nil
 }
 
-// store.UISession returns the live session of a cookie token (UNAUTHENTICATED
+// UISession returns the live session of a cookie token (UNAUTHENTICATED
 // when there is none).
 func (a *Tenants) UISession(ctx context.Context, token string) (*store.UISession, error) {
 	if len(token) == 0 || len(token) > 128 {
