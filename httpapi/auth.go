@@ -12,17 +12,19 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // Authenticator resolves the credentials of a request and mints user
-// tokens; *service.Tenants is the implementation.
+// tokens; *tenants.Tenants is the implementation.
 type Authenticator interface {
 	// Authenticate resolves an API key to its tenant and role.
-	Authenticate(ctx context.Context, key string) (*service.Principal, error)
+	Authenticate(ctx context.Context, key string) (*tenants.Principal, error)
 	// VerifyUserToken resolves a user token to the caller it acts for.
 	VerifyUserToken(ctx context.Context, token string) (service.Caller, error)
 	// MintUserToken signs a user token for an end user of a tenant.
-	MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*service.UserToken, error)
+	MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*tenants.UserToken, error)
 	// RevokeUserToken refuses one user token from now on.
 	RevokeUserToken(ctx context.Context, tenantID, tokenID string) error
 	// RevokeEndUserTokens refuses every token of an end user issued so far.
@@ -107,8 +109,8 @@ func (a *api) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if len(user) > 1 {
 				return invalid("%s must be sent once", HeaderEndUser)
 			}
-			if err := service.ValidateEndUser(user[0]); err != nil {
-				return invalid("%s must be 1-%d bytes of printable characters", HeaderEndUser, service.MaxEndUserBytes)
+			if err := auth.ValidateEndUser(user[0]); err != nil {
+				return invalid("%s must be 1-%d bytes of printable characters", HeaderEndUser, auth.MaxEndUserBytes)
 			}
 			if acc.userToken && user[0] != acc.caller.EndUser {
 				return service.Errorf(service.CodePermissionDenied, "a user token acts for its own user only; %s names another", HeaderEndUser)
@@ -141,13 +143,13 @@ func (a *api) resolveAccess(c echo.Context) (*access, error) {
 		return nil, errNoCredential
 	}
 	ctx := c.Request().Context()
-	if strings.HasPrefix(cred, service.KeyPrefix) {
+	if strings.HasPrefix(cred, tenants.KeyPrefix) {
 		p, err := a.opts.Auth.Authenticate(ctx, cred)
 		if err != nil {
 			return nil, err
 		}
 		level := levelProtocol
-		if p.Role == service.RoleAdmin {
+		if p.Role == tenants.RoleAdmin {
 			level = levelAdmin
 		}
 		return &access{
@@ -258,9 +260,9 @@ func (a *api) mintToken(c echo.Context) error {
 	if req.UserID == "" {
 		return invalid("userId is required")
 	}
-	maxTTL := int64(service.MaxTokenTTL / time.Second)
+	maxTTL := int64(tenants.MaxTokenTTL / time.Second)
 	if req.TTLSeconds < 0 || req.TTLSeconds > maxTTL {
-		return invalid("ttlSeconds must be between 1 and %d (0 or absent: %d)", maxTTL, int64(service.DefaultTokenTTL/time.Second))
+		return invalid("ttlSeconds must be between 1 and %d (0 or absent: %d)", maxTTL, int64(tenants.DefaultTokenTTL/time.Second))
 	}
 	tok, err := a.opts.Auth.MintUserToken(c.Request().Context(), caller.TenantID, req.UserID, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // authServer is the API with authentication on, over a fresh database that
@@ -29,7 +30,7 @@ import (
 type authServer struct {
 	srv   *httptest.Server
 	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
-	acc   *service.Tenants
+	acc   *tenants.Tenants
 	logs  *lockedBuffer
 	rt    *service.Runtime
 	store *pgstore.PgStore
@@ -71,7 +72,7 @@ func newAuthServerWith(t *testing.T, pool func(*pgxpool.Config), configure func(
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
 
-	acc := service.NewTenants(newStore(t, app))
+	acc := tenants.New(newStore(t, app))
 	opts := httpapi.Options{Logger: log, Auth: acc, Events: hub}
 	if configure != nil {
 		configure(&opts)
@@ -183,8 +184,8 @@ func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	revoked, revokedID := s.key(t, "acme", service.RoleClient)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	revoked, revokedID := s.key(t, "acme", tenants.RoleClient)
 	if err := s.acc.RevokeKey(context.Background(), "acme", revokedID); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +227,8 @@ func TestRoles(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	admin, adminID := s.key(t, "acme", service.RoleAdmin)
-	client, clientID := s.key(t, "acme", service.RoleClient)
+	admin, adminID := s.key(t, "acme", tenants.RoleAdmin)
+	client, clientID := s.key(t, "acme", tenants.RoleClient)
 	alice := s.token(t, "acme", "alice")
 
 	// Every credential may use the protocol routes.
@@ -285,7 +286,7 @@ func TestEndUsers(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	alice := s.token(t, "acme", "alice")
 	bob := s.token(t, "acme", "bob")
 
@@ -336,10 +337,10 @@ func TestMintTokenRoute(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
 
 	r := s.call(t, http.MethodPost, "/api/v1/tokens", admin, map[string]any{"userId": "carol", "ttlSeconds": 60})
-	var tok service.UserToken
+	var tok tenants.UserToken
 	if r.status != http.StatusOK || json.Unmarshal(r.body, &tok) != nil || tok.Token == "" {
 		t.Fatalf("mint = %d %s", r.status, r.body)
 	}
@@ -378,18 +379,18 @@ func TestRevokeTokensRoute(t *testing.T) {
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
 	s.tenant(t, "rival")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	client, _ := s.key(t, "acme", service.RoleClient)
-	rivalAdmin, _ := s.key(t, "rival", service.RoleAdmin)
-	mint := func(user string) service.UserToken {
-		var tok service.UserToken
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
+	rivalAdmin, _ := s.key(t, "rival", tenants.RoleAdmin)
+	mint := func(user string) tenants.UserToken {
+		var tok tenants.UserToken
 		r := s.call(t, http.MethodPost, "/api/v1/tokens", admin, map[string]any{"userId": user})
 		if r.status != http.StatusOK || json.Unmarshal(r.body, &tok) != nil || tok.TokenID == "" {
 			t.Fatalf("mint = %d %s", r.status, r.body)
 		}
 		return tok
 	}
-	works := func(tok service.UserToken) int {
+	works := func(tok tenants.UserToken) int {
 		return s.call(t, http.MethodPost, "/api/agents/chatAgent", tok.Token, map[string]any{"data": userMessage("hi")}).status
 	}
 	one, two := mint("erin"), mint("erin")
@@ -419,8 +420,8 @@ func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, func(o *httpapi.Options) { o.RateLimit = 0.5; o.RateBurst = 3 })
 	s.tenant(t, "acme")
-	first, _ := s.key(t, "acme", service.RoleClient)
-	second, _ := s.key(t, "acme", service.RoleClient)
+	first, _ := s.key(t, "acme", tenants.RoleClient)
+	second, _ := s.key(t, "acme", tenants.RoleClient)
 	alice := s.token(t, "acme", "alice")
 
 	for _, cred := range []string{first, alice} {
@@ -500,7 +501,7 @@ func TestBasePathDoesNotOpenAdminRoutes(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, func(o *httpapi.Options) { o.BasePath = "/api" })
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	if r := s.call(t, http.MethodPost, "/api/echoAgent", client, map[string]any{"data": userMessage("hi")}); r.status != http.StatusOK {
 		t.Fatalf("protocol route under /api: %d %s", r.status, r.body)
 	}

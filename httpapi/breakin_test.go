@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // Markers: text only tenant acme's rows (and user-y's session) contain. An
@@ -138,10 +139,10 @@ func TestBreakIn(t *testing.T) {
 	ctx := context.Background()
 	s.tenant(t, "acme")
 	s.tenant(t, "rival")
-	acmeAdmin, _ := s.key(t, "acme", service.RoleAdmin)
-	acmeClient, _ := s.key(t, "acme", service.RoleClient)
-	rivalAdmin, _ := s.key(t, "rival", service.RoleAdmin)
-	rivalClient, _ := s.key(t, "rival", service.RoleClient)
+	acmeAdmin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	acmeClient, _ := s.key(t, "acme", tenants.RoleClient)
+	rivalAdmin, _ := s.key(t, "rival", tenants.RoleAdmin)
+	rivalClient, _ := s.key(t, "rival", tenants.RoleClient)
 	userX := s.token(t, "acme", "user-x")
 	userY := s.token(t, "acme", "user-y")
 	rivalUser := s.token(t, "rival", "user-x") // same user name, other tenant
@@ -290,7 +291,7 @@ func TestBreakIn(t *testing.T) {
 
 	// Credentials that must not authenticate, and roles that must not
 	// reach /api/v1.
-	revoked, revokedID := s.key(t, "acme", service.RoleAdmin)
+	revoked, revokedID := s.key(t, "acme", tenants.RoleAdmin)
 	if err := s.acc.RevokeKey(ctx, "acme", revokedID); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // devRequest sends a request to a dev-mode server with the given Host and
@@ -109,7 +110,7 @@ func TestAuthenticatedServerIgnoresHostAndType(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/api/agents/echoAgent", strings.NewReader(`{"data":{}}`))
 	req.Host = "api.example.com"
 	req.Header.Set("Content-Type", "text/plain")

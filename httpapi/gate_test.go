@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // gateAccount receives the gate test's transfers (demo.Transfers is shared
@@ -27,8 +28,8 @@ func TestBreakInApprovalGate(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil, demo.BankingAgentClient(demo.NewModel()))
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
 	user := s.token(t, "acme", "mallory")
 	victim := s.token(t, "acme", "victor")
 	bank := demo.BankingAgentName
@@ -201,7 +202,7 @@ func TestSessionIDRace(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	alice, bob := s.token(t, "acme", "alice"), s.token(t, "acme", "bob")
 	type racer struct {
 		who     string
@@ -283,9 +284,9 @@ func TestToolCallsOverREST(t *testing.T) {
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
 	s.tenant(t, "rival")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	client, _ := s.key(t, "acme", service.RoleClient)
-	rivalAdmin, _ := s.key(t, "rival", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
+	rivalAdmin, _ := s.key(t, "rival", tenants.RoleAdmin)
 	session := "tools/ü 1" // any client string, escaped in the path
 	escaped := url.PathEscape(session)
 	var outs []service.AgentOutput

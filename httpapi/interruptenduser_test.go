@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // TestInterruptsShowTheEndUser: the inbox and an interrupt's detail say
@@ -18,8 +19,8 @@ func TestInterruptsShowTheEndUser(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	client, _ := s.key(t, "acme", service.RoleClient)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 
 	pause := func(session string, headers ...string) string {
 		t.Helper()

@@ -31,6 +31,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -109,7 +110,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 		Logger:   log,
 		Events:   hub,
 		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true},
-		EventIDs: service.NewEventIDs(store.SigningKeys),
+		EventIDs: keys.NewEventIDs(store.SigningKeys),
 		Caller: func(c echo.Context) (service.Caller, error) {
 			if tenant := c.Request().Header.Get(tenantHeader); tenant != "" {
 				return service.Caller{TenantID: tenant, Actor: "operator:" + tenant}, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // TestKeyActorIsTheSameThroughAPIAndDashboard decides one interrupt with
@@ -19,7 +20,7 @@ func TestKeyActorIsTheSameThroughAPIAndDashboard(t *testing.T) {
 	ctx := context.Background()
 	s := newAuthServer(t, nil)
 	s.tenant(t, "acme")
-	plain, key, err := s.acc.CreateKey(ctx, "acme", service.RoleAdmin, "ops", "approve:payments", "refunds", "approve:payments")
+	plain, key, err := s.acc.CreateKey(ctx, "acme", tenants.RoleAdmin, "ops", "approve:payments", "refunds", "approve:payments")
 	if err != nil {
 		t.Fatal(err)
 	}

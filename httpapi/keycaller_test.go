@@ -11,16 +11,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // keyAuth authenticates one API key and one dashboard session of it.
 type keyAuth struct {
 	Authenticator
-	principal *service.Principal
+	principal *tenants.Principal
 	session   *service.UISession
 }
 
-func (k keyAuth) Authenticate(context.Context, string) (*service.Principal, error) {
+func (k keyAuth) Authenticate(context.Context, string) (*tenants.Principal, error) {
 	return k.principal, nil
 }
 
@@ -37,7 +38,7 @@ func TestKeyCallerIsTheSameThroughAPIAndDashboard(t *testing.T) {
 	id := uuid.New()
 	scopes := []string{"approve:payments", "refunds"}
 	auth := keyAuth{
-		principal: &service.Principal{TenantID: "acme", KeyID: id, KeyName: "ops", Role: service.RoleAdmin, Scopes: scopes},
+		principal: &tenants.Principal{TenantID: "acme", KeyID: id, KeyName: "ops", Role: tenants.RoleAdmin, Scopes: scopes},
 		session:   &service.UISession{TenantID: "acme", KeyID: id, KeyName: "ops", Scopes: scopes, Actor: "key:ops"},
 	}
 	want := service.Caller{TenantID: "acme", Actor: "key:ops/" + id.String(), KeyID: id.String(), KeyName: "ops", Scopes: scopes}
@@ -66,7 +67,7 @@ func TestKeyCallerIsTheSameThroughAPIAndDashboard(t *testing.T) {
 	}
 
 	// A key without a name is its id.
-	auth.principal = &service.Principal{TenantID: "acme", KeyID: id, Role: service.RoleClient}
+	auth.principal = &tenants.Principal{TenantID: "acme", KeyID: id, Role: tenants.RoleClient}
 	a = &api{opts: Options{Auth: auth}}
 	if got := resolve(a, func(r *http.Request) { r.Header.Set("Authorization", "Bearer hp_x") }); got.Actor != "key:"+id.String() || got.KeyName != "" || len(got.Scopes) != 0 {
 		t.Errorf("unnamed key: caller %+v", got)

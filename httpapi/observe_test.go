@@ -22,6 +22,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/telemetry"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // observedServer is the API with authentication, metrics on the API's
@@ -57,7 +58,7 @@ func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 			t.Fatal(err)
 		}
 	}
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{
 		Logger: log, Auth: acc, Metrics: metrics, MetricsHandler: metrics.Handler(), MetricsToken: testMetricsToken, TracerProvider: tp,
 	}))
@@ -141,8 +142,8 @@ func TestMetricsAfterPauseAndApproval(t *testing.T) {
 	t.Parallel()
 	s := newObservedServer(t)
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	client, _ := s.key(t, "acme", service.RoleClient)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 
 	// Never public, and no tenant's credential reads what describes every
 	// tenant: only the operator's metrics token does.
@@ -240,7 +241,7 @@ func TestTraceOfATurn(t *testing.T) {
 	t.Parallel()
 	s := newObservedServer(t)
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 
 	// The caller's trace is continued.
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -323,7 +324,7 @@ func TestLogInsideATurnCarriesTraceID(t *testing.T) {
 	}}
 	s := newObservedServer(t, agent)
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	r := s.call(t, "POST", "/api/agents/loggingAgent", client, map[string]any{"data": userMessage("hi")})
 	if r.status != 200 {
 		t.Fatalf("turn: %d %s", r.status, r.body)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // policyServer is the API with authentication on and the demo payments
@@ -32,7 +33,7 @@ func newPolicyServer(t *testing.T) *policyServer {
 	s.tenant(t, "acme")
 	s.alice = s.token(t, "acme", "alice")
 	key := func(name string, scopes ...string) string {
-		plain, _, err := s.acc.CreateKey(context.Background(), "acme", service.RoleAdmin, name, scopes...)
+		plain, _, err := s.acc.CreateKey(context.Background(), "acme", tenants.RoleAdmin, name, scopes...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // TestResumeRetryAfterLostAnswer checks a client whose resume committed
@@ -18,7 +19,7 @@ func TestResumeRetryAfterLostAnswer(t *testing.T) {
 	t.Parallel()
 	s := newObservedServer(t)
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	paused := pausedTransfer(t, s, client)
 	first := approve(t, s, client, paused) // the answer the client lost
 	again := approve(t, s, client, paused)
@@ -38,9 +39,9 @@ func TestClientLearnsTheOutcome(t *testing.T) {
 	s := newObservedServer(t)
 	s.tenant(t, "acme")
 	s.tenant(t, "other")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	client, _ := s.key(t, "acme", service.RoleClient)
-	stranger, _ := s.key(t, "other", service.RoleClient)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
+	stranger, _ := s.key(t, "other", tenants.RoleClient)
 	paused := pausedTransfer(t, s, client)
 	r := s.call(t, "GET", "/api/v1/interrupts?sessionId="+paused["sessionId"].(string), admin, nil)
 	var page struct{ Items []service.Interrupt }

@@ -16,7 +16,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -44,7 +47,7 @@ type Options struct {
 	// not ready the work routes (turns, interrupt decisions, redeliveries,
 	// new event streams) are refused 503 with a Retry-After before any
 	// credential lookup, instead of queueing against a dead pool.
-	Readiness *service.Readiness
+	Readiness *readiness.Readiness
 	// Caller resolves who a request acts for; nil means the caller the
 	// authentication middleware resolved (see Auth).
 	Caller func(c echo.Context) (service.Caller, error)
@@ -90,7 +93,7 @@ type Options struct {
 	// nil answers those routes 501. EventIDs encodes the deliveries'
 	// event ids (required with Webhooks).
 	Webhooks *webhooks.Manager
-	EventIDs *service.EventIDs
+	EventIDs *keys.EventIDs
 	// Metrics counts the requests by route pattern and status (nil: not
 	// counted). MetricsHandler is served at MetricsPath when MetricsToken
 	// is set too, to requests bearing that token and no one else: the
@@ -112,7 +115,7 @@ type Options struct {
 // DevCaller is the caller every request acts for when no authentication is
 // configured (serve --dev); X-End-User narrows it to one end user. It holds
 // every scope.
-var DevCaller = service.Caller{TenantID: "default", Actor: "dev", KeyName: "dev", Scopes: []string{service.ScopeAll}}
+var DevCaller = service.Caller{TenantID: "default", Actor: "dev", KeyName: "dev", Scopes: []string{tenants.ScopeAll}}
 
 // readyTimeout bounds a readiness probe so a hung database answers 503
 // rather than hanging the prober.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // slowClient is a raw connection that sends a request's head at once and
@@ -142,7 +143,7 @@ func TestSlowBodyIsAnsweredAtOnce(t *testing.T) {
 	const bodyTimeout = 5 * time.Second
 	s := newAuthServer(t, func(o *httpapi.Options) { o.BodyTimeout = bodyTimeout })
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	addr := s.srv.Listener.Addr().String()
 	respond := "/api/v1/interrupts/" + uuid.NewString() + "/respond"
 
@@ -248,7 +249,7 @@ func TestSlowConnectionsDoNotStarve(t *testing.T) {
 	)
 	s := newAuthServer(t, func(o *httpapi.Options) { o.BodyTimeout = bodyTimeout })
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
 	addr := s.srv.Listener.Addr().String()
 	respond := "/api/v1/interrupts/" + uuid.NewString() + "/respond"
 
@@ -365,7 +366,7 @@ func TestAddressRateLimit(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, func(o *httpapi.Options) { o.IPRateLimit = 0.5; o.IPRateBurst = 3 })
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
 
 	// The bucket is the address's, whatever the credential: made-up ones
 	// use it up as well as real ones.
@@ -407,8 +408,8 @@ func TestEventStreamsPerCredential(t *testing.T) {
 	t.Parallel()
 	s := newAuthServer(t, func(o *httpapi.Options) { o.MaxEventStreams = 2 })
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
-	other, _ := s.key(t, "acme", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
+	other, _ := s.key(t, "acme", tenants.RoleAdmin)
 
 	open := func(cred string) (*http.Response, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())

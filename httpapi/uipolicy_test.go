@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // payModel calls the gated payment tool on a user message, then says done.
@@ -124,7 +125,7 @@ func flashOf(res *http.Response) *http.Cookie {
 
 func (s *authServer) scopedKey(t *testing.T, name string, scopes ...string) string {
 	t.Helper()
-	plain, _, err := s.acc.CreateKey(context.Background(), "acme", service.RoleAdmin, name, scopes...)
+	plain, _, err := s.acc.CreateKey(context.Background(), "acme", tenants.RoleAdmin, name, scopes...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestDashboardVotesOnGatedCall(t *testing.T) {
 	var runs atomic.Int32
 	s := newAuthServer(t, nil, gatedPayAgent(&runs, 1))
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	carol := s.uiSignIn(t, s.scopedKey(t, "carol", "approve:payments"))
 	dave := s.uiSignIn(t, s.scopedKey(t, "dave", "approve:payments"))
 	eve := s.uiSignIn(t, s.scopedKey(t, "eve", "refunds"))
@@ -225,7 +226,7 @@ func TestDashboardShowsExhaustedAttempts(t *testing.T) {
 	var runs atomic.Int32
 	s := newAuthServer(t, nil, gatedPayAgent(&runs, 5))
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	carol := s.uiSignIn(t, s.scopedKey(t, "carol", "approve:payments"))
 	dave := s.uiSignIn(t, s.scopedKey(t, "dave", "*"))
 	s.send(t, client, "payAgent", "pay acct-9", nil, "X-End-User", "alice")
@@ -267,7 +268,7 @@ func TestDashboardRetriesFailedApprovedCall(t *testing.T) {
 	var runs atomic.Int32
 	s := newAuthServer(t, nil, gatedPayAgent(&runs, 1))
 	s.tenant(t, "acme")
-	client, _ := s.key(t, "acme", service.RoleClient)
+	client, _ := s.key(t, "acme", tenants.RoleClient)
 	carol := s.uiSignIn(t, s.scopedKey(t, "carol", "approve:payments"))
 	dave := s.uiSignIn(t, s.scopedKey(t, "dave", "approve:payments"))
 	s.send(t, client, "payAgent", "pay acct-9", nil, "X-End-User", "alice")

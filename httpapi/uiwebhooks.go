@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // The dashboard's webhook pages: the tenant's endpoints with their delivery
@@ -24,7 +25,7 @@ import (
 const uiDeliveriesPage = 50
 
 // uiDeliveryStatuses are the status filters of an endpoint's page.
-var uiDeliveryStatuses = []string{"", service.DeliveryPending, service.DeliveryDelivered, service.DeliveryDead}
+var uiDeliveryStatuses = []string{"", webhooks.DeliveryPending, webhooks.DeliveryDelivered, webhooks.DeliveryDead}
 
 // moment is a time as the webhook pages show it: how long ago or ahead,
 // with the exact time on hover.
@@ -68,8 +69,8 @@ func deliverySeconds(v *float64) string {
 // uiWebhook is an endpoint with its delivery figures (zero when it has
 // none yet).
 type uiWebhook struct {
-	service.Webhook
-	Health service.WebhookHealth
+	webhooks.Webhook
+	Health webhooks.WebhookHealth
 }
 
 func (w uiWebhook) Created() moment       { return moment{&w.CreatedAt} }
@@ -81,7 +82,7 @@ func (w uiWebhook) P90() string           { return deliverySeconds(w.Health.Deli
 
 // uiDelivery is one row of an endpoint's deliveries.
 type uiDelivery struct {
-	service.WebhookDelivery
+	webhooks.WebhookDelivery
 	// Redeliver is the path of its redelivery form ("" while pending:
 	// it is attempted again on its own).
 	Redeliver string
@@ -113,12 +114,12 @@ type webhookPage struct {
 }
 
 // healthOf returns the tenant's endpoints' figures by endpoint.
-func (a *api) healthOf(c echo.Context, caller service.Caller) (map[uuid.UUID]service.WebhookHealth, error) {
+func (a *api) healthOf(c echo.Context, caller service.Caller) (map[uuid.UUID]webhooks.WebhookHealth, error) {
 	health, err := a.opts.Webhooks.Health(c.Request().Context(), caller)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uuid.UUID]service.WebhookHealth, len(health))
+	out := make(map[uuid.UUID]webhooks.WebhookHealth, len(health))
 	for _, h := range health {
 		out[h.WebhookID] = h
 	}
@@ -188,7 +189,7 @@ func (a *api) uiWebhook(c echo.Context) error {
 	}
 	for _, d := range deliveries.Items {
 		row := uiDelivery{WebhookDelivery: d}
-		if d.Status != service.DeliveryPending {
+		if d.Status != webhooks.DeliveryPending {
 			row.Redeliver = "/ui/webhooks/" + id.String() + "/deliveries/" + d.ID.String() + "/redeliver"
 			if len(back) > 0 {
 				row.Redeliver += "?" + back.Encode()

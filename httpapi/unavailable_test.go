@@ -19,6 +19,8 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/faultproxy"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/readiness"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // outageRequest is one request a database outage must answer 503.
@@ -74,10 +76,10 @@ func checkUnavailable(t *testing.T, name string, r response) {
 // fresh request, while the database is still there.
 func outageKeys(t *testing.T, s *authServer) (string, func() string) {
 	s.tenant(t, "acme")
-	admin, _ := s.key(t, "acme", service.RoleAdmin)
+	admin, _ := s.key(t, "acme", tenants.RoleAdmin)
 	var fresh []string
 	for range outageRequests {
-		k, _ := s.key(t, "acme", service.RoleAdmin)
+		k, _ := s.key(t, "acme", tenants.RoleAdmin)
 		fresh = append(fresh, k)
 	}
 	return admin, func() string {
@@ -369,7 +371,7 @@ func (p *switchProbe) probe(context.Context) error {
 func TestNotReadyRefusesWork(t *testing.T) {
 	t.Parallel()
 	p := &switchProbe{}
-	ready := service.NewReadiness(p.probe, service.ReadinessOptions{})
+	ready := readiness.New(p.probe, readiness.Options{})
 	s := newServer(t, func(o *httpapi.Options) { o.Readiness = ready })
 	get := func(path string) response {
 		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)

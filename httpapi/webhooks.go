@@ -80,8 +80,8 @@ func webhookInput(c echo.Context) (webhooks.Input, error) {
 
 // webhookView is an endpoint with its delivery figures.
 type webhookView struct {
-	service.Webhook
-	Health *service.WebhookHealth `json:"health,omitempty"`
+	webhooks.Webhook
+	Health *webhooks.WebhookHealth `json:"health,omitempty"`
 }
 
 // createWebhook adds an endpoint: POST /api/v1/webhooks. The answer (201)
@@ -122,12 +122,12 @@ func (a *api) listWebhooks(c echo.Context) error {
 }
 
 // webhookViews are endpoints with their delivery figures.
-func (a *api) webhookViews(c echo.Context, caller service.Caller, list []service.Webhook) ([]webhookView, error) {
+func (a *api) webhookViews(c echo.Context, caller service.Caller, list []webhooks.Webhook) ([]webhookView, error) {
 	health, err := a.opts.Webhooks.Health(c.Request().Context(), caller)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[uuid.UUID]*service.WebhookHealth{}
+	byID := map[uuid.UUID]*webhooks.WebhookHealth{}
 	for i := range health {
 		byID[health[i].WebhookID] = &health[i]
 	}
@@ -148,7 +148,7 @@ func (a *api) getWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views, err := a.webhookViews(c, caller, []service.Webhook{*w})
+	views, err := a.webhookViews(c, caller, []webhooks.Webhook{*w})
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (a *api) listWebhookDeliveries(c echo.Context) error {
 		return err
 	}
 	if page.Items == nil {
-		page.Items = []service.WebhookDelivery{}
+		page.Items = []webhooks.WebhookDelivery{}
 	}
 	return writeJSON(c, page)
 }

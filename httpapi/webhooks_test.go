@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // jsonOf decodes a plain JSON answer of the given status.
@@ -31,7 +32,7 @@ func TestWebhookRoutes(t *testing.T) {
 	defer recv.Close()
 
 	var created struct {
-		service.Webhook
+		webhooks.Webhook
 		Secret string `json:"secret"`
 	}
 	r := s.call(t, http.MethodPost, "/api/v1/webhooks", map[string]any{
@@ -56,15 +57,15 @@ func TestWebhookRoutes(t *testing.T) {
 		}
 	}
 	var one struct {
-		service.Webhook
-		Health *service.WebhookHealth `json:"health"`
+		webhooks.Webhook
+		Health *webhooks.WebhookHealth `json:"health"`
 	}
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/webhooks/"+id, nil), http.StatusOK, &one)
 	if one.Health == nil || one.Health.WebhookID != created.ID {
 		t.Errorf("health %+v", one.Health)
 	}
 
-	var patched service.Webhook
+	var patched webhooks.Webhook
 	jsonOf(t, s.call(t, http.MethodPatch, "/api/v1/webhooks/"+id, map[string]any{"enabled": false}), http.StatusOK, &patched)
 	if patched.Enabled || patched.URL != created.URL || len(patched.EventTypes) != 2 {
 		t.Errorf("patched %+v", patched)
@@ -77,7 +78,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}
 
 	var page struct {
-		Items []service.WebhookDelivery `json:"items"`
+		Items []webhooks.WebhookDelivery `json:"items"`
 	}
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/webhooks/"+id+"/deliveries?status=dead&limit=10", nil), http.StatusOK, &page)
 	if page.Items == nil || len(page.Items) != 0 {
@@ -100,7 +101,7 @@ func TestWebhookRoutes(t *testing.T) {
 		errorOf(t, s.call(t, rq.method, rq.path, body, other...), http.StatusNotFound, service.CodeNotFound)
 	}
 	var list struct {
-		Items []service.Webhook `json:"items"`
+		Items []webhooks.Webhook `json:"items"`
 	}
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/webhooks", nil, other...), http.StatusOK, &list)
 	if len(list.Items) != 0 {
@@ -120,7 +121,7 @@ func TestWebhookBadInput(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	var w service.Webhook
+	var w webhooks.Webhook
 	jsonOf(t, r, http.StatusCreated, &w)
 	id := w.ID.String()
 	before := s.countWhere(t, "SELECT count(*) FROM webhooks") + s.countWhere(t, "SELECT count(*) FROM webhook_secrets")

@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/auth"
 )
 
 // ApprovalPolicy makes the platform, not the model, ask a human before a
@@ -67,31 +66,19 @@ func (p *ApprovalPolicy) Validate() error {
 	if p.Attempts < 0 || p.Attempts > MaxApprovalAttempts {
 		return fmt.Errorf("attempts must be between 1 and %d", MaxApprovalAttempts)
 	}
-	if err := ValidateScope(p.Scope, true); err != nil {
+	if err := auth.ValidateScope(p.Scope, true); err != nil {
 		return err
 	}
 	if e := p.Escalate; e != nil {
 		if e.After <= 0 {
 			return fmt.Errorf("escalate.after must be a positive duration")
 		}
-		if err := ValidateScope(e.Scope, false); err != nil {
+		if err := auth.ValidateScope(e.Scope, false); err != nil {
 			return fmt.Errorf("escalate.scope: %w", err)
 		}
 		if p.Scope == "" {
 			return fmt.Errorf("escalate needs a scope to escalate from: a policy without one is a confirmation anyone may give")
 		}
-	}
-	return nil
-}
-
-// ValidateScope checks a scope's spelling: 1-64 bytes of letters, digits
-// and ":._-" (empty allowed when optional).
-func ValidateScope(s string, optional bool) error {
-	if s == "" && optional {
-		return nil
-	}
-	if s == "" || len(s) > 64 || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:._-") != "" {
-		return fmt.Errorf("scope %q must be 1-64 letters, digits or :._-", s)
 	}
 	return nil
 }
@@ -133,24 +120,6 @@ func (p *ApprovalPolicy) stored() *StoredPolicy {
 		s.Escalate = &StoredEscalation{AfterMs: p.Escalate.After.Milliseconds(), Scope: p.Escalate.Scope}
 	}
 	return s
-}
-
-// HasScope reports whether the caller may decide what needs scope ("":
-// anything). A key holds the scopes it was given; "*" holds every scope.
-func (c Caller) HasScope(scope string) bool {
-	return scope == "" || slices.Contains(c.Scopes, scope) || slices.Contains(c.Scopes, "*")
-}
-
-// Voter is the person a caller's vote counts for: the end user it acts
-// for, else its key (one person counts once per interrupt).
-func (c Caller) Voter() string {
-	if c.EndUser != "" {
-		return "user:" + c.EndUser
-	}
-	if c.KeyID != "" {
-		return "key:" + c.KeyID
-	}
-	return c.Actor
 }
 
 // voteOf is the vote a decision of c on it records: nil for an interrupt

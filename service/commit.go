@@ -335,7 +335,7 @@ func (inv *invocation) claimNow(ctx context.Context, t *Turn, claims []Interrupt
 // id cannot both get it, and the loser sees a missing session (404), never
 // the winner's messages.
 func (inv *invocation) claimSession(ctx context.Context) error {
-	sess, err := inv.rt.store.CreateSession(ctx, inv.caller.scope(), inv.agent.Name, inv.sess.id)
+	sess, err := inv.rt.store.CreateSession(ctx, inv.caller.Scope(), inv.agent.Name, inv.sess.id)
 	if errors.Is(err, ErrNotFound) {
 		err = Errorf(CodeNotFound, "Session %s not found", inv.sess.id)
 	} else if err == nil && sess.Agent != inv.agent.Name {

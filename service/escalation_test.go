@@ -19,6 +19,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -115,7 +116,7 @@ func (e *escalationEnv) subscribe(t *testing.T, types ...string) *hookReceiver {
 		t.Fatal(err)
 	}
 	d := &webhooks.Dispatcher{
-		Store: e.store, IDs: service.NewEventIDs(e.store.SigningKeys), Owner: "esc", AllowLoopback: true,
+		Store: e.store, IDs: keys.NewEventIDs(e.store.SigningKeys), Owner: "esc", AllowLoopback: true,
 		Schedule: []time.Duration{50 * time.Millisecond}, Lease: 5 * time.Second, Timeout: 2 * time.Second,
 		Poll: 20 * time.Millisecond, PublicURL: "https://holdpoint.example", Log: testlog.Logger(t),
 	}

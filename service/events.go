@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/keys"
 )
 
 // EventHub delivers events to subscribers of the same tenant, so a
@@ -17,7 +19,7 @@ import (
 type EventHub struct {
 	src  EventSource
 	log  *slog.Logger
-	keys *keyring
+	keys *keys.Ring
 
 	mu     sync.Mutex
 	next   int
@@ -36,7 +38,7 @@ func NewEventHub(src EventSource, log *slog.Logger) *EventHub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &EventHub{src: src, log: log, keys: newKeyring(src.SigningKeys), subs: map[int]subscriber{}}
+	return &EventHub{src: src, log: log, keys: keys.NewRing(src.SigningKeys), subs: map[int]subscriber{}}
 }
 
 // Subscribe returns a channel of the tenant's notifications and a function
@@ -146,7 +148,7 @@ func (h *EventHub) deliver(ctx context.Context, pos EventPos) EventPos {
 		}
 		for _, ev := range events {
 			if h.hasSubscriber(ev.TenantID) {
-				if ev.EventID, err = h.keys.eventID(ctx, ev.TenantID, ev.Pos); err != nil {
+				if ev.EventID, err = h.keys.EventID(ctx, ev.TenantID, ev.Pos); err != nil {
 					h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
 					return pos
 				}
@@ -165,7 +167,7 @@ func (h *EventHub) deliver(ctx context.Context, pos EventPos) EventPos {
 // reconnects missed. ok is false when after is not an id of the tenant's
 // events.
 func (h *EventHub) Replay(ctx context.Context, tenantID, after string, limit int) (events []Notification, ok bool, err error) {
-	pos, ok, err := h.keys.parseEventID(ctx, tenantID, after)
+	pos, ok, err := h.keys.ParseEventID(ctx, tenantID, after)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
@@ -180,7 +182,7 @@ func (h *EventHub) ReplayFrom(ctx context.Context, tenantID string, pos EventPos
 		return nil, err
 	}
 	for i := range events {
-		if events[i].EventID, err = h.keys.eventID(ctx, tenantID, events[i].Pos); err != nil {
+		if events[i].EventID, err = h.keys.EventID(ctx, tenantID, events[i].Pos); err != nil {
 			return nil, err
 		}
 	}
@@ -190,7 +192,7 @@ func (h *EventHub) ReplayFrom(ctx context.Context, tenantID string, pos EventPos
 // ParseEventID returns the position of one of the tenant's event ids; ok
 // is false when id is not one.
 func (h *EventHub) ParseEventID(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
-	return h.keys.parseEventID(ctx, tenantID, id)
+	return h.keys.ParseEventID(ctx, tenantID, id)
 }
 
 func (h *EventHub) listenLoop(ctx context.Context, wake chan<- struct{}) {

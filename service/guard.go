@@ -103,7 +103,7 @@ func (inv *invocation) dropGuard() {
 		inv.rt.log.Warn("dropping a resume's guard failed; another instance finishes the resume", "snapshot", inv.det.id, "err", err)
 		return
 	}
-	if _, err := inv.rt.store.AbortSnapshot(ctx, inv.caller.scope(), inv.agent.Name, inv.det.id); err != nil {
+	if _, err := inv.rt.store.AbortSnapshot(ctx, inv.caller.Scope(), inv.agent.Name, inv.det.id); err != nil {
 		inv.rt.log.Warn("ending a dropped guard's snapshot failed", "snapshot", inv.det.id, "err", err)
 	}
 }

@@ -120,7 +120,7 @@ func (r *Runtime) InterruptEvents(ctx context.Context, c Caller, id uuid.UUID) (
 		return nil, err
 	}
 	for i := range events {
-		if events[i].ID, err = r.keys.eventID(ctx, c.TenantID, events[i].Pos); err != nil {
+		if events[i].ID, err = r.keys.EventID(ctx, c.TenantID, events[i].Pos); err != nil {
 			return nil, err
 		}
 	}

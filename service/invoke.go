@@ -91,7 +91,7 @@ func (inv *invocation) orHeadMoved(ctx context.Context, err error) error {
 // headMoved reads the session's head and compares it with the cached one
 // the invocation started from.
 func (inv *invocation) headMoved(ctx context.Context) (bool, error) {
-	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), inv.sess.id)
+	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.Scope(), inv.sess.id)
 	if errors.Is(err, ErrNotFound) {
 		return true, nil
 	}
@@ -231,7 +231,7 @@ var errHeadMoved = fmt.Errorf("%w (checked)", ErrSessionMoved)
 // GetSnapshot returns a snapshot of a server-managed agent by id, or the
 // latest snapshot of a session. A missing snapshot is NOT_FOUND.
 func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
-	return r.getSnapshot(ctx, c, c.scope(), agent, lookup)
+	return r.getSnapshot(ctx, c, c.Scope(), agent, lookup)
 }
 
 // OperatorSnapshot is GetSnapshot as the tenant's operators see it (the
@@ -297,7 +297,7 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 	if snapshotID == "" {
 		return nil, Errorf(CodeInvalidArgument, "abort needs a snapshotId")
 	}
-	prev, err := r.store.AbortSnapshot(ctx, c.scope(), agent, snapshotID)
+	prev, err := r.store.AbortSnapshot(ctx, c.Scope(), agent, snapshotID)
 	if errors.Is(err, ErrNotFound) {
 		return &AbortResult{SnapshotID: snapshotID}, nil
 	}
@@ -311,10 +311,6 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 	}
 	return &AbortResult{SnapshotID: snapshotID, Status: prev}, nil
 }
-
-// scope is the sessions the caller may see: exactly its own end user's
-// (or the tenant's own, acting as no user).
-func (c Caller) scope() Scope { return Scope{TenantID: c.TenantID, EndUser: c.EndUser} }
 
 func runningKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
 

@@ -154,7 +154,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: held, cancelWork: cancel, detached: true}
 	inv.det.id, inv.det.attempts = job.SnapshotID, job.Attempts
 	if job.ParentID != "" {
-		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
+		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.Scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
 		if err != nil {
 			log.Error("loading the parent of a detached turn failed", "err", err)
 			return
@@ -187,7 +187,7 @@ func (r *Runtime) jobAgent(job *TurnJob, c Caller, log *slog.Logger) *Agent {
 	if err != nil {
 		return nil // another instance serves this agent
 	}
-	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.scope(), Agent: a.Name, ID: job.SnapshotID})
+	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.Scope(), Agent: a.Name, ID: job.SnapshotID})
 	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
 		if err := r.store.DeleteJob(r.bg, c.TenantID, job.SnapshotID); err != nil {
 			log.Warn("dropping a finished job failed", "err", err)

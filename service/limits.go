@@ -2,8 +2,6 @@ package service
 
 import (
 	"strconv"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Bounds on what a client may send in one invocation. The HTTP body limit
@@ -21,8 +19,6 @@ const (
 	MaxResumeEntries = 100
 	// MaxTextBytes bounds one text or reasoning part.
 	MaxTextBytes = 256 << 10
-	// MaxEndUserBytes bounds an end user id (X-End-User, a token subject).
-	MaxEndUserBytes = 256
 	// MaxToolNameBytes bounds the name and ref of a tool request or
 	// response a client sends.
 	MaxToolNameBytes = 1024
@@ -128,23 +124,6 @@ func checkParts(parts []Part, where string, index int) error {
 		}
 		if tr := p.ToolResponse; tr != nil && (len(tr.Name) > MaxToolNameBytes || len(tr.Ref) > MaxToolNameBytes) {
 			return Errorf(CodeInvalidArgument, "%s has a tool response whose name or ref is over %d bytes", where, MaxToolNameBytes)
-		}
-	}
-	return nil
-}
-
-// ValidateEndUser checks an end user id (X-End-User, a token's subject):
-// 1 to 256 bytes of printable UTF-8.
-func ValidateEndUser(id string) error {
-	if id == "" || len(id) > MaxEndUserBytes {
-		return Errorf(CodeInvalidArgument, "end user id must be 1-%d bytes", MaxEndUserBytes)
-	}
-	if !utf8.ValidString(id) {
-		return Errorf(CodeInvalidArgument, "end user id must be valid UTF-8")
-	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) {
-			return Errorf(CodeInvalidArgument, "end user id must be printable characters")
 		}
 	}
 	return nil

@@ -53,8 +53,8 @@ func (r *Runtime) InterruptOutcome(ctx context.Context, c Caller, id uuid.UUID) 
 	if err != nil {
 		return nil, err
 	}
-	paused, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.scope(), Agent: it.Agent, ID: it.SnapshotID})
-	if errors.Is(err, ErrNotFound) || (err == nil && !c.scope().Sees(paused.EndUser)) {
+	paused, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.Scope(), Agent: it.Agent, ID: it.SnapshotID})
+	if errors.Is(err, ErrNotFound) || (err == nil && !c.Scope().Sees(paused.EndUser)) {
 		return nil, notFound
 	}
 	if err != nil {
@@ -66,7 +66,7 @@ func (r *Runtime) InterruptOutcome(ctx context.Context, c Caller, id uuid.UUID) 
 	if it.ResumedSnapshotID == "" {
 		return out, nil
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.scope(), Agent: it.Agent, ID: it.ResumedSnapshotID})
+	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.Scope(), Agent: it.Agent, ID: it.ResumedSnapshotID})
 	if err == nil {
 		out.TurnStatus = r.effectiveStatus(&snap.Snapshot)
 	} else if !errors.Is(err, ErrNotFound) {

@@ -11,6 +11,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/readiness"
 )
 
 // drivenProbe is a readiness probe the test sets the outcome of.
@@ -40,7 +41,7 @@ func TestReadinessHysteresis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p := &drivenProbe{}
-	r := service.NewReadiness(p.probe, service.ReadinessOptions{Logger: testlog.Logger(t)})
+	r := readiness.New(p.probe, readiness.Options{Logger: testlog.Logger(t)})
 	if !r.Ready() || r.Err() != nil {
 		t.Fatal("a new readiness is not ready")
 	}
@@ -74,7 +75,7 @@ func TestReadinessHysteresis(t *testing.T) {
 	if !r.Ready() || r.Err() != nil {
 		t.Fatal("two passed probes left the instance not ready")
 	}
-	var nilReadiness *service.Readiness
+	var nilReadiness *readiness.Readiness
 	if !nilReadiness.Ready() || nilReadiness.Err() != nil {
 		t.Error("a nil readiness is not ready")
 	}
@@ -85,7 +86,7 @@ func TestReadinessHysteresis(t *testing.T) {
 func TestReadinessRun(t *testing.T) {
 	t.Parallel()
 	p := &drivenProbe{}
-	r := service.NewReadiness(p.probe, service.ReadinessOptions{Interval: 10 * time.Millisecond, Logger: testlog.Logger(t)})
+	r := readiness.New(p.probe, readiness.Options{Interval: 10 * time.Millisecond, Logger: testlog.Logger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
@@ -105,7 +106,7 @@ func TestJobsWaitForReadiness(t *testing.T) {
 	admin, snap, rtA, _ := crashedAfterTool(t, url, opts)
 	p := &drivenProbe{}
 	p.set(errors.New("database down"))
-	ready := service.NewReadiness(p.probe, service.ReadinessOptions{Logger: opts.Logger})
+	ready := readiness.New(p.probe, readiness.Options{Logger: opts.Logger})
 	ready.Check(context.Background())
 	ready.Check(context.Background())
 	var paidB atomic.Int32

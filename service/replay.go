@@ -50,7 +50,7 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 	if mine == nil || !(JSONEqual(mine.Resolution, it.Resolution) || it.Policy != nil && sameApproval(mine.Resolution, it.Resolution)) || it.ResumedSnapshotID == "" {
 		return alreadyDecided(refusal, it)
 	}
-	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: it.ResumedSnapshotID, WithState: true})
+	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.Scope(), Agent: inv.agent.Name, ID: it.ResumedSnapshotID, WithState: true})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil
 	}

@@ -12,21 +12,15 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/readiness"
 )
 
-// Caller is who an invocation acts for: the tenant whose rows it may touch,
-// the end user it acts on behalf of, and the actor recorded in audit rows.
-type Caller struct {
-	TenantID string
-	EndUser  string
-	Actor    string
-	// KeyID and KeyName are the API key the caller authenticated with (a
-	// dashboard session's key included); empty for others (user tokens,
-	// the CLI, the system).
-	KeyID, KeyName string
-	// Scopes are the key's scopes (see ApprovalPolicy.Scope).
-	Scopes []string
-}
+// Caller is who an invocation acts for (defined in service/auth, which
+// the features beside the engine share).
+type Caller = auth.Caller
 
 // Options configure a Runtime.
 type Options struct {
@@ -65,7 +59,7 @@ type Options struct {
 	// Readiness, when set, keeps the background workers (the detached
 	// turn runner, the deadline sweeper) from taking new work while the
 	// instance is not ready; nil: always ready.
-	Readiness *Readiness
+	Readiness *readiness.Readiness
 }
 
 // DefaultLostToolCallAfter is the sweep's bound when Options sets none:
@@ -94,7 +88,7 @@ type Runtime struct {
 	// instanceID names this process as the owner of the jobs it runs.
 	instanceID string
 	// keys caches the tenants' keys (state signatures, event ids).
-	keys *keyring
+	keys *keys.Ring
 	// abortsHeard is true while the abort listener is connected.
 	abortsHeard atomic.Bool
 	// stopping is set at shutdown: no new jobs, and cancelled detached
@@ -150,7 +144,7 @@ func NewRuntime(store Store, opts Options) *Runtime {
 		bg:         bg,
 		bgCancel:   cancel,
 		instanceID: uuid.NewString(),
-		keys:       newKeyring(signingKeysOf(store)),
+		keys:       keys.NewRing(signingKeysOf(store)),
 	}
 }
 
@@ -345,9 +339,9 @@ func (r *Runtime) AgentNamesFor(ctx context.Context, c Caller) ([]string, error)
 
 // SigningSecrets returns a tenant's secrets of a purpose that still
 // verify, newest (the signing one) first: what an HTTP tool call is signed
-// with (PurposeTool) during a rotation's grace period.
+// with (keys.PurposeTool) during a rotation's grace period.
 func (r *Runtime) SigningSecrets(ctx context.Context, tenantID, purpose string) ([][]byte, error) {
-	keys, err := r.keys.keys(ctx, tenantID, purpose, false)
+	keys, err := r.keys.Keys(ctx, tenantID, purpose, false)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +397,7 @@ func (r *Runtime) FindSessions(ctx context.Context, c Caller, q string) ([]Sessi
 // SessionSnapshots lists a session's snapshots, newest first (at most
 // 100), for operators: the caller's tenant, and its end user's only.
 func (r *Runtime) SessionSnapshots(ctx context.Context, c Caller, sessionID string) ([]Snapshot, error) {
-	return r.sessionSnapshots(ctx, c, c.scope(), sessionID)
+	return r.sessionSnapshots(ctx, c, c.Scope(), sessionID)
 }
 
 // OperatorSessionSnapshots is SessionSnapshots as the tenant's operators

@@ -45,6 +45,11 @@ func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
 	return s
 }
 
+func isStatus(err error, status string) bool {
+	var e *service.Error
+	return errors.As(err, &e) && e.Status == status
+}
+
 // newRuntime returns a runtime on a fresh database whose store runs as the
 // application role (row-level security on), and an owner pool for the
 // test's own assertions.

@@ -193,7 +193,7 @@ func (inv *invocation) checkInitKind(init AgentInit) error {
 // names too, if any). A snapshot that is not completed is kept for
 // inspection: resuming it is a graceful failure.
 func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
-	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true, Split: true})
+	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.Scope(), Agent: inv.agent.Name, ID: init.SnapshotID, WithState: true, Split: true})
 	if errors.Is(err, ErrNotFound) {
 		return Errorf(CodeNotFound, "Snapshot %s not found", init.SnapshotID)
 	}
@@ -219,7 +219,7 @@ func (inv *invocation) fromSession(ctx context.Context, id string) error {
 		// This instance's last write of the session, if it is the
 		// caller's to see and of this agent (else the read says why not).
 		if h := inv.rt.store.CachedSessionHead(inv.caller.TenantID, id); h != nil && h.LatestSnapshotID != "" &&
-			h.Agent == inv.agent.Name && inv.caller.scope().Sees(h.EndUser) {
+			h.Agent == inv.agent.Name && inv.caller.Scope().Sees(h.EndUser) {
 			snap, err := inv.latestCompleted(ctx, h)
 			if err == nil && snap != nil {
 				inv.expectedHead = h.LatestSnapshotID
@@ -228,7 +228,7 @@ func (inv *invocation) fromSession(ctx context.Context, id string) error {
 			}
 		}
 	}
-	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.scope(), id)
+	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.Scope(), id)
 	if errors.Is(err, ErrNotFound) {
 		// A new session under the client's id, or another user's (which
 		// looks the same): the first turn takes the id, or finds it is not
@@ -263,7 +263,7 @@ func (inv *invocation) latestCompleted(ctx context.Context, sess *StoredSession)
 			return nil, Errorf(CodeFailedPrecondition, "Session '%s' has a cyclic snapshot parent chain. Resume by snapshotId instead.", sess.ID)
 		}
 		visited[id] = true
-		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.scope(), Agent: inv.agent.Name, ID: id, WithState: true, Split: true})
+		s, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.Scope(), Agent: inv.agent.Name, ID: id, WithState: true, Split: true})
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/holdpoint/holdpoint/service/keys"
 )
 
 // The state a client-managed agent returns is signed by the server, so
@@ -32,7 +34,7 @@ const maxSignatureBytes = 128
 
 // signState returns the signature of st for the caller and agent.
 func (r *Runtime) signState(ctx context.Context, c Caller, agent string, st SessionState) (string, error) {
-	key, err := r.keys.signing(ctx, c.TenantID, PurposeState)
+	key, err := r.keys.Signing(ctx, c.TenantID, keys.PurposeState)
 	if err != nil {
 		return "", err
 	}
@@ -62,7 +64,7 @@ func (r *Runtime) verifyState(ctx context.Context, c Caller, agent string, st Se
 	if err != nil || len(got) != sha256.Size {
 		return false, nil
 	}
-	key, found, err := r.keys.find(ctx, c.TenantID, PurposeState, id)
+	key, found, err := r.keys.Find(ctx, c.TenantID, keys.PurposeState, id)
 	if err != nil || !found {
 		return false, err
 	}

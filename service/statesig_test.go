@@ -11,7 +11,9 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // walletAgent registers a client-managed agent that asks for approval
@@ -88,7 +90,7 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewTenants(newStore(t, pool))
+	acc := tenants.New(newStore(t, pool))
 	if _, err := acc.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestClientStateIsSigned(t *testing.T) {
 	// Rotation: the new key signs; what the old one signed verifies for
 	// the grace period, then not. A fresh runtime reads the keys (a
 	// running one within a minute).
-	if _, err := acc.RotateSecret(ctx, "default", service.PurposeState, time.Hour); err != nil {
+	if _, err := acc.RotateSecret(ctx, "default", keys.PurposeState, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rt2 := newRT()
@@ -198,7 +200,7 @@ func TestClientStateIsSigned(t *testing.T) {
 		t.Fatalf("after rotation: %v %+v", err, second)
 	}
 	first := paused(alice, "wallet") // the old runtime still signs with key 1
-	if _, err := acc.RotateSecret(ctx, "default", service.PurposeState, 0); err != nil {
+	if _, err := acc.RotateSecret(ctx, "default", keys.PurposeState, 0); err != nil {
 		t.Fatal(err)
 	}
 	rt3 := newRT()

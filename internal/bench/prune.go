@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/retention"
 )
@@ -79,7 +78,7 @@ func startPrune(ctx context.Context, store *pgstore.PgStore, cfg PruneConfig, ou
 	}()
 	return func() error {
 		err := <-done
-		var c service.PruneCounts
+		var c retention.PruneCounts
 		batches := 0
 		for _, r := range rep {
 			c.Add(r.Counts)

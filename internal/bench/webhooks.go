@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -138,7 +139,7 @@ func startWebhooks(ctx context.Context, store *pgstore.PgStore, admin *pgxpool.P
 	dctx, stop := context.WithCancel(context.Background())
 	rig.stop, rig.dctx = stop, dctx
 	rig.dispatcher = &webhooks.Dispatcher{
-		Store: store, IDs: service.NewEventIDs(store.SigningKeys), Owner: "bench", AllowLoopback: true,
+		Store: store, IDs: keys.NewEventIDs(store.SigningKeys), Owner: "bench", AllowLoopback: true,
 		Timeout: max(10*time.Second, 2*cfg.Slow), Lease: max(time.Minute, 4*cfg.Slow), Log: log,
 	}
 	if cfg.NoDispatch || cfg.Drain {

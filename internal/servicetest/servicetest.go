@@ -26,6 +26,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // ShutdownTimeout bounds the runtime's shutdown when the test ends.
@@ -61,7 +62,7 @@ type Env struct {
 	Pool    *pgxpool.Pool // the application pool the store uses
 	Store   *pgstore.PgStore
 	Runtime *service.Runtime
-	Tenants *service.Tenants
+	Tenants *tenants.Tenants
 	// AdminKey and ClientKey are Options.Tenant's API keys.
 	AdminKey, ClientKey string
 	Hub                 *service.EventHub // with Options.Events
@@ -96,7 +97,7 @@ func New(t testing.TB, opts Options) *Env {
 			t.Fatal(err)
 		}
 	}
-	e.Tenants = service.NewTenants(e.Store)
+	e.Tenants = tenants.New(e.Store)
 	if opts.Tenant != "" {
 		e.createTenant(t, opts.Tenant)
 	}
@@ -121,10 +122,10 @@ func (e *Env) createTenant(t testing.TB, id string) {
 		t.Fatal(err)
 	}
 	var err error
-	if e.AdminKey, _, err = e.Tenants.CreateKey(ctx, id, service.RoleAdmin, "admin"); err != nil {
+	if e.AdminKey, _, err = e.Tenants.CreateKey(ctx, id, tenants.RoleAdmin, "admin"); err != nil {
 		t.Fatal(err)
 	}
-	if e.ClientKey, _, err = e.Tenants.CreateKey(ctx, id, service.RoleClient, "client"); err != nil {
+	if e.ClientKey, _, err = e.Tenants.CreateKey(ctx, id, tenants.RoleClient, "client"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/cel-go/common/types"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 )
 
 // Bounds of an approval condition: its length, and what one evaluation
@@ -244,7 +245,7 @@ func (b *builder) scope(m map[string]any, p path, key string, optional bool) (st
 	if err != nil {
 		return "", err
 	}
-	if err := service.ValidateScope(s, optional); err != nil {
+	if err := auth.ValidateScope(s, optional); err != nil {
 		return "", b.errf(p.key(key), "%s", err)
 	}
 	return s, nil

@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/service/retention"
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
-var _ store.RetentionStore = (*PgStore)(nil)
+var _ retention.RetentionStore = (*PgStore)(nil)
 
 // pruneLockKey is the advisory lock that lets one instance prune at a
 // time ("hp-prune" in ASCII).
@@ -36,9 +37,9 @@ func duration(s *int64) time.Duration {
 	return time.Duration(*s) * time.Second
 }
 
-// RetentionPolicy implements store.RetentionStore.
-func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (store.RetentionPolicy, error) {
-	var p store.RetentionPolicy
+// RetentionPolicy implements retention.RetentionStore.
+func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (retention.RetentionPolicy, error) {
+	var p retention.RetentionPolicy
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, tenantID); err != nil {
 			return err
@@ -50,7 +51,7 @@ func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (store.R
 		if err != nil {
 			return err
 		}
-		p = store.RetentionPolicy{
+		p = retention.RetentionPolicy{
 			Completed: duration(row.CompletedSeconds), Failed: duration(row.FailedSeconds), Events: duration(row.EventsSeconds),
 		}
 		return nil
@@ -58,8 +59,8 @@ func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (store.R
 	return p, err
 }
 
-// SetRetentionPolicy implements store.RetentionStore.
-func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p store.RetentionPolicy) error {
+// SetRetentionPolicy implements retention.RetentionStore.
+func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p retention.RetentionPolicy) error {
 	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, tenantID); err != nil {
 			return err
@@ -76,7 +77,7 @@ func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p sto
 
 // pruneResult is what the prune functions return.
 type pruneResult struct {
-	store.PruneCounts
+	retention.PruneCounts
 	Last string `json:"last"`
 	Xid  int64  `json:"xid"`
 	ID   int64  `json:"id"`
@@ -91,12 +92,12 @@ func decodePrune(raw []byte) (pruneResult, error) {
 	return r, nil
 }
 
-// PruneSessions implements store.RetentionStore: one call of the system
+// PruneSessions implements retention.RetentionStore: one call of the system
 // function holdpoint_prune_sessions, its own transaction, committed
 // without waiting for the WAL flush: a batch lost in a crash is deleted
 // again by the next prune, and its commit does not queue behind (or make
 // wait) the turns' flushes.
-func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p store.RetentionPolicy, after string, batch int) (store.PruneBatch, error) {
+func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p retention.RetentionPolicy, after string, batch int) (retention.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		if err := q.CommitAsynchronously(ctx); err != nil {
@@ -110,15 +111,15 @@ func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p store.Re
 		return err
 	})
 	if err != nil {
-		return store.PruneBatch{}, err
+		return retention.PruneBatch{}, err
 	}
 	r, err := decodePrune(raw)
-	return store.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
+	return retention.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
 }
 
-// PruneEvents implements store.RetentionStore, committed without
+// PruneEvents implements retention.RetentionStore, committed without
 // waiting for the WAL flush (see PruneSessions).
-func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after store.EventPos, batch int) (store.PruneBatch, error) {
+func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after store.EventPos, batch int) (retention.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		if err := q.CommitAsynchronously(ctx); err != nil {
@@ -131,14 +132,14 @@ func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.
 		return err
 	})
 	if err != nil {
-		return store.PruneBatch{}, err
+		return retention.PruneBatch{}, err
 	}
 	r, err := decodePrune(raw)
-	return store.PruneBatch{Counts: r.PruneCounts, AfterEvent: store.EventPos{Xid: r.Xid, ID: r.ID}, Done: r.Done}, err
+	return retention.PruneBatch{Counts: r.PruneCounts, AfterEvent: store.EventPos{Xid: r.Xid, ID: r.ID}, Done: r.Done}, err
 }
 
-// PrunePreview implements store.RetentionStore.
-func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p store.RetentionPolicy) (store.PruneCounts, error) {
+// PrunePreview implements retention.RetentionStore.
+func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p retention.RetentionPolicy) (retention.PruneCounts, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -149,13 +150,13 @@ func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p store.Ret
 		return err
 	})
 	if err != nil {
-		return store.PruneCounts{}, err
+		return retention.PruneCounts{}, err
 	}
 	r, err := decodePrune(raw)
 	return r.PruneCounts, err
 }
 
-// TryPruneLock implements store.RetentionStore with a transaction-level
+// TryPruneLock implements retention.RetentionStore with a transaction-level
 // advisory lock: a transaction is held open (idle, it holds back no vacuum)
 // until release, which rolls it back. Unlike a session-level lock, it
 // works behind a transaction pooler, and it goes with the connection if

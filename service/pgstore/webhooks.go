@@ -13,20 +13,21 @@ import (
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/store"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
-var _ store.WebhookStore = (*PgStore)(nil)
+var _ webhooks.WebhookStore = (*PgStore)(nil)
 
-func webhookOf(r db.Webhook) *store.Webhook {
-	return &store.Webhook{
+func webhookOf(r db.Webhook) *webhooks.Webhook {
+	return &webhooks.Webhook{
 		ID: r.ID, URL: r.Url, Description: r.Description, EventTypes: r.EventTypes, Enabled: r.Enabled,
 		DisabledReason: deref(r.DisabledReason), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
-// CreateWebhook implements store.WebhookStore: the endpoint and its
+// CreateWebhook implements webhooks.WebhookStore: the endpoint and its
 // first secret in one transaction.
-func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *store.Webhook, secret []byte) (*store.Webhook, error) {
+func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *webhooks.Webhook, secret []byte) (*webhooks.Webhook, error) {
 	var row db.Webhook
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -45,8 +46,8 @@ func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *store.W
 	return webhookOf(row), nil
 }
 
-// ListWebhooks implements store.WebhookStore.
-func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]store.Webhook, error) {
+// ListWebhooks implements webhooks.WebhookStore.
+func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]webhooks.Webhook, error) {
 	var rows []db.Webhook
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -56,15 +57,15 @@ func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]store.We
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.Webhook, len(rows))
+	out := make([]webhooks.Webhook, len(rows))
 	for i, r := range rows {
 		out[i] = *webhookOf(r)
 	}
 	return out, nil
 }
 
-// GetWebhook implements store.WebhookStore.
-func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*store.Webhook, error) {
+// GetWebhook implements webhooks.WebhookStore.
+func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*webhooks.Webhook, error) {
 	var row db.Webhook
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -77,8 +78,8 @@ func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID)
 	return webhookOf(row), nil
 }
 
-// UpdateWebhook implements store.WebhookStore.
-func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u store.WebhookUpdate) (*store.Webhook, error) {
+// UpdateWebhook implements webhooks.WebhookStore.
+func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u webhooks.WebhookUpdate) (*webhooks.Webhook, error) {
 	var row db.Webhook
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -93,7 +94,7 @@ func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UU
 	return webhookOf(row), nil
 }
 
-// DeleteWebhook implements store.WebhookStore.
+// DeleteWebhook implements webhooks.WebhookStore.
 func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UUID) error {
 	var n int64
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
@@ -110,7 +111,7 @@ func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UU
 	return nil
 }
 
-// RotateWebhookSecret implements store.WebhookStore.
+// RotateWebhookSecret implements webhooks.WebhookStore.
 func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id uuid.UUID, secret []byte, overlap time.Duration) error {
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if _, err := q.LockWebhook(ctx, db.LockWebhookParams{TenantID: tenantID, ID: id}); err != nil {
@@ -123,7 +124,7 @@ func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id u
 	return notFound(err)
 }
 
-// WebhookSecrets implements store.WebhookStore.
+// WebhookSecrets implements webhooks.WebhookStore.
 func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.UUID) ([][]byte, error) {
 	var rows []db.ListWebhookSecretsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -141,16 +142,16 @@ func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.U
 	return out, nil
 }
 
-// DisableWebhook implements store.WebhookStore.
+// DisableWebhook implements webhooks.WebhookStore.
 func (s *PgStore) DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.DisableWebhook(ctx, db.DisableWebhookParams{TenantID: tenantID, ID: id, Reason: &reason})
 	})
 }
 
-// ClaimWebhookDeliveries implements store.WebhookStore (a system
+// ClaimWebhookDeliveries implements webhooks.WebhookStore (a system
 // function: the claim spans tenants).
-func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]store.WebhookClaim, error) {
+func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]webhooks.WebhookClaim, error) {
 	if busy == nil {
 		busy = []uuid.UUID{}
 	}
@@ -168,14 +169,14 @@ func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, leas
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.WebhookClaim, len(rows))
+	out := make([]webhooks.WebhookClaim, len(rows))
 	for i, r := range rows {
-		out[i] = store.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
+		out[i] = webhooks.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
 	}
 	return out, nil
 }
 
-func webhookEventOf(r db.WebhookDeliveryContext) *store.WebhookEvent {
+func webhookEventOf(r db.WebhookDeliveryContext) *webhooks.WebhookEvent {
 	ev := eventContextOf(db.WebhookEventContext{
 		TenantID: r.TenantID, EventID: r.EventID, EventXid: r.EventXid, EventType: r.EventType, OccurredAt: r.OccurredAt,
 		Actor: r.Actor, InterruptID: r.InterruptID, InterruptAgent: r.InterruptAgent, InterruptTool: r.InterruptTool,
@@ -192,14 +193,14 @@ func webhookEventOf(r db.WebhookDeliveryContext) *store.WebhookEvent {
 
 // eventContextOf is what an attempt of the event sends (without the
 // endpoint).
-func eventContextOf(r db.WebhookEventContext) *store.WebhookEvent {
-	ev := &store.WebhookEvent{
+func eventContextOf(r db.WebhookEventContext) *webhooks.WebhookEvent {
+	ev := &webhooks.WebhookEvent{
 		Pos:  store.EventPos{Xid: r.EventXid, ID: r.EventID},
 		Type: events.Name(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
 	}
 	switch {
 	case r.InterruptID.Valid && r.InterruptAgent != nil:
-		ev.Interrupt = &store.WebhookInterrupt{
+		ev.Interrupt = &webhooks.WebhookInterrupt{
 			ID: r.InterruptID.Bytes, Agent: *r.InterruptAgent, Tool: deref(r.InterruptTool), Input: rawOrNilBytes(r.InterruptInput),
 			Deadline: r.ExpiresAt, SessionID: deref(r.InterruptSessionID), SnapshotID: deref(r.InterruptSnapshotID),
 			Status: deref(r.InterruptStatus), Resolution: rawOrNilBytes(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
@@ -209,7 +210,7 @@ func eventContextOf(r db.WebhookEventContext) *store.WebhookEvent {
 			ev.Interrupt.CreatedAt = *r.InterruptCreatedAt
 		}
 	case r.CallKey != nil:
-		ev.ToolCall = &store.WebhookToolCall{
+		ev.ToolCall = &webhooks.WebhookToolCall{
 			SnapshotID: deref(r.TurnSnapshotID), SessionID: deref(r.CallSessionID), Agent: deref(r.TurnAgent),
 			Key: *r.CallKey, Tool: deref(r.CallTool), Ref: deref(r.CallRef), Status: deref(r.CallStatus),
 		}
@@ -217,7 +218,7 @@ func eventContextOf(r db.WebhookEventContext) *store.WebhookEvent {
 			ev.ToolCall.HTTPStatus = int(*r.CallHttpStatus)
 		}
 	case r.TurnSnapshotID != nil:
-		ev.Turn = &store.WebhookTurn{
+		ev.Turn = &webhooks.WebhookTurn{
 			SnapshotID: *r.TurnSnapshotID, SessionID: deref(r.TurnSessionID), Agent: deref(r.TurnAgent),
 			FinishReason: deref(r.TurnFinishReason), Error: rawOrNilBytes(r.TurnError),
 		}
@@ -225,10 +226,10 @@ func eventContextOf(r db.WebhookEventContext) *store.WebhookEvent {
 	return ev
 }
 
-// LeaseWebhookCursors implements store.WebhookStore (a system function:
+// LeaseWebhookCursors implements webhooks.WebhookStore (a system function:
 // the lease spans tenants), committed without waiting for the WAL flush: a
 // lease lost in a crash only lets another instance read sooner.
-func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]store.WebhookCursor, error) {
+func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]webhooks.WebhookCursor, error) {
 	if held == nil {
 		held = []uuid.UUID{}
 	}
@@ -246,16 +247,16 @@ func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease t
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.WebhookCursor, len(rows))
+	out := make([]webhooks.WebhookCursor, len(rows))
 	for i, r := range rows {
-		out[i] = store.WebhookCursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
+		out[i] = webhooks.WebhookCursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
 			Pos: store.EventPos{Xid: r.Xid, ID: r.ID}}
 	}
 	return out, nil
 }
 
-// WebhookCursorEvents implements store.WebhookStore.
-func (s *PgStore) WebhookCursorEvents(ctx context.Context, c store.WebhookCursor, limit int) ([]store.WebhookEvent, store.EventPos, error) {
+// WebhookCursorEvents implements webhooks.WebhookStore.
+func (s *PgStore) WebhookCursorEvents(ctx context.Context, c webhooks.WebhookCursor, limit int) ([]webhooks.WebhookEvent, store.EventPos, error) {
 	var rows []db.WebhookEventContext
 	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
 		var err error
@@ -268,7 +269,7 @@ func (s *PgStore) WebhookCursorEvents(ctx context.Context, c store.WebhookCursor
 		return nil, c.Pos, err
 	}
 	read := c.Pos
-	out := make([]store.WebhookEvent, 0, len(rows))
+	out := make([]webhooks.WebhookEvent, 0, len(rows))
 	for _, r := range rows {
 		read = store.EventPos{Xid: r.EventXid, ID: r.EventID}
 		if r.EventType == "" {
@@ -282,10 +283,10 @@ func (s *PgStore) WebhookCursorEvents(ctx context.Context, c store.WebhookCursor
 	return out, read, nil
 }
 
-// AdvanceWebhookCursor implements store.WebhookStore, committed without
+// AdvanceWebhookCursor implements webhooks.WebhookStore, committed without
 // waiting for the WAL flush: a position lost in a crash makes its events
 // attempted again, and delivery is at least once anyway.
-func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c store.WebhookCursor, to store.EventPos, lease time.Duration, attempts []store.WebhookAttempt) (bool, error) {
+func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c webhooks.WebhookCursor, to store.EventPos, lease time.Duration, attempts []webhooks.WebhookAttempt) (bool, error) {
 	p := db.AdvanceWebhookCursorParams{
 		TenantID: c.TenantID, WebhookID: c.WebhookID, Owner: owner, LeaseSeconds: lease.Seconds(),
 		FromXid: c.Pos.Xid, FromID: c.Pos.ID, ToXid: to.Xid, ToID: to.ID,
@@ -317,7 +318,7 @@ func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c stor
 
 // outcomeColumns are an attempt's next attempt time (zero: none) and HTTP
 // status (0: no answer) as the statements take them.
-func outcomeColumns(o store.WebhookOutcome) (next time.Time, status int32) {
+func outcomeColumns(o webhooks.WebhookOutcome) (next time.Time, status int32) {
 	if o.NextAttemptAt != nil {
 		next = *o.NextAttemptAt
 	}
@@ -327,10 +328,10 @@ func outcomeColumns(o store.WebhookOutcome) (next time.Time, status int32) {
 	return next, status
 }
 
-// FinishWebhookDeliveries implements store.WebhookStore: one statement
+// FinishWebhookDeliveries implements webhooks.WebhookStore: one statement
 // per tenant, committed without waiting for the WAL flush (see
 // CommitAsynchronously).
-func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []store.WebhookFinish) (map[uuid.UUID]bool, error) {
+func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []webhooks.WebhookFinish) (map[uuid.UUID]bool, error) {
 	byTenant := map[string]*db.FinishDeliveryAttemptsParams{}
 	for _, f := range done {
 		p := byTenant[f.Claim.TenantID]
@@ -369,13 +370,13 @@ func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, don
 	return recorded, nil
 }
 
-func deliveryOf(r db.ListWebhookDeliveriesRow) store.WebhookDelivery {
-	d := store.WebhookDelivery{
+func deliveryOf(r db.ListWebhookDeliveriesRow) webhooks.WebhookDelivery {
+	d := webhooks.WebhookDelivery{
 		ID: r.ID, WebhookID: r.WebhookID, EventType: events.Name(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
 		NextAttemptAt: r.NextAttemptAt, LastAttemptAt: r.LastAttemptAt, LastError: deref(r.LastError),
 		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: store.EventPos{Xid: int64(r.EventXid.Uint64), ID: r.EventID},
 	}
-	if r.Status != store.DeliveryPending {
+	if r.Status != webhooks.DeliveryPending {
 		d.NextAttemptAt = nil
 	}
 	if r.LastStatus != nil {
@@ -388,8 +389,8 @@ func deliveryOf(r db.ListWebhookDeliveriesRow) store.WebhookDelivery {
 	return d
 }
 
-// ListWebhookDeliveries implements store.WebhookStore.
-func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p store.ListWebhookDeliveriesParams) ([]store.WebhookDelivery, error) {
+// ListWebhookDeliveries implements webhooks.WebhookStore.
+func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p webhooks.ListWebhookDeliveriesParams) ([]webhooks.WebhookDelivery, error) {
 	params := db.ListWebhookDeliveriesParams{TenantID: p.TenantID, WebhookID: p.WebhookID, PageSize: int32(p.Limit)}
 	if p.Status != "" {
 		params.Status = &p.Status
@@ -406,15 +407,15 @@ func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p store.ListWebhook
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.WebhookDelivery, len(rows))
+	out := make([]webhooks.WebhookDelivery, len(rows))
 	for i, r := range rows {
 		out[i] = deliveryOf(r)
 	}
 	return out, nil
 }
 
-// GetWebhookDelivery implements store.WebhookStore.
-func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*store.WebhookDelivery, error) {
+// GetWebhookDelivery implements webhooks.WebhookStore.
+func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*webhooks.WebhookDelivery, error) {
 	var r db.GetWebhookDeliveryRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -428,8 +429,8 @@ func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webho
 	return &d, nil
 }
 
-// RedeliverWebhookDelivery implements store.WebhookStore.
-func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*store.WebhookDelivery, error) {
+// RedeliverWebhookDelivery implements webhooks.WebhookStore.
+func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*webhooks.WebhookDelivery, error) {
 	var row db.RedeliverWebhookDeliveryRow
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -442,7 +443,7 @@ func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string,
 		if gerr != nil {
 			return nil, gerr
 		}
-		if d.Status == store.DeliveryPending {
+		if d.Status == webhooks.DeliveryPending {
 			return nil, store.Errorf(store.CodeFailedPrecondition, "delivery %s is still pending: it is attempted again without a redelivery", id)
 		}
 		return nil, store.ErrNotFound
@@ -455,8 +456,8 @@ func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string,
 	return &d, nil
 }
 
-// WebhookHealth implements store.WebhookStore.
-func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]store.WebhookHealth, error) {
+// WebhookHealth implements webhooks.WebhookStore.
+func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]webhooks.WebhookHealth, error) {
 	var rows []db.ListWebhookHealthRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -466,9 +467,9 @@ func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]store.W
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.WebhookHealth, len(rows))
+	out := make([]webhooks.WebhookHealth, len(rows))
 	for i, r := range rows {
-		out[i] = store.WebhookHealth{
+		out[i] = webhooks.WebhookHealth{
 			WebhookID: r.WebhookID, Pending: r.Pending, Delivered: r.Delivered, Dead: r.Dead, Retrying: r.Retrying,
 			OldestPendingAt: epochTime(r.OldestPendingEpoch), LastDeliveredAt: epochTime(r.LastDeliveredEpoch),
 			LastFailureAt:      epochTime(r.LastFailureEpoch),

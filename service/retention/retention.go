@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Defaults of a Pruner.
@@ -33,19 +33,19 @@ const (
 
 // Store is what a Pruner needs: the retention store and the tenant list.
 type Store interface {
-	service.RetentionStore
-	ListTenants(ctx context.Context) ([]service.Tenant, error)
+	RetentionStore
+	ListTenants(ctx context.Context) ([]store.Tenant, error)
 }
 
 // Pruner prunes tenants' data under their retention policies.
 type Pruner struct {
 	Store Store
 	// Ready, when set, says whether the instance may take work: a round
-	// while it is false is skipped (see service.Readiness).
+	// while it is false is skipped (see readiness.Readiness).
 	Ready func() bool
 	// Defaults fill in the ages a tenant's own policy leaves unset (zero:
 	// keep forever).
-	Defaults service.RetentionPolicy
+	Defaults RetentionPolicy
 	// Batch bounds each transaction (default DefaultBatch).
 	Batch int
 	// Pause is the least wait between batches (default DefaultPause;
@@ -58,7 +58,7 @@ type Pruner struct {
 	Log *slog.Logger
 	// OnBatch, when set, is called after each batch with its counts (for
 	// progress reports and tests).
-	OnBatch func(tenantID string, c service.PruneCounts)
+	OnBatch func(tenantID string, c PruneCounts)
 }
 
 // Report is what a prune did (or, in a dry run, would do) to one tenant.
@@ -66,8 +66,8 @@ type Report struct {
 	TenantID string
 	// Policy is the policy applied: the tenant's own, completed by the
 	// defaults.
-	Policy service.RetentionPolicy
-	Counts service.PruneCounts
+	Policy RetentionPolicy
+	Counts PruneCounts
 	// Batches counts the transactions that deleted (0 in a dry run).
 	Batches int
 }
@@ -144,7 +144,7 @@ func (p *Pruner) Prune(ctx context.Context, tenantIDs []string, dryRun bool) ([]
 // eventCutoff is the age past which a turn or tool event whose snapshot
 // is gone may go: the event retention, or else the shortest session age
 // (zero: none applies).
-func eventCutoff(p service.RetentionPolicy) time.Duration {
+func eventCutoff(p RetentionPolicy) time.Duration {
 	if p.Events > 0 {
 		return p.Events
 	}
@@ -178,7 +178,7 @@ func (p *Pruner) pruneTenant(ctx context.Context, r *Report) error {
 		after = b.AfterSession
 	}
 	cutoff := eventCutoff(r.Policy)
-	for after := (service.EventPos{}); ; {
+	for after := (store.EventPos{}); ; {
 		start := time.Now()
 		b, err := p.Store.PruneEvents(ctx, r.TenantID, cutoff, after, p.batch())
 		if err != nil {
@@ -196,7 +196,7 @@ func (p *Pruner) pruneTenant(ctx context.Context, r *Report) error {
 
 // batchDone adds a batch that took took to the report and pauses before
 // the next one.
-func (p *Pruner) batchDone(ctx context.Context, r *Report, b service.PruneBatch, took time.Duration) error {
+func (p *Pruner) batchDone(ctx context.Context, r *Report, b PruneBatch, took time.Duration) error {
 	r.Counts.Add(b.Counts)
 	if b.Counts.Total() > 0 {
 		r.Batches++
@@ -254,7 +254,7 @@ func (p *Pruner) round(ctx context.Context) {
 	defer release()
 	start := time.Now()
 	reports, err := p.Prune(ctx, nil, false)
-	var total service.PruneCounts
+	var total PruneCounts
 	for _, r := range reports {
 		total.Add(r.Counts)
 		if r.Counts.Total() > 0 {

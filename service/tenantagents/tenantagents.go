@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentdef"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 )
 
 // ModelResolver gives tenant agents their models by name.
@@ -304,7 +305,7 @@ type preparedHTTP struct {
 // prepareHTTP is an HTTP tool's Prepare: the tenant's signing secrets and
 // address policy.
 func (m *Manager) prepareHTTP(ctx context.Context, tenantID string) (any, error) {
-	secrets, err := m.Runtime.SigningSecrets(ctx, tenantID, service.PurposeTool)
+	secrets, err := m.Runtime.SigningSecrets(ctx, tenantID, keys.PurposeTool)
 	if err != nil {
 		return nil, err
 	}

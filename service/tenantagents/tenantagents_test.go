@@ -24,8 +24,10 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // models resolves "demo" and "scripted" (a model that calls the tool the
@@ -85,7 +87,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]service.Caller{}}
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)
@@ -93,7 +95,7 @@ func newEnv(t *testing.T) *env {
 		e.tenants[id] = service.Caller{TenantID: id, Actor: "test:" + id}
 	}
 	e.recv = newReceiver(t, func(tenant string) [][]byte {
-		s, err := rt.SigningSecrets(context.Background(), tenant, service.PurposeTool)
+		s, err := rt.SigningSecrets(context.Background(), tenant, keys.PurposeTool)
 		if err != nil {
 			t.Error(err)
 		}
@@ -546,9 +548,9 @@ func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	acc := service.NewTenants(e.m.Store.(service.TenantStore))
+	acc := tenants.New(e.m.Store.(service.TenantStore))
 	for range 10 {
-		if _, err := acc.RotateSecret(ctx, "acme", service.PurposeTool, 24*time.Hour); err != nil {
+		if _, err := acc.RotateSecret(ctx, "acme", keys.PurposeTool, 24*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,8 +18,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // DefaultSchedule is the wait before each retry of a failed delivery:
@@ -29,6 +30,18 @@ var DefaultSchedule = []time.Duration{
 	5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 12 * time.Hour,
 }
+
+// Observer hears the dispatcher's attempts, for metrics; service.Observer
+// (service/telemetry's) is one.
+type Observer interface {
+	// WebhookAttempted: a delivery attempt ended with outcome (a Delivery*
+	// status) after d.
+	WebhookAttempted(outcome string, d time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) WebhookAttempted(string, time.Duration) {}
 
 // Dispatcher defaults.
 const (
@@ -65,11 +78,11 @@ const (
 //     outcome only while it holds the lease (owner and attempt number
 //     match).
 type Dispatcher struct {
-	Store service.WebhookStore
+	Store WebhookStore
 	// Ready, when set, says whether the instance may take work: while it
-	// is false the dispatcher leases no deliveries (see service.Readiness).
+	// is false the dispatcher leases no deliveries (see readiness.Readiness).
 	Ready func() bool
-	IDs   *service.EventIDs
+	IDs   *keys.EventIDs
 	// Owner names this instance on its leases.
 	Owner string
 	// AllowLoopback lets endpoints on this machine be called (serve --dev
@@ -109,7 +122,7 @@ type Dispatcher struct {
 	// Observer hears each attempt's outcome (default: nothing), and
 	// TracerProvider makes a span per attempt, whose trace the request
 	// carries (traceparent; default: none).
-	Observer       service.Observer
+	Observer       Observer
 	TracerProvider trace.TracerProvider
 
 	tracer    trace.Tracer
@@ -167,7 +180,7 @@ func (d *Dispatcher) init() {
 			d.Log = slog.Default()
 		}
 		if d.Observer == nil {
-			d.Observer = service.NopObserver{}
+			d.Observer = nopObserver{}
 		}
 		if d.TracerProvider == nil {
 			d.TracerProvider = noop.NewTracerProvider()
@@ -264,7 +277,7 @@ func (d *Dispatcher) kickRetry() {
 
 // finishReq is an attempt's outcome waiting to be recorded.
 type finishReq struct {
-	f     service.WebhookFinish
+	f     WebhookFinish
 	reply chan<- finishReply
 }
 
@@ -298,7 +311,7 @@ func (d *Dispatcher) finishLoop() {
 				break drain
 			}
 		}
-		done := make([]service.WebhookFinish, len(batch))
+		done := make([]WebhookFinish, len(batch))
 		for i, r := range batch {
 			done[i] = r.f
 		}
@@ -375,7 +388,7 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // start starts the attempts of claimed deliveries.
-func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []service.WebhookClaim) {
+func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []WebhookClaim) {
 	for _, c := range claims {
 		if c.Event == nil {
 			continue
@@ -452,7 +465,7 @@ func (d *Dispatcher) read(ctx context.Context, wg *sync.WaitGroup) {
 // batch ends within its lease), moving its position past the events of
 // each batch it attempted, until it has read all there is, the lease is
 // lost, or ctx ends.
-func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) {
+func (d *Dispatcher) readEndpoint(ctx context.Context, c WebhookCursor) {
 	var seen uint64
 	defer func() {
 		d.mu.Lock()
@@ -477,7 +490,7 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c service.WebhookCursor) 
 // deliverBatch attempts the endpoint's next batch of events and records
 // it, moving c's position; it reports whether to read again (more events
 // than a batch, a cut batch, or a kick since seen).
-func (d *Dispatcher) deliverBatch(ctx context.Context, c *service.WebhookCursor, seen uint64) bool {
+func (d *Dispatcher) deliverBatch(ctx context.Context, c *WebhookCursor, seen uint64) bool {
 	events, to, err := d.Store.WebhookCursorEvents(ctx, *c, d.Batch)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -511,10 +524,10 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c *service.WebhookCursor,
 	}
 	c.Pos = to
 	for _, a := range attempts {
-		if a.Outcome.Status == service.DeliveryPending {
+		if a.Outcome.Status == DeliveryPending {
 			d.kickRetry()
 		}
-		if a.Outcome.Status == service.DeliveryDead && a.Outcome.HTTPStatus == 410 {
+		if a.Outcome.Status == DeliveryDead && a.Outcome.HTTPStatus == 410 {
 			d.disable(ctx, c.TenantID, c.WebhookID)
 			return false
 		}
@@ -540,12 +553,12 @@ func (d *Dispatcher) batchBudget() time.Duration {
 // batchBudget, nor beyond the first PerEndpoint when the budget is zero,
 // nor once ctx ends; cut reports that events were left unattempted (they follow the last
 // attempt returned).
-func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor, events []service.WebhookEvent) (attempts []service.WebhookAttempt, cut bool) {
-	attempts = make([]service.WebhookAttempt, 0, len(events))
-	wanted := make([]*service.WebhookEvent, 0, len(events))
+func (d *Dispatcher) attemptEvents(ctx context.Context, c WebhookCursor, events []WebhookEvent) (attempts []WebhookAttempt, cut bool) {
+	attempts = make([]WebhookAttempt, 0, len(events))
+	wanted := make([]*WebhookEvent, 0, len(events))
 	for i := range events {
 		if ev := &events[i]; c.Wants(ev.Type) {
-			attempts = append(attempts, service.WebhookAttempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
+			attempts = append(attempts, WebhookAttempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
 			wanted = append(wanted, ev)
 		}
 	}
@@ -587,7 +600,7 @@ func (d *Dispatcher) attemptEvents(ctx context.Context, c service.WebhookCursor,
 					// Not attempted (the database failed us): a delivery
 					// row the retry schedule takes over.
 					due := time.Now().Add(d.retryWait(1))
-					out = service.WebhookOutcome{Status: service.DeliveryPending, NextAttemptAt: &due, Error: "not attempted: the platform could not prepare the request"}
+					out = WebhookOutcome{Status: DeliveryPending, NextAttemptAt: &due, Error: "not attempted: the platform could not prepare the request"}
 				}
 				a.Outcome = out
 				a.AnsweredAt = time.Now()
@@ -610,7 +623,7 @@ func (d *Dispatcher) disable(ctx context.Context, tenantID string, webhookID uui
 // attempt makes one attempt of a claimed delivery and records it. A
 // failure to prepare it (the database) leaves the lease to run out: the
 // delivery is then attempted again.
-func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev *service.WebhookEvent) {
+func (d *Dispatcher) attempt(parent context.Context, c WebhookClaim, ev *WebhookEvent) {
 	out, ok := d.send(parent, c.TenantID, c.WebhookID, c.ID, c.Attempts, ev)
 	if !ok {
 		return
@@ -620,7 +633,7 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev 
 	defer cancel()
 	log := attemptLog{d.Log, c.TenantID, c.WebhookID, c.ID, c.Attempts}
 	reply := make(chan finishReply, 1)
-	d.finish <- finishReq{f: service.WebhookFinish{Claim: c, Outcome: out}, reply: reply}
+	d.finish <- finishReq{f: WebhookFinish{Claim: c, Outcome: out}, reply: reply}
 	res2 := <-reply
 	recorded, err := res2.recorded, res2.err
 	if err != nil {
@@ -631,7 +644,7 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev 
 		log.Info("webhook: the lease ran out before the attempt ended; another attempt records the delivery")
 		return
 	}
-	if out.Status == service.DeliveryDead && out.HTTPStatus == 410 {
+	if out.Status == DeliveryDead && out.HTTPStatus == 410 {
 		d.disable(ctx, c.TenantID, c.WebhookID)
 	}
 }
@@ -640,7 +653,7 @@ func (d *Dispatcher) attempt(parent context.Context, c service.WebhookClaim, ev 
 // its outcome; ok is false when the attempt could not be made (reading
 // its secrets or settings failed), which is logged. deliveryID is the
 // delivery row being retried (uuid.Nil for a first attempt), for the log.
-func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, deliveryID uuid.UUID, n int, ev *service.WebhookEvent) (out service.WebhookOutcome, ok bool) {
+func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, deliveryID uuid.UUID, n int, ev *WebhookEvent) (out WebhookOutcome, ok bool) {
 	// A shutdown does not cut an attempt short: its outcome is recorded.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.Timeout+10*time.Second)
 	defer cancel()
@@ -679,7 +692,7 @@ func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, de
 	out = d.outcome(n, res, callErr)
 	d.Observer.WebhookAttempted(out.Status, time.Since(start))
 	span.SetAttributes(attribute.String("holdpoint.outcome", out.Status), attribute.Int("http.response.status_code", out.HTTPStatus))
-	if out.Status != service.DeliveryDelivered {
+	if out.Status != DeliveryDelivered {
 		span.SetStatus(codes.Error, out.Status)
 	}
 	span.End()
@@ -707,24 +720,24 @@ func (l attemptLog) Info(msg string, args ...any)  { l.with().Info(msg, args...)
 // the address policy refused the URL (retrying would be refused again;
 // once the operator allows the host, the delivery is redelivered) or when
 // the schedule is used up; otherwise due again after the next wait.
-func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) service.WebhookOutcome {
-	out := service.WebhookOutcome{HTTPStatus: res.Status}
+func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) WebhookOutcome {
+	out := WebhookOutcome{HTTPStatus: res.Status}
 	if err == nil {
-		out.Status = service.DeliveryDelivered
+		out.Status = DeliveryDelivered
 		return out
 	}
 	out.Error = errorText(err)
 	var ce *httptool.CallError
 	if res.Status == 410 || (errors.As(err, &ce) && ce.PolicyRefusal()) {
-		out.Status = service.DeliveryDead
+		out.Status = DeliveryDead
 		return out
 	}
 	if n > len(d.Schedule) {
-		out.Status = service.DeliveryDead
+		out.Status = DeliveryDead
 		return out
 	}
 	next := time.Now().Add(d.retryWait(n))
-	out.Status, out.NextAttemptAt = service.DeliveryPending, &next
+	out.Status, out.NextAttemptAt = DeliveryPending, &next
 	return out
 }
 
@@ -808,7 +821,7 @@ func (d *Dispatcher) signingSecrets(ctx context.Context, tenantID string, webhoo
 func (d *Dispatcher) client(ctx context.Context, tenantID string) (*httptool.Client, error) {
 	hosts, err := cachedLoad(d, d.hosts, tenantID, func() ([]string, error) {
 		hosts, err := d.Store.TenantToolHosts(ctx, tenantID)
-		if errors.Is(err, service.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil
 		}
 		return hosts, err
@@ -840,12 +853,12 @@ type Payload struct {
 
 // PayloadData is what the event is about.
 type PayloadData struct {
-	Interrupt *service.WebhookInterrupt `json:"interrupt,omitempty"`
-	Turn      *service.WebhookTurn      `json:"turn,omitempty"`
-	ToolCall  *service.WebhookToolCall  `json:"toolCall,omitempty"`
+	Interrupt *WebhookInterrupt `json:"interrupt,omitempty"`
+	Turn      *WebhookTurn      `json:"turn,omitempty"`
+	ToolCall  *WebhookToolCall  `json:"toolCall,omitempty"`
 }
 
-func (d *Dispatcher) payload(tenantID, id string, ev *service.WebhookEvent) Payload {
+func (d *Dispatcher) payload(tenantID, id string, ev *WebhookEvent) Payload {
 	p := Payload{
 		ID: id, Type: ev.Type, Timestamp: ev.OccurredAt.UTC(), OccurredAt: ev.OccurredAt.UTC(), TenantID: tenantID,
 		Sequence: ev.Sequence, Actor: ev.Actor,

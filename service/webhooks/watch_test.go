@@ -9,14 +9,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/waitfor"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // watchedStore is the dispatchers' store, noting each look they take for
 // work: a test that must show a webhook is not sent waits for the looks
 // that would have sent it, then asserts, instead of sleeping.
 type watchedStore struct {
-	service.WebhookStore
+	webhooks.WebhookStore
 	mu     sync.Mutex
 	looks  []look
 	notify chan struct{} // closed and replaced at each look
@@ -30,7 +30,7 @@ type look struct {
 	endpoints []uuid.UUID
 }
 
-func newWatchedStore(s service.WebhookStore) *watchedStore {
+func newWatchedStore(s webhooks.WebhookStore) *watchedStore {
 	return &watchedStore{WebhookStore: s, notify: make(chan struct{})}
 }
 
@@ -42,7 +42,7 @@ func (w *watchedStore) note(l look) {
 	w.notify = make(chan struct{})
 }
 
-func (w *watchedStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]service.WebhookCursor, error) {
+func (w *watchedStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]webhooks.WebhookCursor, error) {
 	l := look{started: time.Now()}
 	cs, err := w.WebhookStore.LeaseWebhookCursors(ctx, owner, lease, limit, held)
 	for _, c := range cs {
@@ -54,7 +54,7 @@ func (w *watchedStore) LeaseWebhookCursors(ctx context.Context, owner string, le
 	return cs, err
 }
 
-func (w *watchedStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]service.WebhookClaim, error) {
+func (w *watchedStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]webhooks.WebhookClaim, error) {
 	l := look{claim: true, started: time.Now()}
 	cs, err := w.WebhookStore.ClaimWebhookDeliveries(ctx, owner, lease, batch, perEndpoint, busy)
 	for _, c := range cs {

@@ -19,9 +19,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/cursor"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Bounds of an endpoint's fields.
@@ -40,7 +42,7 @@ const (
 
 // Manager is how the API and the CLI change a tenant's endpoints.
 type Manager struct {
-	Store service.WebhookStore
+	Store WebhookStore
 	// AllowLoopback lets endpoints point at this machine (serve --dev or
 	// --allow-loopback-webhooks; tests).
 	AllowLoopback bool
@@ -56,12 +58,12 @@ type Input struct {
 
 // Created is a new endpoint with its signing secret, shown this once.
 type Created struct {
-	service.Webhook
+	Webhook
 	Secret string `json:"secret"`
 }
 
 func fieldError(field, format string, args ...any) error {
-	e := service.Errorf(service.CodeInvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+	e := store.Errorf(store.CodeInvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
 	e.Details = map[string]any{"field": field}
 	return e
 }
@@ -69,7 +71,7 @@ func fieldError(field, format string, args ...any) error {
 // policy is the tenant's address policy: the same as its HTTP tools'.
 func (m *Manager) policy(ctx context.Context, tenantID string) (httptool.Policy, error) {
 	hosts, err := m.Store.TenantToolHosts(ctx, tenantID)
-	if err != nil && !errors.Is(err, service.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return httptool.Policy{}, err
 	}
 	return httptool.Policy{AllowLoopback: m.AllowLoopback, AllowedHosts: hosts}, nil
@@ -127,14 +129,14 @@ func newSecret() ([]byte, string) {
 
 // Create adds an endpoint for the caller's tenant. Its secret is in the
 // answer and never shown again.
-func (m *Manager) Create(ctx context.Context, c service.Caller, in Input) (*Created, error) {
+func (m *Manager) Create(ctx context.Context, c auth.Caller, in Input) (*Created, error) {
 	if in.URL == nil {
 		return nil, fieldError("url", "required")
 	}
 	if err := m.checkURL(ctx, c.TenantID, *in.URL); err != nil {
 		return nil, err
 	}
-	w := &service.Webhook{URL: *in.URL, Enabled: true, CreatedBy: c.Actor}
+	w := &Webhook{URL: *in.URL, Enabled: true, CreatedBy: c.Actor}
 	if in.Description != nil {
 		if err := checkDescription(*in.Description); err != nil {
 			return nil, err
@@ -159,34 +161,34 @@ func (m *Manager) Create(ctx context.Context, c service.Caller, in Input) (*Crea
 
 // asFieldConflict turns a duplicate URL into the 400 of the url field.
 func asFieldConflict(err error) error {
-	var e *service.Error
-	if errors.As(err, &e) && e.Status == service.CodeAlreadyExists {
+	var e *store.Error
+	if errors.As(err, &e) && e.Status == store.CodeAlreadyExists {
 		return fieldError("url", "the tenant already has an endpoint with this URL")
 	}
 	return err
 }
 
 // List returns the caller's tenant's endpoints.
-func (m *Manager) List(ctx context.Context, c service.Caller) ([]service.Webhook, error) {
+func (m *Manager) List(ctx context.Context, c auth.Caller) ([]Webhook, error) {
 	return m.Store.ListWebhooks(ctx, c.TenantID)
 }
 
 func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, service.ErrNotFound) {
-		return service.Errorf(service.CodeNotFound, "webhook %s not found", id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Errorf(store.CodeNotFound, "webhook %s not found", id)
 	}
 	return err
 }
 
 // Get returns one endpoint.
-func (m *Manager) Get(ctx context.Context, c service.Caller, id uuid.UUID) (*service.Webhook, error) {
+func (m *Manager) Get(ctx context.Context, c auth.Caller, id uuid.UUID) (*Webhook, error) {
 	w, err := m.Store.GetWebhook(ctx, c.TenantID, id)
 	return w, notFound(err, id)
 }
 
 // Update changes the fields in is given.
-func (m *Manager) Update(ctx context.Context, c service.Caller, id uuid.UUID, in Input) (*service.Webhook, error) {
-	u := service.WebhookUpdate{URL: in.URL, Description: in.Description, Enabled: in.Enabled}
+func (m *Manager) Update(ctx context.Context, c auth.Caller, id uuid.UUID, in Input) (*Webhook, error) {
+	u := WebhookUpdate{URL: in.URL, Description: in.Description, Enabled: in.Enabled}
 	if in.URL != nil {
 		if err := m.checkURL(ctx, c.TenantID, *in.URL); err != nil {
 			return nil, err
@@ -212,7 +214,7 @@ func (m *Manager) Update(ctx context.Context, c service.Caller, id uuid.UUID, in
 }
 
 // Delete removes an endpoint with its deliveries.
-func (m *Manager) Delete(ctx context.Context, c service.Caller, id uuid.UUID) error {
+func (m *Manager) Delete(ctx context.Context, c auth.Caller, id uuid.UUID) error {
 	return notFound(m.Store.DeleteWebhook(ctx, c.TenantID, id), id)
 }
 
@@ -222,7 +224,7 @@ func (m *Manager) Delete(ctx context.Context, c service.Caller, id uuid.UUID) er
 // delivery. Zero overlap means DefaultOverlap. At most three secrets sign
 // (migration 00033): a rotation past that ends the oldest one's overlap
 // at once, so rotating often cannot pile signatures up.
-func (m *Manager) RotateSecret(ctx context.Context, c service.Caller, id uuid.UUID, overlap time.Duration) (string, error) {
+func (m *Manager) RotateSecret(ctx context.Context, c auth.Caller, id uuid.UUID, overlap time.Duration) (string, error) {
 	if overlap < 0 || overlap > MaxOverlap {
 		return "", fieldError("overlap", "between 0s and %s", MaxOverlap)
 	}
@@ -238,21 +240,21 @@ func (m *Manager) RotateSecret(ctx context.Context, c service.Caller, id uuid.UU
 
 // DeliveryPage is one page of an endpoint's deliveries.
 type DeliveryPage struct {
-	Items      []service.WebhookDelivery `json:"items"`
-	NextCursor string                    `json:"nextCursor,omitempty"`
+	Items      []WebhookDelivery `json:"items"`
+	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
 // Deliveries lists an endpoint's deliveries, newest first.
-func (m *Manager) Deliveries(ctx context.Context, c service.Caller, ids *service.EventIDs, id uuid.UUID, status, cursor string, limit int) (*DeliveryPage, error) {
+func (m *Manager) Deliveries(ctx context.Context, c auth.Caller, ids *keys.EventIDs, id uuid.UUID, status, cursor string, limit int) (*DeliveryPage, error) {
 	if _, err := m.Get(ctx, c, id); err != nil {
 		return nil, err
 	}
 	switch status {
-	case "", service.DeliveryPending, service.DeliveryDelivered, service.DeliveryDead:
+	case "", DeliveryPending, DeliveryDelivered, DeliveryDead:
 	default:
 		return nil, fieldError("status", "want pending, delivered or dead")
 	}
-	p := service.ListWebhookDeliveriesParams{TenantID: c.TenantID, WebhookID: id, Status: status, Limit: limit + 1}
+	p := ListWebhookDeliveriesParams{TenantID: c.TenantID, WebhookID: id, Status: status, Limit: limit + 1}
 	if cursor != "" {
 		did, err := decodeCursor(cursor)
 		if err != nil {
@@ -278,17 +280,17 @@ func (m *Manager) Deliveries(ctx context.Context, c service.Caller, ids *service
 	return page, nil
 }
 
-func fillEventID(ctx context.Context, ids *service.EventIDs, tenantID string, d *service.WebhookDelivery) error {
+func fillEventID(ctx context.Context, ids *keys.EventIDs, tenantID string, d *WebhookDelivery) error {
 	var err error
 	d.EventID, err = ids.Encode(ctx, tenantID, d.Pos)
 	return err
 }
 
 // Delivery returns one delivery of an endpoint.
-func (m *Manager) Delivery(ctx context.Context, c service.Caller, ids *service.EventIDs, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+func (m *Manager) Delivery(ctx context.Context, c auth.Caller, ids *keys.EventIDs, webhookID, id uuid.UUID) (*WebhookDelivery, error) {
 	d, err := m.Store.GetWebhookDelivery(ctx, c.TenantID, webhookID, id)
-	if errors.Is(err, service.ErrNotFound) {
-		return nil, service.Errorf(service.CodeNotFound, "delivery %s of webhook %s not found", id, webhookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, store.Errorf(store.CodeNotFound, "delivery %s of webhook %s not found", id, webhookID)
 	}
 	if err != nil {
 		return nil, err
@@ -299,10 +301,10 @@ func (m *Manager) Delivery(ctx context.Context, c service.Caller, ids *service.E
 // Redeliver queues a delivered or dead delivery again with a fresh retry
 // schedule. It keeps its webhook-id: a receiver that deduplicates sees it
 // as the same message.
-func (m *Manager) Redeliver(ctx context.Context, c service.Caller, ids *service.EventIDs, webhookID, id uuid.UUID) (*service.WebhookDelivery, error) {
+func (m *Manager) Redeliver(ctx context.Context, c auth.Caller, ids *keys.EventIDs, webhookID, id uuid.UUID) (*WebhookDelivery, error) {
 	d, err := m.Store.RedeliverWebhookDelivery(ctx, c.TenantID, webhookID, id)
-	if errors.Is(err, service.ErrNotFound) {
-		return nil, service.Errorf(service.CodeNotFound, "delivery %s of webhook %s not found", id, webhookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, store.Errorf(store.CodeNotFound, "delivery %s of webhook %s not found", id, webhookID)
 	}
 	if err != nil {
 		return nil, err
@@ -311,7 +313,7 @@ func (m *Manager) Redeliver(ctx context.Context, c service.Caller, ids *service.
 }
 
 // Health returns the delivery figures of the tenant's endpoints.
-func (m *Manager) Health(ctx context.Context, c service.Caller) ([]service.WebhookHealth, error) {
+func (m *Manager) Health(ctx context.Context, c auth.Caller) ([]WebhookHealth, error) {
 	return m.Store.WebhookHealth(ctx, c.TenantID)
 }
 

@@ -25,7 +25,9 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -38,7 +40,7 @@ type env struct {
 	store *pgstore.PgStore
 	watch *watchedStore // the dispatchers' store
 	m     *webhooks.Manager
-	ids   *service.EventIDs
+	ids   *keys.EventIDs
 	acme  service.Caller
 	rival service.Caller
 }
@@ -58,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgent(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)
@@ -66,7 +68,7 @@ func newEnv(t *testing.T) *env {
 	}
 	return &env{
 		t: t, url: url, rt: rt, store: store, watch: newWatchedStore(store), m: &webhooks.Manager{Store: store, AllowLoopback: true},
-		ids:  service.NewEventIDs(store.SigningKeys),
+		ids:  keys.NewEventIDs(store.SigningKeys),
 		acme: service.Caller{TenantID: "acme", Actor: "test:acme"}, rival: service.Caller{TenantID: "rival", Actor: "test:rival"},
 	}
 }
@@ -244,9 +246,9 @@ func (e *env) create(c service.Caller, r *receiver, types ...string) *webhooks.C
 }
 
 // deliveries returns an endpoint's deliveries once cond holds for them.
-func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]service.WebhookDelivery) bool) []service.WebhookDelivery {
+func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]webhooks.WebhookDelivery) bool) []webhooks.WebhookDelivery {
 	e.t.Helper()
-	var items []service.WebhookDelivery
+	var items []webhooks.WebhookDelivery
 	waitfor.Until(e.t, "the deliveries to reach the wanted state", 30*time.Second, func() bool {
 		page, err := e.m.Deliveries(context.Background(), c, e.ids, id, "", "", 100)
 		if err != nil {
@@ -293,8 +295,8 @@ func TestPendingApprovalSendsSignedWebhook(t *testing.T) {
 	if !strings.Contains(string(c.body), `"details":"Transfer $50.00 to account 12345"`) {
 		t.Errorf("payload lacks the interrupt's input: %s", c.body)
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered
 	})
 	if ds[0].EventID != p.ID || ds[0].Attempts != 1 || ds[0].LastStatus != http.StatusNoContent || ds[0].InterruptID == nil {
 		t.Errorf("delivery %+v", ds[0])
@@ -326,8 +328,8 @@ func TestRetriesKeepTheWebhookID(t *testing.T) {
 			t.Errorf("retry changed the id: %q then %q", calls[0].header.Get("webhook-id"), c.header.Get("webhook-id"))
 		}
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered
 	})
 	if ds[0].Attempts != 3 {
 		t.Errorf("delivered after %d attempts, want 3", ds[0].Attempts)
@@ -348,8 +350,8 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	e.dispatcher("one", nil)
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	// Two retries in the schedule: three attempts, then dead.
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDead
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDead
 	})
 	if ds[0].Attempts != 3 || ds[0].LastStatus != http.StatusInternalServerError || ds[0].LastError == "" || ds[0].NextAttemptAt != nil {
 		t.Errorf("dead delivery %+v", ds[0])
@@ -366,15 +368,15 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	status = http.StatusOK
 	mu.Unlock()
 	d, err := e.m.Redeliver(context.Background(), e.acme, e.ids, hook.ID, ds[0].ID)
-	if err != nil || d.Status != service.DeliveryPending || d.EventID != ds[0].EventID {
+	if err != nil || d.Status != webhooks.DeliveryPending || d.EventID != ds[0].EventID {
 		t.Fatalf("redeliver: %+v %v", d, err)
 	}
 	calls := r.wait(4)
 	if calls[3].header.Get("webhook-id") != calls[0].header.Get("webhook-id") {
 		t.Errorf("redelivery has webhook-id %q, want %q", calls[3].header.Get("webhook-id"), calls[0].header.Get("webhook-id"))
 	}
-	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].Attempts == 1
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].Attempts == 1
 	})
 	if _, err := e.m.Redeliver(context.Background(), e.rival, e.ids, hook.ID, ds[0].ID); service.AsError(err).Status != service.CodeNotFound {
 		t.Errorf("rival redelivered acme's delivery: %v", err)
@@ -388,10 +390,10 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	hook := e.create(e.acme, r, "interrupt.created")
 	e.dispatcher("one", nil)
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDead && ds[0].Attempts == 1
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDead && ds[0].Attempts == 1
 	})
-	var w *service.Webhook
+	var w *webhooks.Webhook
 	waitfor.Until(t, "the endpoint to be disabled after a 410", 30*time.Second, func() bool {
 		var err error
 		if w, err = e.m.Get(context.Background(), e.acme, hook.ID); err != nil {
@@ -452,11 +454,11 @@ func TestTurnAndToolEvents(t *testing.T) {
 		t.Errorf("resolved %+v", res)
 	}
 	if _, ok := seen["turn.completed/stop"]; !ok || len(seen) != 4 {
-		t.Errorf("no completed continued turn in %v", keys(seen))
+		t.Errorf("no completed continued turn in %v", mapKeys(seen))
 	}
 }
 
-func keys[V any](m map[string]V) []string {
+func mapKeys[V any](m map[string]V) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -501,7 +503,7 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	// An instance leases the endpoint, reads its event and dies before
 	// attempting it.
 	ctx := context.Background()
-	var leased []service.WebhookCursor
+	var leased []webhooks.WebhookCursor
 	waitfor.Until(t, "an endpoint to read for", 30*time.Second, func() bool {
 		var err error
 		if leased, err = e.store.LeaseWebhookCursors(ctx, "dead", 300*time.Millisecond, 10, nil); err != nil {
@@ -525,20 +527,20 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	e.dispatcher("alive", nil)
 	c := r.wait(1)[0]
 	msgID := c.header.Get("webhook-id")
-	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].EventID == msgID && ds[0].Attempts == 1
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].EventID == msgID && ds[0].Attempts == 1
 	})
 	// The dead instance's late batch is fenced off: it moves nothing and
 	// records nothing.
 	last := events[len(events)-1]
-	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], read, time.Minute, []service.WebhookAttempt{{
+	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], read, time.Minute, []webhooks.WebhookAttempt{{
 		Pos: last.Pos, OccurredAt: last.OccurredAt, AttemptedAt: time.Now(), AnsweredAt: time.Now(),
-		Outcome: service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"}}})
+		Outcome: webhooks.WebhookOutcome{Status: webhooks.DeliveryDead, Error: "late"}}})
 	if err != nil || moved {
 		t.Errorf("a stale lease moved the position: %v %v", moved, err)
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return true })
-	if len(ds) != 1 || ds[0].Status != service.DeliveryDelivered {
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return true })
+	if len(ds) != 1 || ds[0].Status != webhooks.DeliveryDelivered {
 		t.Errorf("deliveries after the stale batch: %+v", ds)
 	}
 	if n := len(r.wait(0)); n != 1 {
@@ -560,8 +562,8 @@ func TestRetryLeaseRunsOutAndAnotherInstanceRetries(t *testing.T) {
 	// The first attempt fails; its retry is due in an hour.
 	stop := e.dispatcher("first", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{time.Hour} })
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	failed := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].Status == service.DeliveryPending
+	failed := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].Status == webhooks.DeliveryPending
 	})[0]
 	stop()
 	if _, err := e.m.Redeliver(context.Background(), e.acme, e.ids, hook.ID, failed.ID); err == nil {
@@ -583,12 +585,12 @@ func TestRetryLeaseRunsOutAndAnotherInstanceRetries(t *testing.T) {
 	if calls[0].header.Get("webhook-id") != calls[1].header.Get("webhook-id") || calls[1].header.Get("webhook-id") != failed.EventID {
 		t.Errorf("the retry's webhook-id differs: %q, %q, want %q", calls[0].header.Get("webhook-id"), calls[1].header.Get("webhook-id"), failed.EventID)
 	}
-	e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status == service.DeliveryDelivered && ds[0].Attempts == 3
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].Attempts == 3
 	})
 	// The dead instance's late outcome is fenced off.
-	recorded, err := e.store.FinishWebhookDeliveries(ctx, "dead", []service.WebhookFinish{
-		{Claim: claims[0], Outcome: service.WebhookOutcome{Status: service.DeliveryDead, Error: "late"}}})
+	recorded, err := e.store.FinishWebhookDeliveries(ctx, "dead", []webhooks.WebhookFinish{
+		{Claim: claims[0], Outcome: webhooks.WebhookOutcome{Status: webhooks.DeliveryDead, Error: "late"}}})
 	if err != nil || len(recorded) != 0 {
 		t.Errorf("a stale lease recorded an outcome: %v %v", recorded, err)
 	}
@@ -714,10 +716,10 @@ func TestRedirectsAndHugeBodiesAreFailures(t *testing.T) {
 	e.dispatcher("one", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{time.Hour} })
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	for _, id := range []uuid.UUID{a.ID, b.ID} {
-		ds := e.deliveries(e.acme, id, func(ds []service.WebhookDelivery) bool {
+		ds := e.deliveries(e.acme, id, func(ds []webhooks.WebhookDelivery) bool {
 			return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].LastError != ""
 		})
-		if ds[0].Status != service.DeliveryPending || ds[0].NextAttemptAt == nil || time.Until(*ds[0].NextAttemptAt) < 30*time.Minute {
+		if ds[0].Status != webhooks.DeliveryPending || ds[0].NextAttemptAt == nil || time.Until(*ds[0].NextAttemptAt) < 30*time.Minute {
 			t.Errorf("delivery after a failed attempt: %+v", ds[0])
 		}
 	}
@@ -733,7 +735,7 @@ func TestDeletedEndpointStopsDeliveries(t *testing.T) {
 	})
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	r.wait(1)
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) == 1 })
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return len(ds) == 1 })
 	if err := e.m.Delete(context.Background(), e.acme, hook.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -773,7 +775,7 @@ func TestEndpointReadsPastEventsOfOtherTypes(t *testing.T) {
 	if n := len(narrow.wait(0)); n != 0 {
 		t.Errorf("the interrupt.expired endpoint got %d calls", n)
 	}
-	if ds := e.deliveries(e.acme, expired.ID, func([]service.WebhookDelivery) bool { return true }); len(ds) != 0 {
+	if ds := e.deliveries(e.acme, expired.ID, func([]webhooks.WebhookDelivery) bool { return true }); len(ds) != 0 {
 		t.Errorf("the interrupt.expired endpoint has deliveries: %+v", ds)
 	}
 }
@@ -812,11 +814,11 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 	e.dispatcher("one", func(d *webhooks.Dispatcher) {
 		d.PerEndpoint, d.Batch, d.Lease, d.Timeout = 2, events, 11100*time.Millisecond, time.Second
 	})
-	first := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) > 0 })
+	first := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return len(ds) > 0 })
 	if len(first) >= events {
 		t.Errorf("the first batch recorded %d deliveries: it attempted all %d events in one batch, past its budget", len(first), events)
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool { return len(ds) == events })
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return len(ds) == events })
 	calls := r.wait(events)
 	e.caughtUp(hook.ID) // and nothing is left to attempt again
 	ids := map[string]bool{}
@@ -827,7 +829,7 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 		t.Errorf("receiver got %d calls of %d events, want each of %d once", n, len(ids), events)
 	}
 	for _, d := range ds {
-		if d.Status != service.DeliveryDelivered || d.Attempts != 1 || !ids[d.EventID] {
+		if d.Status != webhooks.DeliveryDelivered || d.Attempts != 1 || !ids[d.EventID] {
 			t.Errorf("delivery %+v", d)
 		}
 	}
@@ -870,11 +872,11 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 		}), nil))
 	})
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	ds := e.deliveries(e.acme, hook.ID, func(ds []service.WebhookDelivery) bool {
-		return len(ds) == 1 && ds[0].Status != service.DeliveryPending
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+		return len(ds) == 1 && ds[0].Status != webhooks.DeliveryPending
 	})
 	d := ds[0]
-	if d.Status != service.DeliveryDead || d.Attempts != 1 || d.NextAttemptAt != nil {
+	if d.Status != webhooks.DeliveryDead || d.Attempts != 1 || d.NextAttemptAt != nil {
 		t.Errorf("refused delivery %+v, want dead after one attempt", d)
 	}
 	if !strings.Contains(d.LastError, "not allowed by the address policy") || strings.Contains(d.LastError, "intranet") || strings.Contains(d.LastError, "10.9.8.7") {
@@ -885,8 +887,8 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 	dead := time.Now()
 	e.looked(dead, 2)
 	e.untouched(dead, hook.ID, false)
-	ds = e.deliveries(e.acme, hook.ID, func([]service.WebhookDelivery) bool { return true })
-	if ds[0].Attempts != 1 || ds[0].Status != service.DeliveryDead {
+	ds = e.deliveries(e.acme, hook.ID, func([]webhooks.WebhookDelivery) bool { return true })
+	if ds[0].Attempts != 1 || ds[0].Status != webhooks.DeliveryDead {
 		t.Errorf("the refused delivery was retried: %+v", ds[0])
 	}
 	mu.Lock()

@@ -26,6 +26,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // Webhook and event stream tests: deliveries survive a receiver outage
@@ -363,7 +364,7 @@ func TestWebhookDeliveredAfterReceiverOutageAcrossRestart(t *testing.T) {
 			return false
 		}
 		for _, d := range onA {
-			if d.Status != service.DeliveryPending {
+			if d.Status != webhooks.DeliveryPending {
 				t.Fatalf("delivery %s while the receiver is down, want pending", d)
 			}
 			if d.Attempts < 2 {
@@ -397,7 +398,7 @@ func TestWebhookDeliveredAfterReceiverOutageAcrossRestart(t *testing.T) {
 	b := startServer(t, "B", url, o)
 	bReady := time.Since(stoppedAt)
 	for _, d := range listDeliveries(t, b, hookID) {
-		if d.Status != service.DeliveryPending || d.EventID != eventOf[d.InterruptID] {
+		if d.Status != webhooks.DeliveryPending || d.EventID != eventOf[d.InterruptID] {
 			t.Fatalf("delivery on B before the receiver is up: %s; want pending with event id %s", d, eventOf[d.InterruptID])
 		}
 	}
@@ -437,10 +438,10 @@ func TestWebhookDeliveredAfterReceiverOutageAcrossRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polls gently
 		final = listDeliveries(t, b, hookID)
 		for _, d := range final {
-			if d.Status == service.DeliveryDead {
+			if d.Status == webhooks.DeliveryDead {
 				t.Fatalf("delivery %s is dead", d)
 			}
-			if d.Status != service.DeliveryDelivered {
+			if d.Status != webhooks.DeliveryDelivered {
 				return false
 			}
 		}
@@ -622,10 +623,10 @@ func TestWebhookRedeliveredAfterKillMidDelivery(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polls gently
 		final = listDeliveries(t, b, hookID)
 		for _, d := range final {
-			if d.Status == service.DeliveryDead {
+			if d.Status == webhooks.DeliveryDead {
 				t.Fatalf("delivery %s is dead", d)
 			}
-			if d.Status != service.DeliveryDelivered {
+			if d.Status != webhooks.DeliveryDelivered {
 				return false
 			}
 		}

@@ -1,12 +1,18 @@
 // Package layers holds the tests that keep the module's packages in their
 // layers, as each package's doc comment states them. Under service/ there
-// are three: the foundation (service/protocol, the wire types, standard
-// library only; service/events, the event names; service/store, the
-// store's interfaces and records), the engine (package service, the turn
-// engine, and the packages that build on it), and the store
-// (service/pgstore, the one package that speaks SQL, which implements the
-// foundation's interfaces without importing the engine). The engine
-// imports neither pgx, nor the generated db package, nor pgstore, nor the
-// HTTP edge; httpapi holds no SQL. It has no code of its own and is
-// imported by nothing.
+// are four: the foundation (service/protocol, the wire types, standard
+// library only; service/events, the event names; service/schema, JSON
+// Schema validation; service/store, the store's interfaces and records;
+// service/auth, who a call acts for; service/keys, the tenants' signing
+// keys and event ids; service/httptool, the HTTP client that calls out;
+// service/readiness, whether the instance may take work),
+// the features (service/webhooks and service/retention, which own their
+// records and store interfaces; service/tenants, the tenants and their
+// credentials: none imports anything of the engine), the engine
+// (package service, the turn engine, and the packages that build on it),
+// and the store (service/pgstore, the one package that speaks SQL, which
+// implements the foundation's and the features' interfaces without
+// importing the engine). The engine imports neither pgx, nor the
+// generated db package, nor pgstore, nor the HTTP edge; httpapi holds no
+// SQL. It has no code of its own and is imported by nothing.
 package layers

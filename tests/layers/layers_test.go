@@ -21,21 +21,30 @@ type rule struct {
 
 // The engine's own packages: the turn engine (package service) and what it
 // is built from or extends. Each package under service/ is in exactly one
-// layer (TestEveryServicePackageHasALayer): these, the foundation, or the
-// PostgreSQL store.
+// layer (TestEveryServicePackageHasALayer): these, the features beside
+// them, the foundation, or the PostgreSQL store.
 var engine = []string{
 	module + "/service",
 	module + "/service/agentdef/...", module + "/service/agentkit/...", module + "/service/demo/...",
-	module + "/service/genkitmodel/...", module + "/service/httptool/...", module + "/service/retention/...",
-	module + "/service/telemetry/...", module + "/service/tenantagents/...", module + "/service/webhooks/...",
+	module + "/service/genkitmodel/...", module + "/service/telemetry/...", module + "/service/tenantagents/...",
 }
 
 // The foundation: the wire types, the event names, JSON Schema validation,
-// and the store's interfaces and records, which the engine and the store
-// both import.
+// the store's interfaces and records, who a call acts for, the tenants'
+// signing keys, the HTTP client that calls out and the instance's
+// readiness, which the engine, the
+// features and the store import.
 var foundation = []string{
 	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
-	module + "/service/store/...",
+	module + "/service/store/...", module + "/service/auth/...", module + "/service/keys/...",
+	module + "/service/httptool/...", module + "/service/readiness/...",
+}
+
+// The features beside the engine: each owns its records and its store
+// interface, which the store implements, so the store may import them and
+// they import nothing of the engine.
+var features = []string{
+	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
 }
 
 // The store: the one package that speaks SQL.
@@ -50,8 +59,12 @@ var rules = []rule{
 	// interfaces, and knows nothing of HTTP.
 	{patterns: engine, forbidden: append(append([]string{module + "/service/pgstore/..."}, sql...), edge...)},
 	// The foundation depends on nothing of the engine, the store or HTTP.
-	{patterns: foundation, forbidden: append(append([]string{module + "/service", module + "/service/pgstore/..."}, sql...), edge...)},
-	// The store implements the foundation's interfaces without the engine.
+	{patterns: foundation, forbidden: append(append(append([]string{module + "/service", module + "/service/pgstore/..."}, features...), sql...), edge...)},
+	// The features depend on the foundation only: not on the engine, nor on
+	// the store that implements their interfaces.
+	{patterns: features, forbidden: append(append([]string{module + "/service", module + "/service/pgstore/..."}, sql...), edge...)},
+	// The store implements the foundation's and the features' interfaces
+	// without the engine.
 	{patterns: storeLayer, forbidden: append([]string{module + "/service"}, edge...)},
 	// The user's binary ships no benchmark code: platform bench is built
 	// with -tags bench (make bench), and this test builds without it.
@@ -94,7 +107,7 @@ func TestClientSharesOnlyTheProtocol(t *testing.T) {
 func TestEveryServicePackageHasALayer(t *testing.T) {
 	t.Parallel()
 	all, _ := importGraph(t, []string{module + "/service/..."})
-	layers := [][]string{engine, foundation, storeLayer}
+	layers := [][]string{engine, features, foundation, storeLayer}
 	for _, p := range all {
 		n := 0
 		for _, l := range layers {

@@ -17,6 +17,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // policyEnv is a server with authentication whose agent payAgent has a
@@ -41,7 +42,7 @@ func newPolicyEnv(t *testing.T) *policyEnv {
 	if err := rt.Register(payAgent(e.runs)); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewTenants(st.store)
+	acc := tenants.New(st.store)
 	e.srv = httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: st.log, Auth: acc, Events: st.hub}))
 	t.Cleanup(func() {
 		e.srv.CloseClientConnections()
@@ -55,7 +56,7 @@ func newPolicyEnv(t *testing.T) *policyEnv {
 		name   string
 		scopes []string
 	}{{&e.carol, "carol", []string{"approve:payments", "approve:treasury"}}, {&e.dave, "dave", []string{"approve:payments"}}, {&e.eve, "eve", nil}} {
-		plain, _, err := acc.CreateKey(ctx, "acme", service.RoleAdmin, k.name, k.scopes...)
+		plain, _, err := acc.CreateKey(ctx, "acme", tenants.RoleAdmin, k.name, k.scopes...)
 		if err != nil {
 			t.Fatal(err)
 		}

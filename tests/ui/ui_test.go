@@ -17,6 +17,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // chromium finds the browser, or skips (fails under CI).
@@ -59,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(markupAgent); err != nil {
 		t.Fatal(err)
 	}
-	acc := service.NewTenants(st.store)
+	acc := tenants.New(st.store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: st.log, Auth: acc, Events: st.hub}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -72,7 +73,7 @@ func newEnv(t *testing.T) *env {
 	for _, k := range []struct {
 		dst        *string
 		role, name string
-	}{{&e.admin, service.RoleAdmin, "alice"}, {&e.other, service.RoleAdmin, "bob"}, {&e.user, service.RoleClient, "app"}} {
+	}{{&e.admin, tenants.RoleAdmin, "alice"}, {&e.other, tenants.RoleAdmin, "bob"}, {&e.user, tenants.RoleClient, "app"}} {
 		plain, _, err := acc.CreateKey(ctx, "acme", k.role, k.name)
 		if err != nil {
 			t.Fatal(err)

@@ -15,8 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -38,13 +39,13 @@ func newHookEnv(t *testing.T) *hookEnv {
 	if err := demo.Register(rt, demo.NewModel()); err != nil {
 		t.Fatal(err)
 	}
-	ids := service.NewEventIDs(store.SigningKeys)
+	ids := keys.NewEventIDs(store.SigningKeys)
 	dispatcher := &webhooks.Dispatcher{
 		Store: store, IDs: ids, Owner: rt.InstanceID(), AllowLoopback: true,
 		Schedule: []time.Duration{time.Hour}, Timeout: 5 * time.Second, Poll: 100 * time.Millisecond, Log: log,
 	}
 	st.run(t, dispatcher.Run)
-	acc := service.NewTenants(store)
+	acc := tenants.New(store)
 	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: log, Auth: acc, Events: st.hub,
 		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true}, EventIDs: ids}))
 	t.Cleanup(func() {
@@ -59,7 +60,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 		if _, err := acc.CreateTenant(ctx, k.tenant, k.tenant); err != nil {
 			t.Fatal(err)
 		}
-		plain, _, err := acc.CreateKey(ctx, k.tenant, service.RoleAdmin, "ops")
+		plain, _, err := acc.CreateKey(ctx, k.tenant, tenants.RoleAdmin, "ops")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +182,7 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 	t.Cleanup(receiver.Close)
 
 	markup := "<script>window.pwned=1</script><b>billing</b>"
-	var hook, gone service.Webhook
+	var hook, gone webhooks.Webhook
 	if code := e.api(t, e.admin, http.MethodPost, "/api/v1/webhooks",
 		map[string]any{"url": receiver.URL + "/hook", "eventTypes": []string{"interrupt.created"}, "description": markup}, &hook); code != http.StatusCreated {
 		t.Fatalf("creating the endpoint: %d %+v", code, hook)
@@ -198,7 +199,7 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 	// The endpoint's page shows the failed attempt, waiting for its retry.
 	hookPage := e.srv.URL + "/ui/webhooks/" + hook.ID.String()
 	row := waitRow(t, ctx, hookPage, "the failed attempt", func(r deliveryRow) bool { return r.Attempts != "" && r.Attempts != "0" && r.HTTP == "500" })
-	if row.Status != service.DeliveryPending || row.Button || !strings.Contains(row.Error, "500") {
+	if row.Status != webhooks.DeliveryPending || row.Button || !strings.Contains(row.Error, "500") {
 		t.Fatalf("after a 500 the delivery shows %+v", row)
 	}
 	var text, interrupt string
@@ -270,13 +271,13 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 	// Redeliver the dead delivery: it is pending again, and waits while
 	// the endpoint is disabled.
 	gonePage := e.srv.URL + "/ui/webhooks/" + gone.ID.String()
-	row = waitRow(t, ctx, gonePage, "the dead delivery", func(r deliveryRow) bool { return r.Status == service.DeliveryDead })
+	row = waitRow(t, ctx, gonePage, "the dead delivery", func(r deliveryRow) bool { return r.Status == webhooks.DeliveryDead })
 	if row.HTTP != "410" || !row.Button {
 		t.Fatalf("the dead delivery shows %+v", row)
 	}
 	run(t, ctx, "redeliver", chromedp.Click(`#deliveries tbody tr[data-id] form.redeliver button`),
 		chromedp.WaitVisible(`#flash.notice`), chromedp.Text(`#flash`, &flash), chromedp.Evaluate(firstRowJS, &row))
-	if !strings.Contains(flash, "queued again") || row.Status != service.DeliveryPending || row.Attempts != "0" || row.Button {
+	if !strings.Contains(flash, "queued again") || row.Status != webhooks.DeliveryPending || row.Attempts != "0" || row.Button {
 		t.Fatalf("after the redelivery: flash %q, row %+v", flash, row)
 	}
 	var disabled string
@@ -292,16 +293,16 @@ func TestWebhookPagesInBrowser(t *testing.T) {
 	if code := e.api(t, e.admin, http.MethodPatch, "/api/v1/webhooks/"+gone.ID.String(), map[string]any{"enabled": true}, nil); code != http.StatusOK {
 		t.Fatalf("enabling the endpoint: %d", code)
 	}
-	row = waitRow(t, ctx, gonePage, "the redelivery", func(r deliveryRow) bool { return r.Status == service.DeliveryDelivered })
+	row = waitRow(t, ctx, gonePage, "the redelivery", func(r deliveryRow) bool { return r.Status == webhooks.DeliveryDelivered })
 	if row.HTTP != "200" || row.Attempts != "1" || !row.Button {
 		t.Fatalf("the redelivered delivery shows %+v", row)
 	}
 	run(t, ctx, "redeliver a delivered one", chromedp.Click(`#deliveries tbody tr[data-id] form.redeliver button`),
 		chromedp.WaitVisible(`#flash.notice`), chromedp.Evaluate(firstRowJS, &row))
-	if row.Status != service.DeliveryPending && row.Status != service.DeliveryDelivered {
+	if row.Status != webhooks.DeliveryPending && row.Status != webhooks.DeliveryDelivered {
 		t.Fatalf("after redelivering a delivered one: %+v", row)
 	}
-	waitRow(t, ctx, gonePage+"?status=delivered", "delivered again", func(r deliveryRow) bool { return r.Status == service.DeliveryDelivered })
+	waitRow(t, ctx, gonePage+"?status=delivered", "delivered again", func(r deliveryRow) bool { return r.Status == webhooks.DeliveryDelivered })
 
 	// Another tenant's operator sees no endpoint, and neither page nor
 	// redelivery of acme's.

@@ -17,6 +17,7 @@ import (
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // errSchemaMissing says what to do when the admin commands find a database
@@ -84,9 +85,9 @@ func (a *adminCommand) fail(stderr io.Writer, err error) int {
 
 // withTenants connects to DATABASE_URL, checks the schema is migrated,
 // and runs fn with the accounts (as the application role, like the server).
-func (a *adminCommand) withTenants(stderr io.Writer, fn func(ctx context.Context, acc *service.Tenants) error) int {
+func (a *adminCommand) withTenants(stderr io.Writer, fn func(ctx context.Context, acc *tenants.Tenants) error) int {
 	return a.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
-		return fn(ctx, service.NewTenants(store))
+		return fn(ctx, tenants.New(store))
 	})
 }
 

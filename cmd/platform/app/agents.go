@@ -17,8 +17,10 @@ import (
 	"github.com/holdpoint/holdpoint/service/agentdef"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 const agentsUsage = `Usage:
@@ -302,11 +304,11 @@ func tenantsToolSecret(args []string, stdout, stderr io.Writer) int {
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
 		if *rotate {
-			if _, err := service.NewTenants(store).RotateSecret(ctx, *tenant, service.PurposeTool, *grace); err != nil {
+			if _, err := tenants.New(store).RotateSecret(ctx, *tenant, keys.PurposeTool, *grace); err != nil {
 				return err
 			}
 		}
-		keys, err := store.SigningKeys(ctx, *tenant, service.PurposeTool)
+		keys, err := store.SigningKeys(ctx, *tenant, keys.PurposeTool)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // accessConfig is what the serve flags chose about who may call and how
@@ -142,5 +143,5 @@ func authenticator(dev bool, store service.TenantStore) httpapi.Authenticator {
 	if dev {
 		return nil
 	}
-	return service.NewTenants(store)
+	return tenants.New(store)
 }

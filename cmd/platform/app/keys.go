@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 const keysUsage = `Usage:
@@ -62,15 +63,15 @@ func keysCreate(args []string, stdout, stderr io.Writer) int {
 	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
-	if *role != service.RoleClient && *role != service.RoleAdmin {
+	if *role != tenants.RoleClient && *role != tenants.RoleAdmin {
 		fmt.Fprintf(stderr, "%s: --role must be client or admin\n", cmd.name)
 		return 2
 	}
-	if _, err := service.NormalizeScopes(scopes); err != nil {
+	if _, err := tenants.NormalizeScopes(scopes); err != nil {
 		fmt.Fprintf(stderr, "%s: --scope: %s\n", cmd.name, service.AsError(err).Message)
 		return 2
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		plain, key, err := acc.CreateKey(ctx, *tenant, *role, *name, scopes...)
 		if err != nil {
 			return err
@@ -92,7 +93,7 @@ func keysList(args []string, stdout, stderr io.Writer) int {
 	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		keys, err := acc.ListKeys(ctx, *tenant)
 		if err != nil {
 			return err
@@ -123,7 +124,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: KEY_ID %q is not a key id (see platform keys list)\n", cmd.name, pos[0])
 		return 2
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		if err := acc.RevokeKey(ctx, *tenant, id); err != nil {
 			return err
 		}

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/retention"
 )
@@ -84,12 +83,12 @@ func registerAges(fs *flag.FlagSet, prefix, what string, p *retentionFlags) {
 // retentionFlags are the three ages.
 type retentionFlags struct{ completed, failed, events ageFlag }
 
-func (r retentionFlags) policy() service.RetentionPolicy {
-	return service.RetentionPolicy{Completed: r.completed.d, Failed: r.failed.d, Events: r.events.d}
+func (r retentionFlags) policy() retention.RetentionPolicy {
+	return retention.RetentionPolicy{Completed: r.completed.d, Failed: r.failed.d, Events: r.events.d}
 }
 
 // describePolicy prints a policy on one line.
-func describePolicy(p service.RetentionPolicy) string {
+func describePolicy(p retention.RetentionPolicy) string {
 	return fmt.Sprintf("completed %s, failed %s, events %s", formatAge(p.Completed), formatAge(p.Failed), eventsAge(p.Events))
 }
 
@@ -214,9 +213,9 @@ func printPrune(w io.Writer, reports []retention.Report, dryRun bool) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "TENANT\tSESSIONS\tSNAPSHOTS\tMESSAGES\tINTERRUPTS\tEVENTS\tTOOL CALLS\tDELIVERIES\tBATCHES\t")
-	var total service.PruneCounts
+	var total retention.PruneCounts
 	batches := 0
-	row := func(name string, c service.PruneCounts, b int) {
+	row := func(name string, c retention.PruneCounts, b int) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, c.Sessions, c.Snapshots, c.Messages, c.Interrupts,
 			c.Events, c.ToolCalls, c.Deliveries, b)
 	}

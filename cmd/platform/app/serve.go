@@ -26,7 +26,9 @@ import (
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -284,11 +286,11 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 	defer services.Stop()
 	// One probe decides readiness for /readyz, the work routes and the
 	// background workers.
-	readiness := service.NewReadiness(readyProbe(pool, db), service.ReadinessOptions{Logger: log})
-	if err := services.Start(ctx, startstop.Func("readiness", readiness.Run)); err != nil {
+	ready := readiness.New(readyProbe(pool, db), readiness.Options{Logger: log})
+	if err := services.Start(ctx, startstop.Func("readiness", ready.Run)); err != nil {
 		return err
 	}
-	p := &platform{cfg: cfg, log: log, store: store, metrics: metrics, tracing: tracing, readiness: readiness}
+	p := &platform{cfg: cfg, log: log, store: store, metrics: metrics, tracing: tracing, readiness: ready}
 	rt := p.runtime()
 	models, err := registerAgents(ctx, log, store, rt, agents)
 	if err != nil {
@@ -353,8 +355,8 @@ type platform struct {
 	store     *pgstore.PgStore
 	metrics   *telemetry.Metrics
 	tracing   *telemetry.Tracing
-	readiness *service.Readiness
-	eventIDs  *service.EventIDs
+	readiness *readiness.Readiness
+	eventIDs  *keys.EventIDs
 	hub       *service.EventHub
 	streams   *service.StreamHub
 }
@@ -390,7 +392,7 @@ func (p *platform) tenantAgents(rt *service.Runtime) *tenantagents.Manager {
 // listen opens the API's listener, with its handler.
 func (p *platform) listen(rt *service.Runtime, manager *tenantagents.Manager) (*httpService, error) {
 	cfg := p.cfg
-	p.eventIDs = service.NewEventIDs(p.store.SigningKeys)
+	p.eventIDs = keys.NewEventIDs(p.store.SigningKeys)
 	p.hub = service.NewEventHub(p.store, p.log)
 	// Durable streams: kept, followed across instances, pruned.
 	p.streams = service.NewStreamHub(p.store, p.log, cfg.streamRetention)

@@ -7,7 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 const tenantsUsage = `Usage:
@@ -61,16 +62,16 @@ func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
 	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
-	purposes := []string{service.PurposeToken, service.PurposeState, service.PurposeTool}
+	purposes := []string{keys.PurposeToken, keys.PurposeState, keys.PurposeTool}
 	switch *purpose {
 	case "all":
-	case service.PurposeToken, service.PurposeState, service.PurposeTool:
+	case keys.PurposeToken, keys.PurposeState, keys.PurposeTool:
 		purposes = []string{*purpose}
 	default:
 		fmt.Fprintf(stderr, "%s: --purpose must be token, state, tool or all\n", cmd.name)
 		return 2
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		for _, p := range purposes {
 			id, err := acc.RotateSecret(ctx, *tenant, p, *grace)
 			if err != nil {
@@ -91,7 +92,7 @@ func tenantsCreate(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		t, err := acc.CreateTenant(ctx, *id, pos[0])
 		if err != nil {
 			return err
@@ -107,7 +108,7 @@ func tenantsList(args []string, stdout, stderr io.Writer) int {
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
 		return code
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		tenants, err := acc.ListTenants(ctx)
 		if err != nil {
 			return err

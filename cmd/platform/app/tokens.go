@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 const tokensUsage = `Usage:
@@ -43,7 +43,7 @@ func tokensRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: give exactly one of --token-id and --user\n", cmd.name)
 		return 2
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		if *tokenID != "" {
 			if err := acc.RevokeUserToken(ctx, *tenant, *tokenID); err != nil {
 				return err
@@ -64,7 +64,7 @@ func tokensMint(args []string, stdout, stderr io.Writer) int {
 	cmd := newAdminCommand("platform tokens mint", "platform tokens mint --tenant ID --user USER [--ttl 15m]", stderr)
 	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
 	user := cmd.fs.String("user", "", "end user id the token acts for (required)")
-	ttl := cmd.fs.Duration("ttl", service.DefaultTokenTTL, "lifetime, at most 24h")
+	ttl := cmd.fs.Duration("ttl", tenants.DefaultTokenTTL, "lifetime, at most 24h")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
 		return code
 	}
@@ -75,11 +75,11 @@ func tokensMint(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --user is required\n", cmd.name)
 		return 2
 	}
-	if *ttl < time.Second || *ttl > service.MaxTokenTTL {
+	if *ttl < time.Second || *ttl > tenants.MaxTokenTTL {
 		fmt.Fprintf(stderr, "%s: --ttl must be between 1s and 24h\n", cmd.name)
 		return 2
 	}
-	return cmd.withTenants(stderr, func(ctx context.Context, acc *service.Tenants) error {
+	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
 		tok, err := acc.MintUserToken(ctx, *tenant, *user, *ttl)
 		if err != nil {
 			return err

@@ -14,7 +14,9 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -68,7 +70,7 @@ func webhooksCommand(args []string, stdout, stderr io.Writer) int {
 // webhookEnv is what a webhooks sub-command works with.
 type webhookEnv struct {
 	m      *webhooks.Manager
-	ids    *service.EventIDs
+	ids    *keys.EventIDs
 	caller service.Caller
 }
 
@@ -79,12 +81,12 @@ type webhookEnv struct {
 func (a *adminCommand) withWebhooks(tenant string, loopback bool, stderr io.Writer, fn func(ctx context.Context, env webhookEnv) error) int {
 	return a.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
 		// A tenant has token keys from its creation on: none, no tenant.
-		if _, err := service.NewTenants(store).TokenSecret(ctx, tenant); err != nil {
+		if _, err := tenants.New(store).TokenSecret(ctx, tenant); err != nil {
 			return publicError(err)
 		}
 		env := webhookEnv{
 			m:      &webhooks.Manager{Store: store, AllowLoopback: loopback},
-			ids:    service.NewEventIDs(store.SigningKeys),
+			ids:    keys.NewEventIDs(store.SigningKeys),
 			caller: service.Caller{TenantID: tenant, Actor: "cli:" + currentUser()},
 		}
 		return publicError(fn(ctx, env))
@@ -212,8 +214,8 @@ func yesNo(b bool) string {
 }
 
 // healthByID indexes the delivery figures by endpoint.
-func healthByID(hs []service.WebhookHealth) map[uuid.UUID]service.WebhookHealth {
-	out := make(map[uuid.UUID]service.WebhookHealth, len(hs))
+func healthByID(hs []webhooks.WebhookHealth) map[uuid.UUID]webhooks.WebhookHealth {
+	out := make(map[uuid.UUID]webhooks.WebhookHealth, len(hs))
 	for _, h := range hs {
 		out[h.WebhookID] = h
 	}
@@ -421,7 +423,7 @@ func webhooksDeliveries(args []string, stdout, stderr io.Writer) int {
 	}
 	id := ids[0]
 	switch *status {
-	case "", service.DeliveryPending, service.DeliveryDelivered, service.DeliveryDead:
+	case "", webhooks.DeliveryPending, webhooks.DeliveryDelivered, webhooks.DeliveryDead:
 	default:
 		fmt.Fprintf(stderr, "%s: --status must be pending, delivered or dead\n", cmd.name)
 		return 2
@@ -443,7 +445,7 @@ func webhooksDeliveries(args []string, stdout, stderr io.Writer) int {
 				last = fmt.Sprint(d.LastStatus)
 			}
 			next := "-"
-			if d.Status == service.DeliveryPending {
+			if d.Status == webhooks.DeliveryPending {
 				next = timeOrDash(d.NextAttemptAt)
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.ID, d.EventType, d.Status, d.Attempts, last, next,

@@ -17,8 +17,10 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // attacker is a model under the attacker's control: it calls the tool the
@@ -99,7 +101,7 @@ func newPlatform(t *testing.T) *platform {
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	m := &tenantagents.Manager{Store: store, Runtime: rt, Models: models{}, AllowLoopback: true}
 	rt.SetTenantAgents(m)
-	if _, err := service.NewTenants(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
+	if _, err := tenants.New(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	return &platform{rt: rt, m: m, tenant: service.Caller{TenantID: "acme", Actor: "test:acme"}}
@@ -149,7 +151,7 @@ func user(text string) service.AgentInput {
 // its transferMoney URL; the calls it gets go to *seen as well.
 func (p *platform) start(t *testing.T, seen *recorder) (*httptest.Server, string) {
 	t.Helper()
-	secrets, err := p.rt.SigningSecrets(context.Background(), "acme", service.PurposeTool)
+	secrets, err := p.rt.SigningSecrets(context.Background(), "acme", keys.PurposeTool)
 	if err != nil {
 		t.Fatal(err)
 	}

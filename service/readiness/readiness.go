@@ -1,4 +1,7 @@
-package service
+// Package readiness decides whether this instance may take work (Readiness),
+// which /readyz, the work routes, the engine's background workers, the
+// webhook dispatcher and the pruner all read.
+package readiness
 
 import (
 	"context"
@@ -8,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Readiness is whether this instance may take work: its database answers
@@ -20,7 +25,7 @@ import (
 // A nil *Readiness is always ready.
 type Readiness struct {
 	probe func(ctx context.Context) error
-	opts  ReadinessOptions
+	opts  Options
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -31,8 +36,8 @@ type Readiness struct {
 	cause error
 }
 
-// ReadinessOptions tune a Readiness; zero fields take the defaults.
-type ReadinessOptions struct {
+// Options tune a Readiness; zero fields take the defaults.
+type Options struct {
 	// Interval is the time between probes while ready (default 2s).
 	Interval time.Duration
 	// RecheckInterval is the time between probes while not ready
@@ -53,14 +58,14 @@ type ReadinessOptions struct {
 	Logger *slog.Logger
 }
 
-// DefaultReadinessOptions are the defaults of ReadinessOptions.
-var DefaultReadinessOptions = ReadinessOptions{Interval: 2 * time.Second, RecheckInterval: 500 * time.Millisecond,
+// DefaultOptions are the defaults of Options.
+var DefaultOptions = Options{Interval: 2 * time.Second, RecheckInterval: 500 * time.Millisecond,
 	Timeout: 3 * time.Second, FailAfter: 2, RecoverAfter: 2}
 
-// NewReadiness returns a readiness decided by probe, ready until probes
+// New returns a readiness decided by probe, ready until probes
 // say otherwise: the server checked its database before it started.
-func NewReadiness(probe func(ctx context.Context) error, opts ReadinessOptions) *Readiness {
-	d := DefaultReadinessOptions
+func New(probe func(ctx context.Context) error, opts Options) *Readiness {
+	d := DefaultOptions
 	if opts.Interval <= 0 {
 		opts.Interval = d.Interval
 	}
@@ -94,7 +99,7 @@ func (r *Readiness) Err() error {
 	if cause == nil {
 		return nil
 	}
-	return UnavailableError(fmt.Errorf("%w: this instance is not ready: %w", ErrUnavailable, cause))
+	return store.UnavailableError(fmt.Errorf("%w: this instance is not ready: %w", store.ErrUnavailable, cause))
 }
 
 // Check runs one probe and updates the state; Run calls it periodically,

@@ -1,4 +1,4 @@
-package service
+package tenants
 
 import (
 	"context"
@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // User token parameters. A user token is a JWT signed with HS256 and the
@@ -44,7 +48,7 @@ type UserToken struct {
 
 // errBadToken is the one answer to every token that does not verify, so a
 // caller learns nothing about why.
-var errBadToken = Errorf(CodeUnauthenticated, "invalid or expired user token")
+var errBadToken = store.Errorf(store.CodeUnauthenticated, "invalid or expired user token")
 
 // tokenParser accepts HS256 only (never "none", never an asymmetric
 // algorithm whose public key could be confused for the secret) and requires
@@ -61,24 +65,24 @@ var tokenParser = jwt.NewParser(
 // MintUserToken signs a token that lets its holder act as end user userID
 // of the tenant for ttl (0 means DefaultTokenTTL, at most MaxTokenTTL).
 func (a *Tenants) MintUserToken(ctx context.Context, tenantID, userID string, ttl time.Duration) (*UserToken, error) {
-	if err := ValidateEndUser(userID); err != nil {
+	if err := auth.ValidateEndUser(userID); err != nil {
 		return nil, err
 	}
 	if ttl == 0 {
 		ttl = DefaultTokenTTL
 	}
 	if ttl < time.Second || ttl > MaxTokenTTL {
-		return nil, Errorf(CodeInvalidArgument, "token lifetime must be between 1s and %s", MaxTokenTTL)
+		return nil, store.Errorf(store.CodeInvalidArgument, "token lifetime must be between 1s and %s", MaxTokenTTL)
 	}
 	if !tenantIDRE.MatchString(tenantID) {
-		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
+		return nil, store.Errorf(store.CodeNotFound, "tenant %s not found", tenantID)
 	}
-	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
+	keys, err := a.store.SigningKeys(ctx, tenantID, keys.PurposeToken)
 	if err != nil {
 		return nil, err
 	}
 	if len(keys) == 0 {
-		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
+		return nil, store.Errorf(store.CodeNotFound, "tenant %s not found", tenantID)
 	}
 	key := keys[0]
 	now := time.Now()
@@ -102,7 +106,7 @@ func (a *Tenants) MintUserToken(ctx context.Context, tenantID, userID string, tt
 	tok.Header["kid"] = strconv.Itoa(key.ID)
 	signed, err := tok.SignedString(key.Secret)
 	if err != nil {
-		return nil, InternalError(err)
+		return nil, store.InternalError(err)
 	}
 	return &UserToken{Token: signed, TokenID: claims.ID, ExpiresAt: claims.ExpiresAt.Time}, nil
 }
@@ -113,20 +117,20 @@ func (a *Tenants) MintUserToken(ctx context.Context, tenantID, userID string, tt
 // unknown tenant or key, revoked) gets the same UNAUTHENTICATED error;
 // only a failure to reach the database is reported as such. The keys and
 // the revocations come from one query.
-func (a *Tenants) VerifyUserToken(ctx context.Context, token string) (Caller, error) {
+func (a *Tenants) VerifyUserToken(ctx context.Context, token string) (auth.Caller, error) {
 	if token == "" || len(token) > maxTokenBytes {
-		return Caller{}, errBadToken
+		return auth.Caller{}, errBadToken
 	}
 	var (
 		lookupErr error
-		state     *TokenVerification
+		state     *store.TokenVerification
 	)
 	claims := &userClaims{}
 	_, err := tokenParser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		// The claims are not verified yet: tid only chooses which keys the
 		// signature must match (and jti and sub which revocations apply).
 		c, ok := t.Claims.(*userClaims)
-		if !ok || !tenantIDRE.MatchString(c.TenantID) || ValidateEndUser(c.Subject) != nil || !validTokenID(c.ID) {
+		if !ok || !tenantIDRE.MatchString(c.TenantID) || auth.ValidateEndUser(c.Subject) != nil || !validTokenID(c.ID) {
 			return nil, errBadToken
 		}
 		var err error
@@ -148,27 +152,27 @@ func (a *Tenants) VerifyUserToken(ctx context.Context, token string) (Caller, er
 		return keys, nil
 	})
 	if err != nil {
-		if lookupErr != nil && !errors.Is(lookupErr, ErrNotFound) {
-			return Caller{}, lookupErr
+		if lookupErr != nil && !errors.Is(lookupErr, store.ErrNotFound) {
+			return auth.Caller{}, lookupErr
 		}
-		return Caller{}, errBadToken
+		return auth.Caller{}, errBadToken
 	}
 	if claims.ID == "" || claims.IssuedAt == nil || claims.ExpiresAt == nil ||
 		claims.ExpiresAt.Sub(claims.IssuedAt.Time) > MaxTokenTTL+tokenLeeway ||
-		ValidateEndUser(claims.Subject) != nil {
-		return Caller{}, errBadToken
+		auth.ValidateEndUser(claims.Subject) != nil {
+		return auth.Caller{}, errBadToken
 	}
 	if state.Revoked || claims.IssuedAt.Time.Before(state.NotBefore) {
-		return Caller{}, errBadToken
+		return auth.Caller{}, errBadToken
 	}
-	return Caller{TenantID: claims.TenantID, EndUser: claims.Subject, Actor: "user:" + claims.Subject}, nil
+	return auth.Caller{TenantID: claims.TenantID, EndUser: claims.Subject, Actor: "user:" + claims.Subject}, nil
 }
 
 // RevokeUserToken refuses one user token (by its tokenId, the jti claim)
 // from now on, on every instance.
 func (a *Tenants) RevokeUserToken(ctx context.Context, tenantID, tokenID string) error {
 	if !validTokenID(tokenID) {
-		return Errorf(CodeInvalidArgument, "tokenId must be 1-256 printable characters")
+		return store.Errorf(store.CodeInvalidArgument, "tokenId must be 1-256 printable characters")
 	}
 	// A token lives at most MaxTokenTTL: the row is useless after.
 	return a.store.RevokeUserToken(ctx, tenantID, tokenID, time.Now().Add(MaxTokenTTL+tokenLeeway))
@@ -177,7 +181,7 @@ func (a *Tenants) RevokeUserToken(ctx context.Context, tenantID, tokenID string)
 // RevokeEndUserTokens refuses every token of an end user issued until now
 // (tokens minted later verify).
 func (a *Tenants) RevokeEndUserTokens(ctx context.Context, tenantID, userID string) error {
-	if err := ValidateEndUser(userID); err != nil {
+	if err := auth.ValidateEndUser(userID); err != nil {
 		return err
 	}
 	return a.store.RevokeEndUserTokens(ctx, tenantID, userID)
@@ -186,5 +190,5 @@ func (a *Tenants) RevokeEndUserTokens(ctx context.Context, tenantID, userID stri
 // validTokenID reports whether a token id (jti) is 1-256 bytes of
 // printable UTF-8, as the ones this server mints are.
 func validTokenID(id string) bool {
-	return id != "" && len(id) <= 256 && ValidateEndUser(id) == nil
+	return id != "" && len(id) <= 256 && auth.ValidateEndUser(id) == nil
 }

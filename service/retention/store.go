@@ -1,8 +1,13 @@
-package store
+package retention
+
+// The retention records and the store interface the Pruner calls, which
+// service/pgstore implements.
 
 import (
 	"context"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // RetentionPolicy says how long a tenant keeps what is finished. A zero
@@ -71,7 +76,7 @@ type PruneBatch struct {
 	// AfterSession is the last session id looked at (PruneSessions).
 	AfterSession string
 	// AfterEvent is the last event position looked at (PruneEvents).
-	AfterEvent EventPos
+	AfterEvent store.EventPos
 	Done       bool
 }
 
@@ -93,7 +98,7 @@ type RetentionStore interface {
 	// log after the position, the turn and tool events whose snapshot is
 	// gone and which are older than cutoff, with their finished
 	// deliveries.
-	PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after EventPos, batch int) (PruneBatch, error)
+	PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after store.EventPos, batch int) (PruneBatch, error)
 	// PrunePreview counts what a prune with p would delete now.
 	PrunePreview(ctx context.Context, tenantID string, p RetentionPolicy) (PruneCounts, error)
 	// TryPruneLock takes the lock that lets one instance prune at a time;

@@ -1,4 +1,4 @@
-package service
+package tenants
 
 import (
 	"crypto/sha256"

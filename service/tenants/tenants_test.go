@@ -1,4 +1,4 @@
-package service_test
+package tenants_test
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 func TestAccounts(t *testing.T) {
@@ -25,7 +27,7 @@ func TestAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	acc := service.NewTenants(newStore(t, pool))
+	acc := tenants.New(newStore(t, pool))
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)
@@ -33,21 +35,21 @@ func TestAccounts(t *testing.T) {
 	if _, err := acc.CreateTenant(ctx, tenant.ID, "again"); !isStatus(err, service.CodeAlreadyExists) {
 		t.Fatalf("duplicate tenant: %v", err)
 	}
-	plain, key, err := acc.CreateKey(ctx, tenant.ID, service.RoleAdmin, "ops")
+	plain, key, err := acc.CreateKey(ctx, tenant.ID, tenants.RoleAdmin, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(plain, service.KeyPrefix) || len(plain) < 40 {
+	if !strings.HasPrefix(plain, tenants.KeyPrefix) || len(plain) < 40 {
 		t.Fatalf("key %q", plain)
 	}
 	p, err := acc.Authenticate(ctx, plain)
-	if err != nil || p.TenantID != tenant.ID || p.Role != service.RoleAdmin || p.KeyID != key.ID {
+	if err != nil || p.TenantID != tenant.ID || p.Role != tenants.RoleAdmin || p.KeyID != key.ID {
 		t.Fatalf("authenticate: %v %+v", err, p)
 	}
 	if _, err := acc.Authenticate(ctx, plain+"x"); !isStatus(err, service.CodeUnauthenticated) {
 		t.Fatalf("wrong key: %v", err)
 	}
-	if _, _, err := acc.CreateKey(ctx, "nope", service.RoleClient, ""); !isStatus(err, service.CodeNotFound) {
+	if _, _, err := acc.CreateKey(ctx, "nope", tenants.RoleClient, ""); !isStatus(err, service.CodeNotFound) {
 		t.Fatalf("key for unknown tenant: %v", err)
 	}
 	// Another tenant cannot revoke it.
@@ -64,6 +66,14 @@ func TestAccounts(t *testing.T) {
 	if err != nil || len(secret) != 32 {
 		t.Fatalf("token secret: %v %d bytes", err, len(secret))
 	}
+}
+
+// newStore returns a store over pool, closed (its notifier stopped) when
+// the test ends.
+func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
+	s := pgstore.New(pool)
+	t.Cleanup(s.Close)
+	return s
 }
 
 func isStatus(err error, status string) bool {
@@ -85,11 +95,11 @@ func TestKeyScopes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	acc := service.NewTenants(newStore(t, pool))
+	acc := tenants.New(newStore(t, pool))
 	if _, err := acc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}
-	plain, key, err := acc.CreateKey(ctx, "acme", service.RoleAdmin, "ops", "approve:payments", "x", "approve:payments")
+	plain, key, err := acc.CreateKey(ctx, "acme", tenants.RoleAdmin, "ops", "approve:payments", "x", "approve:payments")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,19 +107,19 @@ func TestKeyScopes(t *testing.T) {
 	if !reflect.DeepEqual(key.Scopes, want) {
 		t.Fatalf("created with scopes %v, want %v", key.Scopes, want)
 	}
-	_, bare, err := acc.CreateKey(ctx, "acme", service.RoleClient, "")
+	_, bare, err := acc.CreateKey(ctx, "acme", tenants.RoleClient, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := acc.CreateKey(ctx, "acme", service.RoleAdmin, "root", "*"); err != nil {
+	if _, _, err := acc.CreateKey(ctx, "acme", tenants.RoleAdmin, "root", "*"); err != nil {
 		t.Fatalf("the scope * is refused: %v", err)
 	}
-	many := make([]string, service.MaxKeyScopes+1)
+	many := make([]string, tenants.MaxKeyScopes+1)
 	for i := range many {
 		many[i] = fmt.Sprint("s", i)
 	}
 	for _, bad := range [][]string{{"ok", "has space"}, {""}, {"**"}, {strings.Repeat("a", 65)}, {"é"}, many} {
-		_, _, err := acc.CreateKey(ctx, "acme", service.RoleAdmin, "bad", bad...)
+		_, _, err := acc.CreateKey(ctx, "acme", tenants.RoleAdmin, "bad", bad...)
 		if !isStatus(err, service.CodeInvalidArgument) {
 			t.Errorf("scopes %q: %v, want INVALID_ARGUMENT", bad, err)
 			continue

@@ -1,4 +1,4 @@
-package service_test
+package tenants_test
 
 import (
 	"context"
@@ -11,11 +11,13 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // newAccounts returns accounts on a fresh database with tenants a and b.
-func newAccounts(t *testing.T) *service.Tenants {
+func newAccounts(t *testing.T) *tenants.Tenants {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgstore.NewAppPool(ctx, testdb.URL(t))
@@ -23,7 +25,7 @@ func newAccounts(t *testing.T) *service.Tenants {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	acc := service.NewTenants(newStore(t, pool))
+	acc := tenants.New(newStore(t, pool))
 	for _, id := range []string{"a", "b"} {
 		if _, err := acc.CreateTenant(ctx, id, "Tenant "+id); err != nil {
 			t.Fatal(err)
@@ -161,7 +163,7 @@ func TestUserTokens(t *testing.T) {
 			t.Errorf("mint %s: %v, want %s", tc.name, err, tc.status)
 		}
 	}
-	long, err := acc.MintUserToken(ctx, "b", "u", service.MaxTokenTTL)
+	long, err := acc.MintUserToken(ctx, "b", "u", tenants.MaxTokenTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	acc := newAccounts(t)
-	mint := func(user string) *service.UserToken {
+	mint := func(user string) *tenants.UserToken {
 		t.Helper()
 		tok, err := acc.MintUserToken(ctx, "a", user, 0)
 		if err != nil {
@@ -185,7 +187,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 		}
 		return tok
 	}
-	valid := func(what string, tok *service.UserToken, want bool) {
+	valid := func(what string, tok *tenants.UserToken, want bool) {
 		t.Helper()
 		c, err := acc.VerifyUserToken(ctx, tok.Token)
 		switch {
@@ -195,7 +197,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 			t.Errorf("%s: %+v %v, want UNAUTHENTICATED", what, c, err)
 		}
 	}
-	kid := func(tok *service.UserToken) any {
+	kid := func(tok *tenants.UserToken) any {
 		parsed, _, err := jwt.NewParser().ParseUnverified(tok.Token, jwt.MapClaims{})
 		if err != nil {
 			t.Fatal(err)
@@ -220,9 +222,9 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	// of its second too; one minted in a later second verifies. The clock
 	// that stamps tokens runs two seconds ahead (within the verifier's
 	// leeway) instead of the test waiting for the next second.
-	service.SetTokenClock(acc, func() time.Time { return time.Now().Add(2 * time.Second) })
+	tenants.SetTokenClock(acc, func() time.Time { return time.Now().Add(2 * time.Second) })
 	valid("a token minted after the user's revocation", mint("alice"), true)
-	service.SetTokenClock(acc, nil)
+	tenants.SetTokenClock(acc, nil)
 	if err := acc.RevokeUserToken(ctx, "a", "x\x00y"); !isStatus(err, service.CodeInvalidArgument) {
 		t.Errorf("revoke a NUL token id: %v", err)
 	}
@@ -231,7 +233,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	}
 
 	// Rotation with a grace period: old tokens verify, new ones carry kid 2.
-	if _, err := acc.RotateSecret(ctx, "a", service.PurposeToken, time.Hour); err != nil {
+	if _, err := acc.RotateSecret(ctx, "a", keys.PurposeToken, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	fresh := mint("carol")
@@ -256,7 +258,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 		t.Errorf("kid 1 signed with key 2: %v", err)
 	}
 	// Without grace, the replaced key stops at once (key 1 keeps its hour).
-	if _, err := acc.RotateSecret(ctx, "a", service.PurposeToken, 0); err != nil {
+	if _, err := acc.RotateSecret(ctx, "a", keys.PurposeToken, 0); err != nil {
 		t.Fatal(err)
 	}
 	valid("a key-2 token after a rotation without grace", fresh, false)
@@ -265,12 +267,12 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	for _, bad := range []struct {
 		purpose string
 		grace   time.Duration
-	}{{service.PurposeEventIDs, 0}, {"nonsense", 0}, {service.PurposeToken, -time.Second}, {service.PurposeToken, 31 * 24 * time.Hour}} {
+	}{{keys.PurposeEventIDs, 0}, {"nonsense", 0}, {keys.PurposeToken, -time.Second}, {keys.PurposeToken, 31 * 24 * time.Hour}} {
 		if _, err := acc.RotateSecret(ctx, "a", bad.purpose, bad.grace); !isStatus(err, service.CodeInvalidArgument) {
 			t.Errorf("rotate %s with grace %s: %v", bad.purpose, bad.grace, err)
 		}
 	}
-	if _, err := acc.RotateSecret(ctx, "nope", service.PurposeToken, 0); !isStatus(err, service.CodeNotFound) {
+	if _, err := acc.RotateSecret(ctx, "nope", keys.PurposeToken, 0); !isStatus(err, service.CodeNotFound) {
 		t.Errorf("rotate an unknown tenant: %v", err)
 	}
 }

@@ -1,4 +1,7 @@
-package store
+package webhooks
+
+// The webhook records and the store interface the dispatcher and the
+// Manager call, which service/pgstore implements.
 
 import (
 	"context"
@@ -6,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Webhook delivery statuses.
@@ -59,7 +64,7 @@ type WebhookDelivery struct {
 	CreatedAt   time.Time  `json:"createdAt"`
 
 	// Pos is the event's position (EventID before encoding).
-	Pos EventPos `json:"-"`
+	Pos store.EventPos `json:"-"`
 }
 
 // WebhookHealth is an endpoint's delivery figures (the webhook_health
@@ -100,7 +105,7 @@ type WebhookFinish struct {
 type WebhookEvent struct {
 	URL        string
 	Enabled    bool
-	Pos        EventPos
+	Pos        store.EventPos
 	Type       string // the public name, e.g. interrupt.created
 	OccurredAt time.Time
 	Actor      string
@@ -157,7 +162,7 @@ type WebhookCursor struct {
 	URL        string
 	EventTypes []string
 	// Pos is the position read up to: the events after it are to attempt.
-	Pos EventPos
+	Pos store.EventPos
 }
 
 // Wants reports whether the endpoint subscribes to the event type (its
@@ -174,7 +179,7 @@ func (c WebhookCursor) Wants(eventType string) bool {
 // WebhookAttempt is the first attempt of an event read from an
 // endpoint's cursor, recorded as the event's delivery to the endpoint.
 type WebhookAttempt struct {
-	Pos        EventPos
+	Pos        store.EventPos
 	OccurredAt time.Time
 	// AttemptedAt is when the attempt started, AnsweredAt when it ended.
 	AttemptedAt, AnsweredAt time.Time
@@ -220,12 +225,12 @@ type WebhookStore interface {
 	// position the endpoint has read up to with them (the last event
 	// returned, or past events of other types; c.Pos when there is
 	// nothing new).
-	WebhookCursorEvents(ctx context.Context, c WebhookCursor, limit int) ([]WebhookEvent, EventPos, error)
+	WebhookCursorEvents(ctx context.Context, c WebhookCursor, limit int) ([]WebhookEvent, store.EventPos, error)
 	// AdvanceWebhookCursor moves the endpoint's position from c.Pos to to
 	// and records the attempts as its deliveries, in one statement, only
 	// while owner holds the endpoint's lease (which it renews for lease)
 	// and the position is still c.Pos; it reports whether it did.
-	AdvanceWebhookCursor(ctx context.Context, owner string, c WebhookCursor, to EventPos, lease time.Duration, attempts []WebhookAttempt) (bool, error)
+	AdvanceWebhookCursor(ctx context.Context, owner string, c WebhookCursor, to store.EventPos, lease time.Duration, attempts []WebhookAttempt) (bool, error)
 	// ClaimWebhookDeliveries leases due deliveries (retries and
 	// redeliveries) of every tenant to owner, with what they send: at
 	// most batch, at most perEndpoint of one endpoint, none of busy's

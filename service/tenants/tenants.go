@@ -1,4 +1,9 @@
-package service
+// Package tenants manages the tenants and their credentials: the tenants
+// themselves, their API keys (cached by hash, keycache.go), their secrets'
+// rotation, the end-user tokens they mint (tokens.go) and the dashboard's
+// sessions. It authenticates a request into an auth.Caller; the engine
+// never imports it.
+package tenants
 
 import (
 	"context"
@@ -12,6 +17,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Key roles.
@@ -32,44 +41,44 @@ type Principal struct {
 	Scopes   []string
 }
 
-// Actor is how the key is recorded on what it does (ActorOfKey).
+// Actor is how the key is recorded on what it does (store.ActorOfKey).
 func (p *Principal) Actor() string {
-	return ActorOfKey(p.KeyID.String(), p.KeyName)
+	return store.ActorOfKey(p.KeyID.String(), p.KeyName)
 }
 
 // Tenants manages tenants, API keys and end-user tokens.
 type Tenants struct {
-	store TenantStore
+	store store.TenantStore
 	keys  *keyCache
 	// now stamps the tokens minted (nil: time.Now); a test sets it to
 	// mint in a later second without waiting for one.
 	now func() time.Time
 }
 
-// NewTenants returns the tenant manager over store, with the default
+// New returns the tenant manager over store, with the default
 // cache of key lookups.
-func NewTenants(store TenantStore) *Tenants {
-	return NewTenantsWith(store, KeyCacheConfig{})
+func New(st store.TenantStore) *Tenants {
+	return NewWith(st, KeyCacheConfig{})
 }
 
 var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
 // CreateTenant creates a tenant; an empty id gets a generated one.
-func (a *Tenants) CreateTenant(ctx context.Context, id, name string) (*Tenant, error) {
+func (a *Tenants) CreateTenant(ctx context.Context, id, name string) (*store.Tenant, error) {
 	if id == "" {
 		id = "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	}
 	if !tenantIDRE.MatchString(id) {
-		return nil, Errorf(CodeInvalidArgument, "tenant id must be 1-128 letters, digits or _ . : -")
+		return nil, store.Errorf(store.CodeInvalidArgument, "tenant id must be 1-128 letters, digits or _ . : -")
 	}
 	if name == "" || len(name) > 256 {
-		return nil, Errorf(CodeInvalidArgument, "tenant name must be 1-256 bytes")
+		return nil, store.Errorf(store.CodeInvalidArgument, "tenant name must be 1-256 bytes")
 	}
 	return a.store.CreateTenant(ctx, id, name)
 }
 
 // ListTenants lists every tenant.
-func (a *Tenants) ListTenants(ctx context.Context) ([]Tenant, error) {
+func (a *Tenants) ListTenants(ctx context.Context) ([]store.Tenant, error) {
 	return a.store.ListTenants(ctx)
 }
 
@@ -81,12 +90,12 @@ const ScopeAll = "*"
 
 // CreateKey creates an API key for a tenant, with scopes (see
 // NormalizeScopes), and returns it in clear, once: only its hash is stored.
-func (a *Tenants) CreateKey(ctx context.Context, tenantID, role, name string, scopes ...string) (string, *APIKey, error) {
+func (a *Tenants) CreateKey(ctx context.Context, tenantID, role, name string, scopes ...string) (string, *store.APIKey, error) {
 	if role != RoleClient && role != RoleAdmin {
-		return "", nil, Errorf(CodeInvalidArgument, "role must be client or admin")
+		return "", nil, store.Errorf(store.CodeInvalidArgument, "role must be client or admin")
 	}
 	if len(name) > 256 {
-		return "", nil, Errorf(CodeInvalidArgument, "key name must be at most 256 bytes")
+		return "", nil, store.Errorf(store.CodeInvalidArgument, "key name must be at most 256 bytes")
 	}
 	scopes, err := NormalizeScopes(scopes)
 	if err != nil {
@@ -98,7 +107,7 @@ func (a *Tenants) CreateKey(ctx context.Context, tenantID, role, name string, sc
 	}
 	plain := KeyPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	hash := sha256.Sum256([]byte(plain))
-	key := &APIKey{ID: uuid.New(), TenantID: tenantID, Name: name, Role: role, Prefix: plain[:len(KeyPrefix)+6],
+	key := &store.APIKey{ID: uuid.New(), TenantID: tenantID, Name: name, Role: role, Prefix: plain[:len(KeyPrefix)+6],
 		CreatedAt: time.Now(), Scopes: scopes}
 	if err := a.store.CreateAPIKey(ctx, key, hash[:]); err != nil {
 		return "", nil, err
@@ -113,8 +122,8 @@ func NormalizeScopes(scopes []string) ([]string, error) {
 	out := make([]string, 0, len(scopes))
 	for _, s := range scopes {
 		if s != ScopeAll {
-			if err := ValidateScope(s, false); err != nil {
-				return nil, Errorf(CodeInvalidArgument, "%s (or %q: every scope)", err.Error(), ScopeAll)
+			if err := auth.ValidateScope(s, false); err != nil {
+				return nil, store.Errorf(store.CodeInvalidArgument, "%s (or %q: every scope)", err.Error(), ScopeAll)
 			}
 		}
 		if !slices.Contains(out, s) {
@@ -122,13 +131,13 @@ func NormalizeScopes(scopes []string) ([]string, error) {
 		}
 	}
 	if len(out) > MaxKeyScopes {
-		return nil, Errorf(CodeInvalidArgument, "a key has at most %d scopes, not %d", MaxKeyScopes, len(out))
+		return nil, store.Errorf(store.CodeInvalidArgument, "a key has at most %d scopes, not %d", MaxKeyScopes, len(out))
 	}
 	return out, nil
 }
 
 // ListKeys lists a tenant's keys (never the keys themselves).
-func (a *Tenants) ListKeys(ctx context.Context, tenantID string) ([]APIKey, error) {
+func (a *Tenants) ListKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
 	return a.store.ListAPIKeys(ctx, tenantID)
 }
 
@@ -144,14 +153,14 @@ func (a *Tenants) RevokeKey(ctx context.Context, tenantID string, id uuid.UUID) 
 		return err
 	}
 	if !revoked {
-		return Errorf(CodeNotFound, "key %s not found (or already revoked)", id)
+		return store.Errorf(store.CodeNotFound, "key %s not found (or already revoked)", id)
 	}
 	return nil
 }
 
 // errBadKey is the one answer to every key that does not authenticate, so
 // a caller learns nothing about why.
-var errBadKey = Errorf(CodeUnauthenticated, "invalid or revoked API key")
+var errBadKey = store.Errorf(store.CodeUnauthenticated, "invalid or revoked API key")
 
 // Authenticate resolves an API key to its tenant and role. Answers are
 // cached by the key's hash, bad keys included, so a key repeated within the
@@ -170,7 +179,7 @@ func (a *Tenants) Authenticate(ctx context.Context, plain string) (*Principal, e
 	}
 	// The key decides the tenant, so its lookup cannot be tenant-scoped.
 	key, err := a.store.APIKeyByHash(ctx, hash[:])
-	if errors.Is(err, ErrNotFound) || (err == nil && key.RevokedAt != nil) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && key.RevokedAt != nil) {
 		a.keys.put(hash, nil, revocations)
 		return nil, errBadKey
 	}
@@ -185,12 +194,12 @@ func (a *Tenants) Authenticate(ctx context.Context, plain string) (*Principal, e
 // TokenSecret returns the secret a tenant's end-user tokens are signed
 // with now (NOT_FOUND for an unknown tenant).
 func (a *Tenants) TokenSecret(ctx context.Context, tenantID string) ([]byte, error) {
-	keys, err := a.store.SigningKeys(ctx, tenantID, PurposeToken)
+	keys, err := a.store.SigningKeys(ctx, tenantID, keys.PurposeToken)
 	if err != nil {
 		return nil, err
 	}
 	if len(keys) == 0 {
-		return nil, Errorf(CodeNotFound, "tenant %s not found", tenantID)
+		return nil, store.Errorf(store.CodeNotFound, "tenant %s not found", tenantID)
 	}
 	return keys[0].Secret, nil
 }
@@ -205,13 +214,13 @@ const MaxSecretGrace = 30 * 24 * time.Hour
 // keys of a purpose verify (migration 00033): a rotation past that ends
 // the oldest one's grace at once. It returns the new key's id.
 func (a *Tenants) RotateSecret(ctx context.Context, tenantID, purpose string, grace time.Duration) (int, error) {
-	if purpose != PurposeToken && purpose != PurposeState && purpose != PurposeTool {
-		return 0, Errorf(CodeInvalidArgument, "only the token, state and tool keys rotate")
+	if purpose != keys.PurposeToken && purpose != keys.PurposeState && purpose != keys.PurposeTool {
+		return 0, store.Errorf(store.CodeInvalidArgument, "only the token, state and tool keys rotate")
 	}
 	if grace < 0 || grace > MaxSecretGrace {
-		return 0, Errorf(CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)
+		return 0, store.Errorf(store.CodeInvalidArgument, "grace must be between 0 and %s", MaxSecretGrace)
 	}
-	return a.store.RotateSecret(ctx, RotateSecretParams{TenantID: tenantID, Purpose: purpose, Grace: grace, Secret: newSecret()})
+	return a.store.RotateSecret(ctx, store.RotateSecretParams{TenantID: tenantID, Purpose: purpose, Grace: grace, Secret: keys.NewSecret()})
 }
 
 // UISessionTTL is how long a dashboard session lasts.
@@ -221,16 +230,16 @@ const UISessionTTL = 12 * time.Hour
 // the session and the token to keep in the cookie (shown only here). A
 // client key, a user token or a bad key is UNAUTHENTICATED or
 // PERMISSION_DENIED.
-func (a *Tenants) SignInUI(ctx context.Context, plain string) (*UISession, string, error) {
+func (a *Tenants) SignInUI(ctx context.Context, plain string) (*store.UISession, string, error) {
 	p, err := a.Authenticate(ctx, plain)
 	if err != nil {
 		return nil, "", err
 	}
 	if p.Role != RoleAdmin {
-		return nil, "", Errorf(CodePermissionDenied, "only an admin key signs in to the dashboard")
+		return nil, "", store.Errorf(store.CodePermissionDenied, "only an admin key signs in to the dashboard")
 	}
 	token, csrf := randomToken(), randomToken()
-	s := &UISession{TenantID: p.TenantID, KeyID: p.KeyID, KeyName: p.KeyName, Scopes: p.Scopes, Actor: p.Actor(),
+	s := &store.UISession{TenantID: p.TenantID, KeyID: p.KeyID, KeyName: p.KeyName, Scopes: p.Scopes, Actor: p.Actor(),
 		CSRF: csrf, ExpiresAt: time.Now().Add(UISessionTTL)}
 	hash := sha256.Sum256([]byte(token))
 	if err := a.store.CreateUISession(ctx, s, hash[:]); err != nil {
@@ -241,20 +250,20 @@ func (a *Tenants) SignInUI(ctx context.Context, plain string) (*UISession, strin
 
 // UISession returns the live session of a cookie token (UNAUTHENTICATED
 // when there is none).
-func (a *Tenants) UISession(ctx context.Context, token string) (*UISession, error) {
+func (a *Tenants) UISession(ctx context.Context, token string) (*store.UISession, error) {
 	if len(token) == 0 || len(token) > 128 {
 		return nil, errBadKey
 	}
 	hash := sha256.Sum256([]byte(token))
 	s, err := a.store.UISessionByHash(ctx, hash[:])
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, errBadKey
 	}
 	return s, err
 }
 
 // SignOutUI ends the session of a cookie token.
-func (a *Tenants) SignOutUI(ctx context.Context, s *UISession, token string) error {
+func (a *Tenants) SignOutUI(ctx context.Context, s *store.UISession, token string) error {
 	hash := sha256.Sum256([]byte(token))
 	return a.store.RevokeUISession(ctx, s.TenantID, hash[:])
 }

@@ -1,4 +1,4 @@
-package service_test
+package tenants_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // lookupCounter counts the key lookups a pool sends.
@@ -65,19 +65,19 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 	ctx := context.Background()
 	pool, lookups := countedPool(t)
 	// TTLs of an hour: within this test only a revocation ends an entry.
-	acc := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: time.Hour, MissTTL: time.Hour})
+	acc := tenants.NewWith(newStore(t, pool), tenants.KeyCacheConfig{HitTTL: time.Hour, MissTTL: time.Hour})
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, key, err := acc.CreateKey(ctx, tenant.ID, service.RoleClient, "backend")
+	plain, key, err := acc.CreateKey(ctx, tenant.ID, tenants.RoleClient, "backend")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	bad := service.KeyPrefix + strings.Repeat("x", 43)
+	bad := tenants.KeyPrefix + strings.Repeat("x", 43)
 	for range 50 {
-		if _, err := acc.Authenticate(ctx, bad); !errors.Is(err, service.ErrBadKey) {
+		if _, err := acc.Authenticate(ctx, bad); !errors.Is(err, tenants.ErrBadKey) {
 			t.Fatalf("bad key: %v", err)
 		}
 	}
@@ -102,7 +102,7 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := acc.Authenticate(ctx, plain); !errors.Is(err, service.ErrBadKey) {
+		if _, err := acc.Authenticate(ctx, plain); !errors.Is(err, tenants.ErrBadKey) {
 			t.Fatalf("key revoked here: %v", err)
 		}
 	}
@@ -112,20 +112,20 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 
 	// Revoked through another process (another cache): refused once the
 	// hit expires, and not before.
-	plain2, key2, err := acc.CreateKey(ctx, tenant.ID, service.RoleClient, "second")
+	plain2, key2, err := acc.CreateKey(ctx, tenant.ID, tenants.RoleClient, "second")
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 200 * time.Millisecond})
+	short := tenants.NewWith(newStore(t, pool), tenants.KeyCacheConfig{HitTTL: 200 * time.Millisecond})
 	var clock atomic.Int64 // what short's cache reads as the time, as nanoseconds since now
 	now := time.Now()
-	service.SetKeyCacheClock(short, func() time.Time { return now.Add(time.Duration(clock.Load())) })
-	for _, a := range []*service.Tenants{acc, short} {
+	tenants.SetKeyCacheClock(short, func() time.Time { return now.Add(time.Duration(clock.Load())) })
+	for _, a := range []*tenants.Tenants{acc, short} {
 		if _, err := a.Authenticate(ctx, plain2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := service.NewTenants(newStore(t, pool)).RevokeKey(ctx, tenant.ID, key2.ID); err != nil {
+	if err := tenants.New(newStore(t, pool)).RevokeKey(ctx, tenant.ID, key2.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acc.Authenticate(ctx, plain2); err != nil {
@@ -136,7 +136,7 @@ func TestAuthenticateCachesLookups(t *testing.T) {
 		t.Errorf("key revoked elsewhere, within the hit TTL: %v, want it served from the cache", err)
 	}
 	clock.Store(int64(200 * time.Millisecond))
-	if _, err := short.Authenticate(ctx, plain2); !errors.Is(err, service.ErrBadKey) {
+	if _, err := short.Authenticate(ctx, plain2); !errors.Is(err, tenants.ErrBadKey) {
 		t.Errorf("key revoked elsewhere, after the hit TTL: %v", err)
 	}
 }
@@ -150,7 +150,7 @@ func TestAuthenticateConcurrently(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := countedPool(t)
 	const bound = 4
-	acc := service.NewTenantsWith(newStore(t, pool), service.KeyCacheConfig{HitTTL: 20 * time.Millisecond, MissTTL: 50 * time.Millisecond, MaxEntries: bound})
+	acc := tenants.NewWith(newStore(t, pool), tenants.KeyCacheConfig{HitTTL: 20 * time.Millisecond, MissTTL: 50 * time.Millisecond, MaxEntries: bound})
 	tenant, err := acc.CreateTenant(ctx, "", "Acme")
 	if err != nil {
 		t.Fatal(err)
@@ -161,11 +161,11 @@ func TestAuthenticateConcurrently(t *testing.T) {
 	}
 	var creds []credential
 	for i := range 3 {
-		plain, key, err := acc.CreateKey(ctx, tenant.ID, service.RoleClient, fmt.Sprint("k", i))
+		plain, key, err := acc.CreateKey(ctx, tenant.ID, tenants.RoleClient, fmt.Sprint("k", i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		creds = append(creds, credential{plain, key.ID}, credential{plain: service.KeyPrefix + fmt.Sprintf("bad%040d", i)})
+		creds = append(creds, credential{plain, key.ID}, credential{plain: tenants.KeyPrefix + fmt.Sprintf("bad%040d", i)})
 	}
 	victim := creds[0]
 	var revoked atomic.Bool
@@ -198,12 +198,12 @@ func TestAuthenticateConcurrently(t *testing.T) {
 				made.Add(1)
 				switch {
 				case c.id == uuid.Nil || (c == victim && wasRevoked):
-					if !errors.Is(err, service.ErrBadKey) {
+					if !errors.Is(err, tenants.ErrBadKey) {
 						t.Errorf("key %s (revoked %v): %+v %v, want refused", c.plain[:8], wasRevoked, p, err)
 						return
 					}
 				case c == victim:
-					if err != nil && !errors.Is(err, service.ErrBadKey) {
+					if err != nil && !errors.Is(err, tenants.ErrBadKey) {
 						t.Errorf("victim key before its revocation: %v", err)
 						return
 					}
@@ -234,7 +234,7 @@ func TestAuthenticateConcurrently(t *testing.T) {
 				return
 			default:
 			}
-			n, m := service.KeyCacheSizes(acc)
+			n, m := tenants.KeyCacheSizes(acc)
 			if n != m {
 				t.Errorf("cache out of step: %d in order, %d in the map", n, m)
 			}
@@ -247,7 +247,7 @@ func TestAuthenticateConcurrently(t *testing.T) {
 	if most := <-sampled; most > bound {
 		t.Errorf("the cache held %d entries, bound %d", most, bound)
 	}
-	if _, err := acc.Authenticate(ctx, victim.plain); !errors.Is(err, service.ErrBadKey) {
+	if _, err := acc.Authenticate(ctx, victim.plain); !errors.Is(err, tenants.ErrBadKey) {
 		t.Errorf("revoked key after the run: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package service
+package tenants
 
 import (
 	"container/list"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Defaults of KeyCacheConfig.
@@ -30,9 +32,9 @@ type KeyCacheConfig struct {
 	MaxEntries int
 }
 
-// NewTenantsWith is NewTenants with the key cache set by cfg.
-func NewTenantsWith(store TenantStore, cfg KeyCacheConfig) *Tenants {
-	return &Tenants{store: store, keys: newKeyCache(cfg)}
+// NewWith is New with the key cache set by cfg.
+func NewWith(st store.TenantStore, cfg KeyCacheConfig) *Tenants {
+	return &Tenants{store: st, keys: newKeyCache(cfg)}
 }
 
 // keyCache remembers what API keys authenticated as, by the SHA-256 hash of

@@ -1,4 +1,4 @@
-package service
+package keys
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"strings"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Event positions would tell a tenant how busy the others are (both parts
@@ -20,15 +22,15 @@ const eventIDPrefix = "ev_"
 // from a forged one.
 const maxEventNumber = 1<<48 - 1
 
-// eventID returns the opaque id of the tenant's event at pos.
-func (k *keyring) eventID(ctx context.Context, tenantID string, pos EventPos) (string, error) {
-	key, err := k.signing(ctx, tenantID, PurposeEventIDs)
+// EventID returns the opaque id of the tenant's event at pos.
+func (k *Ring) EventID(ctx context.Context, tenantID string, pos store.EventPos) (string, error) {
+	key, err := k.Signing(ctx, tenantID, PurposeEventIDs)
 	if err != nil {
 		return "", err
 	}
 	block, err := aes.NewCipher(key.Secret[:32])
 	if err != nil {
-		return "", InternalError(err)
+		return "", store.InternalError(err)
 	}
 	// Layout: xid (8 bytes), number (6 bytes), two zero bytes.
 	var plain, sealed [aes.BlockSize]byte
@@ -44,25 +46,25 @@ func beUint48(n int64) []byte {
 	return b[2:]
 }
 
-// parseEventID returns the position of one of the tenant's event ids; ok
+// ParseEventID returns the position of one of the tenant's event ids; ok
 // is false when id is not one (malformed, forged, or another tenant's).
-func (k *keyring) parseEventID(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
+func (k *Ring) ParseEventID(ctx context.Context, tenantID, id string) (store.EventPos, bool, error) {
 	raw, found := strings.CutPrefix(id, eventIDPrefix)
 	if !found || len(raw) != 22 {
-		return EventPos{}, false, nil
+		return store.EventPos{}, false, nil
 	}
 	sealed, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil || len(sealed) != aes.BlockSize {
-		return EventPos{}, false, nil
+		return store.EventPos{}, false, nil
 	}
-	keys, err := k.keys(ctx, tenantID, PurposeEventIDs, false)
+	keys, err := k.Keys(ctx, tenantID, PurposeEventIDs, false)
 	if err != nil {
-		return EventPos{}, false, err
+		return store.EventPos{}, false, err
 	}
 	for _, key := range keys {
 		block, err := aes.NewCipher(key.Secret[:32])
 		if err != nil {
-			return EventPos{}, false, InternalError(err)
+			return store.EventPos{}, false, store.InternalError(err)
 		}
 		var plain [aes.BlockSize]byte
 		block.Decrypt(plain[:], sealed)
@@ -76,26 +78,26 @@ func (k *keyring) parseEventID(ctx context.Context, tenantID, id string) (EventP
 		if xid > 1<<62 || num == 0 {
 			continue
 		}
-		return EventPos{Xid: int64(xid), ID: int64(num)}, true, nil
+		return store.EventPos{Xid: int64(xid), ID: int64(num)}, true, nil
 	}
-	return EventPos{}, false, nil
+	return store.EventPos{}, false, nil
 }
 
 // EventIDs encodes and decodes a tenant's opaque event ids.
-type EventIDs struct{ keys *keyring }
+type EventIDs struct{ ring *Ring }
 
 // NewEventIDs returns a codec reading the tenants' event_ids keys.
-func NewEventIDs(load func(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)) *EventIDs {
-	return &EventIDs{keys: newKeyring(load)}
+func NewEventIDs(load func(ctx context.Context, tenantID, purpose string) ([]store.SigningKey, error)) *EventIDs {
+	return &EventIDs{ring: NewRing(load)}
 }
 
 // Encode returns the opaque id of the tenant's event at pos.
-func (e *EventIDs) Encode(ctx context.Context, tenantID string, pos EventPos) (string, error) {
-	return e.keys.eventID(ctx, tenantID, pos)
+func (e *EventIDs) Encode(ctx context.Context, tenantID string, pos store.EventPos) (string, error) {
+	return e.ring.EventID(ctx, tenantID, pos)
 }
 
 // Decode returns the position of the tenant's event id; ok is false when
 // id is not one of the tenant's.
-func (e *EventIDs) Decode(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
-	return e.keys.parseEventID(ctx, tenantID, id)
+func (e *EventIDs) Decode(ctx context.Context, tenantID, id string) (store.EventPos, bool, error) {
+	return e.ring.ParseEventID(ctx, tenantID, id)
 }

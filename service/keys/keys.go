@@ -1,10 +1,15 @@
-package service
+// Package keys holds the tenants' signing keys as the engine and the
+// webhook dispatcher use them: a cache over the store (Ring), the purposes
+// a key serves, and the opaque event ids one of them encrypts (EventIDs).
+package keys
 
 import (
 	"context"
 	"crypto/rand"
 	"sync"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Purposes of a tenant's secrets (tenant_secrets).
@@ -21,8 +26,8 @@ const (
 	PurposeTool = "tool"
 )
 
-// newSecret returns a fresh 32-byte key.
-func newSecret() []byte {
+// NewSecret returns a fresh 32-byte key.
+func NewSecret() []byte {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
@@ -30,20 +35,20 @@ func newSecret() []byte {
 	return b
 }
 
-// keyring caches tenants' keys, so signing a client-managed state or
+// Ring caches tenants' keys, so signing a client-managed state or
 // encoding an event id costs no query. A key id it does not know (a key
 // rotated in on another instance) makes it read the keys again, at most
 // once a second per tenant and purpose, so forged key ids cannot flood the
 // database.
-type keyring struct {
-	load func(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)
+type Ring struct {
+	load func(ctx context.Context, tenantID, purpose string) ([]store.SigningKey, error)
 
 	mu   sync.Mutex
 	sets map[string]*keySet
 }
 
 type keySet struct {
-	keys   []SigningKey // newest first
+	keys   []store.SigningKey // newest first
 	loaded time.Time
 }
 
@@ -58,13 +63,14 @@ const (
 	keyringMaxSets = 10000
 )
 
-func newKeyring(load func(ctx context.Context, tenantID, purpose string) ([]SigningKey, error)) *keyring {
-	return &keyring{load: load, sets: map[string]*keySet{}}
+// NewRing returns a ring reading keys with load (a store's SigningKeys).
+func NewRing(load func(ctx context.Context, tenantID, purpose string) ([]store.SigningKey, error)) *Ring {
+	return &Ring{load: load, sets: map[string]*keySet{}}
 }
 
-// keys returns the tenant's usable keys of a purpose, newest first; with
+// Keys returns the tenant's usable keys of a purpose, newest first; with
 // refresh it reads them again unless that was done under a second ago.
-func (k *keyring) keys(ctx context.Context, tenantID, purpose string, refresh bool) ([]SigningKey, error) {
+func (k *Ring) Keys(ctx context.Context, tenantID, purpose string, refresh bool) ([]store.SigningKey, error) {
 	name := tenantID + "\x00" + purpose
 	now := time.Now()
 	k.mu.Lock()
@@ -89,7 +95,7 @@ func (k *keyring) keys(ctx context.Context, tenantID, purpose string, refresh bo
 		k.sets[name] = set
 		k.mu.Unlock()
 	}
-	out := make([]SigningKey, 0, len(set.keys))
+	out := make([]store.SigningKey, 0, len(set.keys))
 	for _, key := range set.keys {
 		if key.Usable(now) {
 			out = append(out, key)
@@ -98,25 +104,25 @@ func (k *keyring) keys(ctx context.Context, tenantID, purpose string, refresh bo
 	return out, nil
 }
 
-// signing returns the key that signs now (the newest).
-func (k *keyring) signing(ctx context.Context, tenantID, purpose string) (SigningKey, error) {
-	keys, err := k.keys(ctx, tenantID, purpose, false)
+// Signing returns the key that signs now (the newest).
+func (k *Ring) Signing(ctx context.Context, tenantID, purpose string) (store.SigningKey, error) {
+	keys, err := k.Keys(ctx, tenantID, purpose, false)
 	if err != nil {
-		return SigningKey{}, err
+		return store.SigningKey{}, err
 	}
 	if len(keys) == 0 {
-		return SigningKey{}, InternalError(errNoKey{tenantID, purpose})
+		return store.SigningKey{}, store.InternalError(errNoKey{tenantID, purpose})
 	}
 	return keys[0], nil
 }
 
-// find returns the usable key with the given id, reading the keys again
+// Find returns the usable key with the given id, reading the keys again
 // when it is not known.
-func (k *keyring) find(ctx context.Context, tenantID, purpose string, id int) (SigningKey, bool, error) {
+func (k *Ring) Find(ctx context.Context, tenantID, purpose string, id int) (store.SigningKey, bool, error) {
 	for _, refresh := range []bool{false, true} {
-		keys, err := k.keys(ctx, tenantID, purpose, refresh)
+		keys, err := k.Keys(ctx, tenantID, purpose, refresh)
 		if err != nil {
-			return SigningKey{}, false, err
+			return store.SigningKey{}, false, err
 		}
 		for _, key := range keys {
 			if key.ID == id {
@@ -124,7 +130,7 @@ func (k *keyring) find(ctx context.Context, tenantID, purpose string, id int) (S
 			}
 		}
 	}
-	return SigningKey{}, false, nil
+	return store.SigningKey{}, false, nil
 }
 
 type errNoKey struct{ tenant, purpose string }
