@@ -328,8 +328,12 @@ func TestDoContextCancelled(t *testing.T) {
 			w.WriteHeader(http.StatusBadGateway)
 		})
 		c := newClient(t, dev, s)
-		c.Backoff = 10 * time.Second
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		// The deadline falls in the hour-long backoff, after the first
+		// attempt's 502 (10 s leaves room for a loaded machine to make
+		// that attempt): the call ends at the deadline, not the backoff's
+		// end.
+		c.Backoff = time.Hour
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		start := time.Now()
 		res, err := c.Do(ctx, request(s.URL))
@@ -337,7 +341,7 @@ func TestDoContextCancelled(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || ce.Status != http.StatusBadGateway {
 			t.Errorf("error %v, status %d; want context.DeadlineExceeded and the 502 kept", err, ce.Status)
 		}
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > 30*time.Second { // a backoff that ignored ctx takes 48 s or more
 			t.Errorf("call took %v, the backoff did not honour the context", d)
 		}
 	})
