@@ -299,15 +299,13 @@ func TestDoContextCancelled(t *testing.T) {
 		c := newClient(t, dev, s)
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(50*time.Millisecond, cancel)
-		start := time.Now()
 		res, err := c.Do(ctx, request(s.URL))
 		checkFailure(t, res, err, httptool.KindNetwork, 1)
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("error %v is not context.Canceled", err)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("call took %v after its cancellation", d)
-		}
+		// The server hangs for 5 s: a call that ignored its cancellation
+		// would end with the server's answer, not context.Canceled.
 	})
 	t.Run("before the call", func(t *testing.T) {
 		t.Parallel()
