@@ -154,7 +154,7 @@ test('webhooks are signed as the Standard Webhooks reference library verifies th
     'interrupt.created of this session',
     'interrupt.created',
     (p) => p.data?.interrupt?.sessionId === sessionId,
-    5000
+    45000 // generous (under run.sh's 60 s per test): a loaded machine delivers late
   );
   const onCreate = createdHook.payload;
   assert.equal(onCreate.type, 'interrupt.created');
