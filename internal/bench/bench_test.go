@@ -15,6 +15,7 @@ import (
 // relations that always hold are checked).
 func TestRunMeasures(t *testing.T) {
 	calibrationTime = 200 * time.Millisecond
+	calibrationClients = []int{1, 4}
 	var out strings.Builder
 	res, err := Run(context.Background(), Config{
 		DatabaseURL: testdb.URL(t), Sessions: 2, Cycles: 5, Out: &out, Calibrate: true, Waits: true,
@@ -32,7 +33,7 @@ func TestRunMeasures(t *testing.T) {
 	if res.TurnP50 <= 0 || res.TurnP99 < res.TurnP50 || res.TurnP999 < res.TurnP99 {
 		t.Errorf("turn percentiles p50 %s p99 %s p99.9 %s", res.TurnP50, res.TurnP99, res.TurnP999)
 	}
-	for _, want := range []string{"commit ceiling", "1 client", "32 clients", "turn p99.9", "commits/cycle", "CPU ms/cycle", "machine CPU ms/cycle", "of ceiling", "%",
+	for _, want := range []string{"commit ceiling", "1 client", "4 clients", "turn p99.9", "commits/cycle", "CPU ms/cycle", "machine CPU ms/cycle", "of ceiling", "%",
 		"waits per cycle: run queue", "GC stop-the-world pauses", "pool acquire"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

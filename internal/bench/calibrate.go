@@ -25,6 +25,11 @@ type CalibrationRun struct {
 // tests).
 var calibrationTime = 3 * time.Second
 
+// calibrationClients are the client counts measured, the last being the
+// ceiling. Tests use fewer, so that a suite running many test databases
+// at once stays under the server's max_connections.
+var calibrationClients = []int{1, 32}
+
 // Calibrate measures the server's commit ceiling, the way pgbench's
 // simplest write test does: clients each commit one-row inserts, one
 // transaction each, as fast as the server takes them, for a few seconds;
@@ -39,7 +44,7 @@ func Calibrate(ctx context.Context, admin *pgxpool.Pool, out io.Writer) ([]Calib
 	}
 	defer func() { _, _ = admin.Exec(context.WithoutCancel(ctx), `DROP TABLE IF EXISTS bench_calibrate`) }()
 	var runs []CalibrationRun
-	for _, clients := range []int{1, 32} {
+	for _, clients := range calibrationClients {
 		cfg := admin.Config().Copy()
 		cfg.MaxConns = int32(clients)
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -73,8 +78,8 @@ func Calibrate(ctx context.Context, admin *pgxpool.Pool, out io.Writer) ([]Calib
 		runs = append(runs, CalibrationRun{Clients: clients, PerSecond: float64(n.Load()) / elapsed.Seconds()})
 	}
 	if out != nil {
-		fmt.Fprintf(out, "commit ceiling (one-row insert transactions, %s each): 1 client %.0f/s, 32 clients %.0f/s\n",
-			calibrationTime, runs[0].PerSecond, runs[1].PerSecond)
+		fmt.Fprintf(out, "commit ceiling (one-row insert transactions, %s each): %d client %.0f/s, %d clients %.0f/s\n",
+			calibrationTime, runs[0].Clients, runs[0].PerSecond, runs[1].Clients, runs[1].PerSecond)
 	}
 	return runs, nil
 }
