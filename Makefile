@@ -62,7 +62,12 @@ example:
 	DATABASE_URL="$$url" exec bin/example-$(NAME) serve --dev
 
 # DATABASE_URL is an admin URL here: every test creates its own database
-# (internal/testdb), and the compat suite starts a server on one. The
+# (internal/testdb), and the compat suite starts a server on one. Unless
+# DATABASE_URL is set, the suite runs on a PostgreSQL cluster of its own
+# (scripts/pg-local.sh test: .pgdata-test/ on 127.0.0.1:54328, fsync off,
+# 300 connections), started here and stopped at the end when it was not
+# already running: the machine's server keeps its max_connections and its
+# disk flushes for its own work. The
 # PostgreSQL binaries go on PATH because Debian keeps psql and friends off it
 # when only the server package is installed.
 #
@@ -74,10 +79,11 @@ example:
 TEST_P ?= 4
 
 test:
-	@url=$$(scripts/pg-local.sh); export DATABASE_URL=$$url; \
+	@stop=; if [[ -z $${DATABASE_URL:-} ]] && ! (exec 3<>/dev/tcp/127.0.0.1/$${PG_TEST_PORT:-54328}) 2>/dev/null; then stop=1; fi; \
+	url=$$(scripts/pg-local.sh test); export DATABASE_URL=$$url; \
 	bindir=$$(scripts/pg-local.sh bindir 2>/dev/null || true); \
 	if [[ -n $$bindir ]]; then export PATH=$$bindir:$$PATH; fi; \
-	counts=$$(mktemp -d); trap 'rm -rf "$$counts"' EXIT; \
+	counts=$$(mktemp -d); trap 'rm -rf "$$counts"; if [[ -n $$stop ]]; then scripts/pg-local.sh test-stop; fi' EXIT; \
 	$(GO) build -o "$$counts/testsummary" ./internal/testsummary; \
 	bash tests/compat/install.sh; bash tests/ui/install.sh; \
 	bash tests/compat/run.sh >"$$counts/js.log" 2>&1 & js_pid=$$!; \
@@ -89,7 +95,7 @@ test:
 	"$$counts/testsummary" -total "$$counts/go" "$$counts/js"
 
 check:
-	@unformatted=$$(find . \( -path ./.git -o -path ./db -o -path ./.pgdata -o -path ./bin \
+	@unformatted=$$(find . \( -path ./.git -o -path ./db -o -path ./.pgdata -o -path ./.pgdata-test -o -path ./bin \
 		-o -name node_modules \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "not gofmt-ed:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) mod tidy -diff
