@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/holdpoint/holdpoint/service/observe"
 )
 
 // A resume that claims its interrupts before its turn's write (a streamed
@@ -139,7 +140,7 @@ func (r *Runtime) RepairStrandedDecisions(ctx context.Context) (int, error) {
 			continue
 		}
 		n++
-		r.obs.Recovered(RecoveryStrandedDecision, 1)
+		r.obs.Recovered(observe.RecoveryStrandedDecision, 1)
 		r.log.Info("stranded decision carried out", "snapshot", d.SnapshotID, "finishReason", out.FinishReason, "resumedSnapshot", out.SnapshotID)
 	}
 	return n, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 )
@@ -368,7 +369,7 @@ func TestStrandedDecisionIsCarriedOut(t *testing.T) {
 	if n, err := a.RepairStrandedDecisions(context.Background()); err != nil || n != 0 {
 		t.Fatalf("a second repair: %d, %v; want nothing to do", n, err)
 	}
-	if n := recoveries(t, metricsA, service.RecoveryStrandedDecision) + recoveries(t, metricsB, service.RecoveryStrandedDecision); n != 1 {
+	if n := recoveries(t, metricsA, observe.RecoveryStrandedDecision) + recoveries(t, metricsB, observe.RecoveryStrandedDecision); n != 1 {
 		t.Fatalf("the instances' metrics count %v repairs; want 1", n)
 	}
 }

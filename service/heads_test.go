@@ -12,6 +12,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -28,7 +29,7 @@ func (s *loadCounter) LoadSession(ctx context.Context, scope service.Scope, id s
 
 // headMoves counts the turns run again for a moved session head.
 type headMoves struct {
-	service.NopObserver
+	observe.Nop
 	n atomic.Int32
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/schema"
 )
 
@@ -452,7 +453,7 @@ func (r *Runtime) SweepLostToolCalls(ctx context.Context) (int, error) {
 		total += n
 		if err != nil || n < batch {
 			if total > 0 {
-				r.obs.Recovered(RecoveryLostToolCall, total)
+				r.obs.Recovered(observe.RecoveryLostToolCall, total)
 				r.log.Warn("tool calls lost with their turn may have run; they wait for a human", "calls", total)
 			}
 			return total, err

@@ -26,6 +26,10 @@ type (
 	Snapshot       = protocol.Snapshot
 	SnapshotLookup = protocol.SnapshotLookup
 	AbortResult    = protocol.AbortResult
+	Model          = protocol.Model
+	ModelRequest   = protocol.ModelRequest
+	ModelResponse  = protocol.ModelResponse
+	ToolDefinition = protocol.ToolDefinition
 )
 
 const (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/readiness"
 )
 
@@ -33,7 +34,7 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// Observer hears turns, model and tool calls, interrupts and detached
 	// jobs, for metrics (default: nothing).
-	Observer Observer
+	Observer observe.Observer
 	// TracerProvider makes the spans of turns, model and tool calls and
 	// store batches (default: none).
 	TracerProvider trace.TracerProvider
@@ -71,7 +72,7 @@ type Runtime struct {
 	store  Store
 	log    *slog.Logger
 	opts   Options
-	obs    Observer
+	obs    observe.Observer
 	tracer trace.Tracer
 	mu     sync.RWMutex
 	agents map[string]*Agent
@@ -123,7 +124,7 @@ func NewRuntime(store Store, opts Options) *Runtime {
 		opts.HeartbeatTimeout = 15 * time.Second
 	}
 	if opts.Observer == nil {
-		opts.Observer = NopObserver{}
+		opts.Observer = observe.Nop{}
 	}
 	if opts.LostToolCallAfter <= 0 {
 		opts.LostToolCallAfter = DefaultLostToolCallAfter

@@ -11,7 +11,7 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 	"github.com/firebase/genkit/go/plugins/compat_oai"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // Catalog builds models by name on demand, from one Genkit instance
@@ -82,7 +82,7 @@ func (c *Catalog) Check(name string) error {
 }
 
 // Model returns the named model, built on first use.
-func (c *Catalog) Model(name string) (service.Model, error) {
+func (c *Catalog) Model(name string) (protocol.Model, error) {
 	if err := c.Check(name); err != nil {
 		return nil, err
 	}

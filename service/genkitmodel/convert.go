@@ -7,7 +7,7 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // The conversions below go field by field rather than through JSON: Genkit
@@ -22,7 +22,7 @@ import (
 const contentTypeJSON = "application/json"
 
 // messagesToGenkit converts a conversation to Genkit messages.
-func messagesToGenkit(msgs []service.Message) ([]*ai.Message, error) {
+func messagesToGenkit(msgs []protocol.Message) ([]*ai.Message, error) {
 	out := make([]*ai.Message, 0, len(msgs))
 	for i, m := range msgs {
 		gm, err := messageToGenkit(m)
@@ -36,7 +36,7 @@ func messagesToGenkit(msgs []service.Message) ([]*ai.Message, error) {
 
 // messageToGenkit converts one message. Keys our types keep as Extra have no
 // place in Genkit's types and are not sent to the model.
-func messageToGenkit(m service.Message) (*ai.Message, error) {
+func messageToGenkit(m protocol.Message) (*ai.Message, error) {
 	meta, err := metadataToGenkit(m.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
@@ -49,23 +49,23 @@ func messageToGenkit(m service.Message) (*ai.Message, error) {
 }
 
 // messageFromGenkit converts a Genkit message back to ours.
-func messageFromGenkit(m *ai.Message) (service.Message, error) {
+func messageFromGenkit(m *ai.Message) (protocol.Message, error) {
 	if m == nil {
-		return service.Message{Role: service.RoleModel, Content: []service.Part{}}, nil
+		return protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{}}, nil
 	}
 	meta, err := metadataFromGenkit(m.Metadata)
 	if err != nil {
-		return service.Message{}, fmt.Errorf("metadata: %w", err)
+		return protocol.Message{}, fmt.Errorf("metadata: %w", err)
 	}
 	parts, err := partsFromGenkit(m.Content)
 	if err != nil {
-		return service.Message{}, err
+		return protocol.Message{}, err
 	}
-	return service.Message{Role: string(m.Role), Content: parts, Metadata: meta}, nil
+	return protocol.Message{Role: string(m.Role), Content: parts, Metadata: meta}, nil
 }
 
 // partsToGenkit converts parts, dropping parts of no kind Genkit knows.
-func partsToGenkit(parts []service.Part) ([]*ai.Part, error) {
+func partsToGenkit(parts []protocol.Part) ([]*ai.Part, error) {
 	out := make([]*ai.Part, 0, len(parts))
 	for i, p := range parts {
 		gp, err := partToGenkit(p)
@@ -80,8 +80,8 @@ func partsToGenkit(parts []service.Part) ([]*ai.Part, error) {
 }
 
 // partsFromGenkit converts Genkit parts back to ours; nil parts are skipped.
-func partsFromGenkit(parts []*ai.Part) ([]service.Part, error) {
-	out := make([]service.Part, 0, len(parts))
+func partsFromGenkit(parts []*ai.Part) ([]protocol.Part, error) {
+	out := make([]protocol.Part, 0, len(parts))
 	for i, p := range parts {
 		if p == nil {
 			continue
@@ -108,7 +108,7 @@ type resourceValue struct {
 
 // partToGenkit converts one part. It returns nil for a part that carries
 // none of the known kinds (only unknown keys), which a model cannot use.
-func partToGenkit(p service.Part) (*ai.Part, error) {
+func partToGenkit(p protocol.Part) (*ai.Part, error) {
 	meta, err := metadataToGenkit(p.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
@@ -171,14 +171,14 @@ func partToGenkit(p service.Part) (*ai.Part, error) {
 }
 
 // toolResponseToGenkit converts a tool response, its content parts too.
-func toolResponseToGenkit(r *service.ToolResponse) (*ai.ToolResponse, error) {
+func toolResponseToGenkit(r *protocol.ToolResponse) (*ai.ToolResponse, error) {
 	output, err := decodeAny(r.Output)
 	if err != nil {
 		return nil, fmt.Errorf("toolResponse.output: %w", err)
 	}
 	var content []*ai.Part
 	if r.Content != nil {
-		var parts []service.Part
+		var parts []protocol.Part
 		if err := json.Unmarshal(r.Content, &parts); err != nil {
 			return nil, fmt.Errorf("toolResponse.content: %w", err)
 		}
@@ -202,12 +202,12 @@ func dataToGenkit(data json.RawMessage) (contentType, text string) {
 }
 
 // partFromGenkit converts one Genkit part back to ours.
-func partFromGenkit(p *ai.Part) (service.Part, error) {
+func partFromGenkit(p *ai.Part) (protocol.Part, error) {
 	meta, err := metadataFromGenkit(p.Metadata)
 	if err != nil {
-		return service.Part{}, fmt.Errorf("metadata: %w", err)
+		return protocol.Part{}, fmt.Errorf("metadata: %w", err)
 	}
-	out := service.Part{Metadata: meta}
+	out := protocol.Part{Metadata: meta}
 	switch p.Kind {
 	case ai.PartText:
 		s := p.Text
@@ -217,26 +217,26 @@ func partFromGenkit(p *ai.Part) (service.Part, error) {
 		out.Reasoning = &s
 	case ai.PartMedia:
 		if out.Media, err = encode(mediaValue{URL: p.Text, ContentType: p.ContentType}); err != nil {
-			return service.Part{}, err
+			return protocol.Part{}, err
 		}
 	case ai.PartData:
 		if p.ContentType == contentTypeJSON && json.Valid([]byte(p.Text)) {
 			out.Data = json.RawMessage(p.Text)
 		} else if out.Data, err = encode(p.Text); err != nil {
-			return service.Part{}, err
+			return protocol.Part{}, err
 		}
 	case ai.PartToolRequest:
 		if p.ToolRequest == nil {
-			return service.Part{}, fmt.Errorf("tool request part without a request")
+			return protocol.Part{}, fmt.Errorf("tool request part without a request")
 		}
 		input, err := encodeAny(p.ToolRequest.Input)
 		if err != nil {
-			return service.Part{}, fmt.Errorf("toolRequest.input: %w", err)
+			return protocol.Part{}, fmt.Errorf("toolRequest.input: %w", err)
 		}
-		out.ToolRequest = &service.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: input}
+		out.ToolRequest = &protocol.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: input}
 	case ai.PartToolResponse:
 		if out.ToolResponse, err = toolResponseFromGenkit(p.ToolResponse); err != nil {
-			return service.Part{}, err
+			return protocol.Part{}, err
 		}
 	case ai.PartCustom:
 		custom := p.Custom
@@ -244,7 +244,7 @@ func partFromGenkit(p *ai.Part) (service.Part, error) {
 			custom = map[string]any{}
 		}
 		if out.Custom, err = encode(custom); err != nil {
-			return service.Part{}, err
+			return protocol.Part{}, err
 		}
 	case ai.PartResource:
 		var uri string
@@ -252,16 +252,16 @@ func partFromGenkit(p *ai.Part) (service.Part, error) {
 			uri = p.Resource.Uri
 		}
 		if out.Resource, err = encode(resourceValue{URI: uri}); err != nil {
-			return service.Part{}, err
+			return protocol.Part{}, err
 		}
 	default:
-		return service.Part{}, fmt.Errorf("unknown Genkit part kind %d", p.Kind)
+		return protocol.Part{}, fmt.Errorf("unknown Genkit part kind %d", p.Kind)
 	}
 	return out, nil
 }
 
 // toolResponseFromGenkit converts a Genkit tool response back to ours.
-func toolResponseFromGenkit(r *ai.ToolResponse) (*service.ToolResponse, error) {
+func toolResponseFromGenkit(r *ai.ToolResponse) (*protocol.ToolResponse, error) {
 	if r == nil {
 		return nil, fmt.Errorf("tool response part without a response")
 	}
@@ -279,11 +279,11 @@ func toolResponseFromGenkit(r *ai.ToolResponse) (*service.ToolResponse, error) {
 			return nil, err
 		}
 	}
-	return &service.ToolResponse{Name: r.Name, Ref: r.Ref, Output: output, Content: content}, nil
+	return &protocol.ToolResponse{Name: r.Name, Ref: r.Ref, Output: output, Content: content}, nil
 }
 
 // toolsToGenkit converts tool definitions; JSON Schemas must be objects.
-func toolsToGenkit(tools []service.ToolDefinition) ([]*ai.ToolDefinition, error) {
+func toolsToGenkit(tools []protocol.ToolDefinition) ([]*ai.ToolDefinition, error) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
@@ -307,22 +307,22 @@ func toolsToGenkit(tools []service.ToolDefinition) ([]*ai.ToolDefinition, error)
 func finishReason(r ai.FinishReason) string {
 	switch r {
 	case ai.FinishReasonStop:
-		return service.FinishStop
+		return protocol.FinishStop
 	case ai.FinishReasonLength:
-		return service.FinishLength
+		return protocol.FinishLength
 	case ai.FinishReasonBlocked:
-		return service.FinishBlocked
+		return protocol.FinishBlocked
 	case ai.FinishReasonInterrupted:
-		return service.FinishInterrupted
+		return protocol.FinishInterrupted
 	case ai.FinishReasonOther, ai.FinishReasonAborted:
-		return service.FinishOther
+		return protocol.FinishOther
 	default:
-		return service.FinishUnknown
+		return protocol.FinishUnknown
 	}
 }
 
 // metadataToGenkit decodes raw metadata members into Go values.
-func metadataToGenkit(m service.Metadata) (map[string]any, error) {
+func metadataToGenkit(m protocol.Metadata) (map[string]any, error) {
 	if m == nil {
 		return nil, nil
 	}
@@ -340,11 +340,11 @@ func metadataToGenkit(m service.Metadata) (map[string]any, error) {
 // metadataFromGenkit encodes Genkit metadata values as raw JSON. A []byte
 // (reasoning signatures) becomes a base64 string, which the plugins accept
 // back.
-func metadataFromGenkit(m map[string]any) (service.Metadata, error) {
+func metadataFromGenkit(m map[string]any) (protocol.Metadata, error) {
 	if m == nil {
 		return nil, nil
 	}
-	out := make(service.Metadata, len(m))
+	out := make(protocol.Metadata, len(m))
 	for k, v := range m {
 		raw, err := encode(v)
 		if err != nil {

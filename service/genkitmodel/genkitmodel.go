@@ -22,7 +22,7 @@ import (
 	"github.com/firebase/genkit/go/plugins/googlegenai"
 	"github.com/openai/openai-go/option"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // Provider names accepted in HOLDPOINT_PROVIDER; they are also the Genkit
@@ -52,7 +52,7 @@ const (
 // Ollama, vLLM or LM Studio ignore it.
 const placeholderAPIKey = "unused"
 
-// Model is a service.Model over one Genkit model action.
+// Model is a protocol.Model over one Genkit model action.
 type Model struct {
 	name     string
 	provider string
@@ -62,7 +62,7 @@ type Model struct {
 	maxTokensKey string
 }
 
-var _ service.Model = (*Model)(nil)
+var _ protocol.Model = (*Model)(nil)
 
 // Name returns the Genkit model name, e.g. "googleai/gemini-2.5-flash".
 func (m *Model) Name() string { return m.name }
@@ -71,7 +71,7 @@ func (m *Model) Name() string { return m.name }
 // the model may answer with tool requests, which are returned, never run.
 // Streamed pieces go to onChunk as model chunks; a nil onChunk asks the
 // plugin for a non-streaming call.
-func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk func(service.ModelChunk)) (*service.ModelResponse, error) {
+func (m *Model) Generate(ctx context.Context, req *protocol.ModelRequest, onChunk func(protocol.ModelChunk)) (*protocol.ModelResponse, error) {
 	greq, err := m.request(req)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.name, err)
@@ -92,7 +92,7 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 			// A raw model call produces one message, so Genkit's index is
 			// that message's (0); the runtime may renumber within its turn.
 			i := c.Index
-			onChunk(service.ModelChunk{Role: service.RoleModel, Content: parts, Index: &i})
+			onChunk(protocol.ModelChunk{Role: protocol.RoleModel, Content: parts, Index: &i})
 			return nil
 		}
 	}
@@ -105,9 +105,9 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 		return nil, fmt.Errorf("model %s: response: %w", m.name, err)
 	}
 	if msg.Role == "" {
-		msg.Role = service.RoleModel
+		msg.Role = protocol.RoleModel
 	}
-	return &service.ModelResponse{
+	return &protocol.ModelResponse{
 		Message:       msg,
 		FinishReason:  finishReason(resp.FinishReason),
 		FinishMessage: resp.FinishMessage,
@@ -115,7 +115,7 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 }
 
 // request converts our model request to Genkit's.
-func (m *Model) request(req *service.ModelRequest) (*ai.ModelRequest, error) {
+func (m *Model) request(req *protocol.ModelRequest) (*ai.ModelRequest, error) {
 	if req == nil {
 		return nil, errors.New("nil request")
 	}
@@ -224,7 +224,7 @@ func (m *Model) config(raw json.RawMessage) (map[string]any, error) {
 // load ".prompt" files from a "prompts" directory in the working directory
 // (it panics on invalid ones). With GENKIT_ENV=dev genkit additionally starts
 // its reflection server; that is left to the developer who sets it.
-func FromEnv(ctx context.Context, logger *slog.Logger) (service.Model, error) {
+func FromEnv(ctx context.Context, logger *slog.Logger) (protocol.Model, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}

@@ -24,13 +24,13 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 
 	"github.com/holdpoint/holdpoint/internal/testlog"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // fromEnv is FromEnv as a test calls it: genkit logs to the test, and the
 // context ends with the test, taking with it the goroutine of the
 // signal.NotifyContext genkit.Init starts and never stops.
-func fromEnv(t *testing.T) (service.Model, error) {
+func fromEnv(t *testing.T) (protocol.Model, error) {
 	log := testlog.Logger(t)
 	return FromEnv(logger.WithContext(t.Context(), log), log)
 }
@@ -123,7 +123,7 @@ func TestPartRoundTrip(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var p service.Part
+			var p protocol.Part
 			if err := json.Unmarshal([]byte(tc.json), &p); err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestPartRoundTrip(t *testing.T) {
 
 func TestBigNumbersKeptExact(t *testing.T) {
 	in := `{"toolRequest":{"name":"f","input":{"n":12345678901234567890}}}`
-	var p service.Part
+	var p protocol.Part
 	if err := json.Unmarshal([]byte(in), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +172,11 @@ func TestBigNumbersKeptExact(t *testing.T) {
 }
 
 func TestUnknownPartSkipped(t *testing.T) {
-	var p service.Part
+	var p protocol.Part
 	if err := json.Unmarshal([]byte(`{"futureKind":{"x":1}}`), &p); err != nil {
 		t.Fatal(err)
 	}
-	parts, err := partsToGenkit([]service.Part{p, service.TextPart("kept")})
+	parts, err := partsToGenkit([]protocol.Part{p, protocol.TextPart("kept")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestInvalidPartsRejected(t *testing.T) {
 		`{"custom":[1,2]}`,
 		`{"media":"not an object"}`,
 	} {
-		var p service.Part
+		var p protocol.Part
 		if err := json.Unmarshal([]byte(in), &p); err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	  {"role":"tool","content":[{"toolResponse":{"name":"transferMoney","ref":"r1","output":{"status":"done"}}}]},
 	  {"role":"model","content":[{"text":"Done."}],"metadata":{"turn":3}}
 	]`
-	var msgs []service.Message
+	var msgs []protocol.Message
 	if err := json.Unmarshal([]byte(conv), &msgs); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	if gms[1].Metadata["from"] != "web" {
 		t.Errorf("message metadata = %#v", gms[1].Metadata)
 	}
-	back := make([]service.Message, len(gms))
+	back := make([]protocol.Message, len(gms))
 	for i, gm := range gms {
 		if back[i], err = messageFromGenkit(gm); err != nil {
 			t.Fatal(err)
@@ -311,7 +311,7 @@ func TestFinishReason(t *testing.T) {
 }
 
 func TestToolDefinitions(t *testing.T) {
-	tools := []service.ToolDefinition{
+	tools := []protocol.ToolDefinition{
 		{
 			Name:         "transferMoney",
 			Description:  "Moves money.",
@@ -340,7 +340,7 @@ func TestToolDefinitions(t *testing.T) {
 	if got[1].InputSchema != nil || got[1].OutputSchema != nil {
 		t.Errorf("tool 1 schemas = %#v %#v", got[1].InputSchema, got[1].OutputSchema)
 	}
-	if _, err := toolsToGenkit([]service.ToolDefinition{{Name: "bad", InputSchema: json.RawMessage(`[1]`)}}); err == nil {
+	if _, err := toolsToGenkit([]protocol.ToolDefinition{{Name: "bad", InputSchema: json.RawMessage(`[1]`)}}); err == nil {
 		t.Error("array schema accepted")
 	}
 	if tools, err := toolsToGenkit(nil); err != nil || tools != nil {
@@ -350,9 +350,9 @@ func TestToolDefinitions(t *testing.T) {
 
 func TestRequestAndConfig(t *testing.T) {
 	m := &Model{provider: ProviderAnthropic, maxTokensKey: "max_tokens"}
-	req, err := m.request(&service.ModelRequest{
-		Messages: []service.Message{{Role: "user", Content: []service.Part{service.TextPart("hi")}}},
-		Tools:    []service.ToolDefinition{{Name: "t"}},
+	req, err := m.request(&protocol.ModelRequest{
+		Messages: []protocol.Message{{Role: "user", Content: []protocol.Part{protocol.TextPart("hi")}}},
+		Tools:    []protocol.ToolDefinition{{Name: "t"}},
 		Config:   json.RawMessage(`{"temperature":0.5,"maxOutputTokens":100,"topK":3,"stopSequences":["x"],"top_p":0.9,"topP":0.1}`),
 	})
 	if err != nil {
@@ -374,7 +374,7 @@ func TestRequestAndConfig(t *testing.T) {
 	}
 
 	g := &Model{provider: ProviderGoogleAI}
-	req, err = g.request(&service.ModelRequest{Config: json.RawMessage(`{"maxOutputTokens":7}`)})
+	req, err = g.request(&protocol.ModelRequest{Config: json.RawMessage(`{"maxOutputTokens":7}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,11 +385,11 @@ func TestRequestAndConfig(t *testing.T) {
 		t.Errorf("google config = %#v", cfg)
 	}
 	for _, raw := range []string{"", "null", "  "} {
-		if req, err := g.request(&service.ModelRequest{Config: json.RawMessage(raw)}); err != nil || req.Config != nil {
+		if req, err := g.request(&protocol.ModelRequest{Config: json.RawMessage(raw)}); err != nil || req.Config != nil {
 			t.Errorf("config %q: %#v, %v", raw, req, err)
 		}
 	}
-	if _, err := g.request(&service.ModelRequest{Config: json.RawMessage(`[1]`)}); err == nil {
+	if _, err := g.request(&protocol.ModelRequest{Config: json.RawMessage(`[1]`)}); err == nil {
 		t.Error("array config accepted")
 	}
 }
@@ -559,19 +559,19 @@ func TestOpenAICompatibleEndToEnd(t *testing.T) {
 		t.Errorf("name = %q", model.Name())
 	}
 
-	tools := []service.ToolDefinition{{
+	tools := []protocol.ToolDefinition{{
 		Name:        "transferMoney",
 		Description: "Moves money between accounts.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number"},"to":{"type":"string"}},"required":["amount","to"]}`),
 	}}
-	system := service.Message{Role: "system", Content: []service.Part{service.TextPart("You are a bank.")}}
-	user := func(s string) service.Message {
-		return service.Message{Role: "user", Content: []service.Part{service.TextPart(s)}}
+	system := protocol.Message{Role: "system", Content: []protocol.Part{protocol.TextPart("You are a bank.")}}
+	user := func(s string) protocol.Message {
+		return protocol.Message{Role: "user", Content: []protocol.Part{protocol.TextPart(s)}}
 	}
 
 	t.Run("text, non-streaming", func(t *testing.T) {
-		resp, err := model.Generate(ctx, &service.ModelRequest{
-			Messages: []service.Message{system, user("hello")},
+		resp, err := model.Generate(ctx, &protocol.ModelRequest{
+			Messages: []protocol.Message{system, user("hello")},
 			Config:   json.RawMessage(`{"temperature":0.2,"maxOutputTokens":50}`),
 		}, nil)
 		if err != nil {
@@ -596,10 +596,10 @@ func TestOpenAICompatibleEndToEnd(t *testing.T) {
 		}
 	})
 
-	var toolReq *service.ToolRequest
+	var toolReq *protocol.ToolRequest
 	t.Run("tool request, non-streaming", func(t *testing.T) {
-		resp, err := model.Generate(ctx, &service.ModelRequest{
-			Messages: []service.Message{system, user("please transfer 100 to bob")},
+		resp, err := model.Generate(ctx, &protocol.ModelRequest{
+			Messages: []protocol.Message{system, user("please transfer 100 to bob")},
 			Tools:    tools,
 		}, nil)
 		if err != nil {
@@ -636,11 +636,11 @@ func TestOpenAICompatibleEndToEnd(t *testing.T) {
 		if toolReq == nil {
 			t.Skip("no tool request")
 		}
-		resp, err := model.Generate(ctx, &service.ModelRequest{
-			Messages: []service.Message{
+		resp, err := model.Generate(ctx, &protocol.ModelRequest{
+			Messages: []protocol.Message{
 				system, user("please transfer 100 to bob"),
-				{Role: "model", Content: []service.Part{{ToolRequest: toolReq}}},
-				{Role: "tool", Content: []service.Part{{ToolResponse: &service.ToolResponse{
+				{Role: "model", Content: []protocol.Part{{ToolRequest: toolReq}}},
+				{Role: "tool", Content: []protocol.Part{{ToolResponse: &protocol.ToolResponse{
 					Name: toolReq.Name, Ref: toolReq.Ref, Output: json.RawMessage(`{"status":"ok"}`),
 				}}}},
 			},
@@ -666,10 +666,10 @@ func TestOpenAICompatibleEndToEnd(t *testing.T) {
 	})
 
 	t.Run("text, streaming", func(t *testing.T) {
-		var chunks []service.ModelChunk
-		resp, err := model.Generate(ctx, &service.ModelRequest{
-			Messages: []service.Message{system, user("hello")},
-		}, func(c service.ModelChunk) { chunks = append(chunks, c) })
+		var chunks []protocol.ModelChunk
+		resp, err := model.Generate(ctx, &protocol.ModelRequest{
+			Messages: []protocol.Message{system, user("hello")},
+		}, func(c protocol.ModelChunk) { chunks = append(chunks, c) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -697,15 +697,15 @@ func TestOpenAICompatibleEndToEnd(t *testing.T) {
 	})
 
 	t.Run("tool request, streaming", func(t *testing.T) {
-		var chunks []service.ModelChunk
-		resp, err := model.Generate(ctx, &service.ModelRequest{
-			Messages: []service.Message{system, user("transfer 100 to bob")},
+		var chunks []protocol.ModelChunk
+		resp, err := model.Generate(ctx, &protocol.ModelRequest{
+			Messages: []protocol.Message{system, user("transfer 100 to bob")},
 			Tools:    tools,
-		}, func(c service.ModelChunk) { chunks = append(chunks, c) })
+		}, func(c protocol.ModelChunk) { chunks = append(chunks, c) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tr *service.ToolRequest
+		var tr *protocol.ToolRequest
 		for _, p := range resp.Message.Content {
 			if p.ToolRequest != nil {
 				tr = p.ToolRequest
@@ -836,8 +836,8 @@ func TestOpenAIConcurrentCallsDoNotRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := model.Generate(context.Background(), &service.ModelRequest{Messages: []service.Message{
-				{Role: "user", Content: []service.Part{service.TextPart("hello")}}}}, nil)
+			_, err := model.Generate(context.Background(), &protocol.ModelRequest{Messages: []protocol.Message{
+				{Role: "user", Content: []protocol.Part{protocol.TextPart("hello")}}}}, nil)
 			if err != nil {
 				t.Error(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 	"github.com/firebase/genkit/go/plugins/compat_oai"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // ProviderOllama is a local Ollama server, reached through Genkit's
@@ -50,11 +50,11 @@ var resolveProviders = []string{ProviderGoogleAI, ProviderAnthropic, ProviderOpe
 // resets SIGINT and SIGTERM handling, and the server must call it before it
 // installs its own shutdown handling. Each call initializes a new Genkit
 // instance; call it once with every model the server needs.
-func Resolve(ctx context.Context, logger *slog.Logger, names []string) (map[string]service.Model, error) {
+func Resolve(ctx context.Context, logger *slog.Logger, names []string) (map[string]protocol.Model, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	models := make(map[string]service.Model)
+	models := make(map[string]protocol.Model)
 	if len(names) == 0 {
 		return models, nil
 	}

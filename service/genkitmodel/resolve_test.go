@@ -13,11 +13,11 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 
 	"github.com/holdpoint/holdpoint/internal/testlog"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // resolve is Resolve as a test calls it (see fromEnv).
-func resolve(t *testing.T, names ...string) (map[string]service.Model, error) {
+func resolve(t *testing.T, names ...string) (map[string]protocol.Model, error) {
 	log := testlog.Logger(t)
 	return Resolve(logger.WithContext(t.Context(), log), log, names)
 }
@@ -57,8 +57,8 @@ func TestResolveTwoProviders(t *testing.T) {
 		t.Fatalf("models = %v", models)
 	}
 	ctx := context.Background()
-	hello := &service.ModelRequest{
-		Messages: []service.Message{{Role: "user", Content: []service.Part{service.TextPart("hello")}}},
+	hello := &protocol.ModelRequest{
+		Messages: []protocol.Message{{Role: "user", Content: []protocol.Part{protocol.TextPart("hello")}}},
 		Config:   json.RawMessage(`{"maxOutputTokens":50}`),
 	}
 
@@ -102,7 +102,7 @@ func TestResolveTwoProviders(t *testing.T) {
 
 	// Streaming goes through the same plugin.
 	var streamed string
-	resp, err := models["ollama/y"].Generate(ctx, hello, func(c service.ModelChunk) {
+	resp, err := models["ollama/y"].Generate(ctx, hello, func(c protocol.ModelChunk) {
 		for _, p := range c.Content {
 			if p.Text != nil {
 				streamed += *p.Text

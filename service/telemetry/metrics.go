@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/observe"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Metric names. Every one is exposed by a Metrics (the histograms as
@@ -47,7 +48,7 @@ const DefaultPendingCacheTTL = 5 * time.Second
 type Options struct {
 	// Pending reads every tenant's pending interrupts (the store's
 	// PendingInterruptStats); nil leaves the pending metrics out.
-	Pending func(ctx context.Context) ([]service.PendingStat, error)
+	Pending func(ctx context.Context) ([]store.PendingStat, error)
 	// PendingCacheTTL bounds how often Pending runs, however often the
 	// metrics are scraped (default DefaultPendingCacheTTL).
 	PendingCacheTTL time.Duration
@@ -61,7 +62,7 @@ type Options struct {
 
 // Metrics are the platform's Prometheus metrics, on a registry of their
 // own (with the Go runtime and process collectors). It implements
-// service.Observer. Label children are cached, so a hook allocates no
+// observe.Observer. Label children are cached, so a hook allocates no
 // label strings once a label set has been seen.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -181,9 +182,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-var _ service.Observer = (*Metrics)(nil)
+var _ observe.Observer = (*Metrics)(nil)
 
-// TurnFinished implements service.Observer.
+// TurnFinished implements observe.Observer.
 func (m *Metrics) TurnFinished(agent, finishReason string, d time.Duration) {
 	m.turnChildren.get([2]string{agent, finishReason}, func() prometheus.Counter {
 		return m.turns.WithLabelValues(agent, finishReason)
@@ -191,7 +192,7 @@ func (m *Metrics) TurnFinished(agent, finishReason string, d time.Duration) {
 	m.turnHist.get(agent, func() prometheus.Observer { return m.turnSeconds.WithLabelValues(agent) }).Observe(d.Seconds())
 }
 
-// ModelCalled implements service.Observer.
+// ModelCalled implements observe.Observer.
 func (m *Metrics) ModelCalled(agent string, d time.Duration, failed bool) {
 	outcome := "ok"
 	if failed {
@@ -202,42 +203,42 @@ func (m *Metrics) ModelCalled(agent string, d time.Duration, failed bool) {
 	}).Observe(d.Seconds())
 }
 
-// ToolCalled implements service.Observer.
+// ToolCalled implements observe.Observer.
 func (m *Metrics) ToolCalled(agent, tool, outcome string, d time.Duration) {
 	m.toolHist.get([3]string{agent, tool, outcome}, func() prometheus.Observer {
 		return m.toolSeconds.WithLabelValues(agent, tool, outcome)
 	}).Observe(d.Seconds())
 }
 
-// InterruptCreated implements service.Observer.
+// InterruptCreated implements observe.Observer.
 func (m *Metrics) InterruptCreated(agent, tool string) {
 	m.createdChildren.get([2]string{agent, tool}, func() prometheus.Counter { return m.created.WithLabelValues(agent, tool) }).Inc()
 }
 
-// InterruptResolved implements service.Observer.
+// InterruptResolved implements observe.Observer.
 func (m *Metrics) InterruptResolved(agent, tool string) {
 	m.resolvedChild.get([2]string{agent, tool}, func() prometheus.Counter { return m.resolved.WithLabelValues(agent, tool) }).Inc()
 }
 
-// InterruptExpired implements service.Observer.
+// InterruptExpired implements observe.Observer.
 func (m *Metrics) InterruptExpired(agent, tool string) {
 	m.expiredChildren.get([2]string{agent, tool}, func() prometheus.Counter { return m.expired.WithLabelValues(agent, tool) }).Inc()
 }
 
-// InterruptEscalated implements service.Observer.
+// InterruptEscalated implements observe.Observer.
 func (m *Metrics) InterruptEscalated(agent, tool string) {
 	m.escalatedChild.get([2]string{agent, tool}, func() prometheus.Counter { return m.escalated.WithLabelValues(agent, tool) }).Inc()
 }
 
-// ResumeConflict implements service.Observer.
+// ResumeConflict implements observe.Observer.
 func (m *Metrics) ResumeConflict(agent string) {
 	m.conflictChild.get(agent, func() prometheus.Counter { return m.conflicts.WithLabelValues(agent) }).Inc()
 }
 
-// SessionHeadMoved implements service.Observer.
+// SessionHeadMoved implements observe.Observer.
 func (m *Metrics) SessionHeadMoved() { m.headMoves.Inc() }
 
-// JobStarted implements service.Observer.
+// JobStarted implements observe.Observer.
 func (m *Metrics) JobStarted(takenOver bool) {
 	m.jobsRunning.Inc()
 	if takenOver {
@@ -245,7 +246,7 @@ func (m *Metrics) JobStarted(takenOver bool) {
 	}
 }
 
-// JobEnded implements service.Observer.
+// JobEnded implements observe.Observer.
 func (m *Metrics) JobEnded() { m.jobsRunning.Dec() }
 
 // newJobMetrics makes the metrics of detached turns and of recovery.
@@ -261,14 +262,14 @@ func (m *Metrics) newJobMetrics() {
 	}, []string{"kind"})
 }
 
-// Recovered implements service.Observer.
+// Recovered implements observe.Observer.
 func (m *Metrics) Recovered(kind string, n int) {
 	if n > 0 {
 		m.recoveries.WithLabelValues(kind).Add(float64(n))
 	}
 }
 
-// WebhookAttempted implements service.Observer.
+// WebhookAttempted implements observe.Observer.
 func (m *Metrics) WebhookAttempted(outcome string, d time.Duration) {
 	m.webhookChild.get(outcome, func() prometheus.Counter { return m.webhooks.WithLabelValues(outcome) }).Inc()
 	m.webhookHist.get(outcome, func() prometheus.Observer { return m.webhookSeconds.WithLabelValues(outcome) }).Observe(d.Seconds())

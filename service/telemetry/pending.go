@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // pendingReadTimeout bounds one read of the pending interrupts, so a slow
@@ -20,7 +20,7 @@ const pendingReadTimeout = 3 * time.Second
 // often (and however many at once) scrapers come, the store is read at
 // most once per ttl.
 type pendingCollector struct {
-	read       func(ctx context.Context) ([]service.PendingStat, error)
+	read       func(ctx context.Context) ([]store.PendingStat, error)
 	ttl        time.Duration
 	perTenant  bool
 	log        *slog.Logger
@@ -29,7 +29,7 @@ type pendingCollector struct {
 
 	mu    sync.Mutex
 	at    time.Time
-	stats []service.PendingStat
+	stats []store.PendingStat
 	ok    bool
 }
 
@@ -88,7 +88,7 @@ func (p *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // current returns the cached figures, reading them again once ttl passed.
-func (p *pendingCollector) current() ([]service.PendingStat, bool) {
+func (p *pendingCollector) current() ([]store.PendingStat, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ok && time.Since(p.at) < p.ttl {

@@ -16,7 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 )
 
@@ -101,9 +101,9 @@ func TestPendingCachedAndPerTenant(t *testing.T) {
 	t.Parallel()
 	var reads atomic.Int32
 	old := time.Now().Add(-time.Minute)
-	read := func(context.Context) ([]service.PendingStat, error) {
+	read := func(context.Context) ([]store.PendingStat, error) {
 		reads.Add(1)
-		return []service.PendingStat{{TenantID: "a", Pending: 2, Oldest: old}, {TenantID: "b", Pending: 3, Oldest: time.Now()}}, nil
+		return []store.PendingStat{{TenantID: "a", Pending: 2, Oldest: old}, {TenantID: "b", Pending: 3, Oldest: time.Now()}}, nil
 	}
 	one := telemetry.New(telemetry.Options{Pending: read, PendingCacheTTL: time.Hour})
 	for range 5 {
@@ -130,7 +130,7 @@ func TestPendingCachedAndPerTenant(t *testing.T) {
 		t.Errorf("oldest age of tenant a: %s, want about 60", age[1])
 	}
 
-	failing := telemetry.New(telemetry.Options{Pending: func(context.Context) ([]service.PendingStat, error) {
+	failing := telemetry.New(telemetry.Options{Pending: func(context.Context) ([]store.PendingStat, error) {
 		return nil, errors.New("database down")
 	}})
 	if body := scrape(t, failing); strings.Contains(body, "\n"+telemetry.MetricPending+" ") {
@@ -178,7 +178,7 @@ func TestDashboardNamesExposedMetrics(t *testing.T) {
 	}
 	// Every metric of the registry, with a sample of each labelled one so
 	// that it is exposed, plus the pool metrics registered by serve.
-	m := telemetry.New(telemetry.Options{Pending: func(context.Context) ([]service.PendingStat, error) { return nil, nil }})
+	m := telemetry.New(telemetry.Options{Pending: func(context.Context) ([]store.PendingStat, error) { return nil, nil }})
 	m.TurnFinished("a", "stop", time.Second)
 	m.ModelCalled("a", time.Second, false)
 	m.ToolCalled("a", "t", "succeeded", time.Second)

@@ -31,7 +31,7 @@ var DefaultSchedule = []time.Duration{
 	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 12 * time.Hour,
 }
 
-// Observer hears the dispatcher's attempts, for metrics; service.Observer
+// Observer hears the dispatcher's attempts, for metrics; observe.Observer
 // (service/telemetry's) is one.
 type Observer interface {
 	// WebhookAttempted: a delivery attempt ended with outcome (a Delivery*

@@ -5,10 +5,12 @@
 // Schema validation; service/store, the store's interfaces and records;
 // service/auth, who a call acts for; service/keys, the tenants' signing
 // keys and event ids; service/httptool, the HTTP client that calls out;
-// service/readiness, whether the instance may take work),
-// the features (service/webhooks and service/retention, which own their
-// records and store interfaces; service/tenants, the tenants and their
-// credentials: none imports anything of the engine), the engine
+// service/readiness, whether the instance may take work; service/observe,
+// the Observer the engine reports to), the features (service/webhooks and
+// service/retention, which own their records and store interfaces;
+// service/tenants, the tenants and their credentials; service/genkitmodel,
+// the model adapters; service/telemetry, metrics and tracing: none imports
+// anything of the engine), the engine
 // (package service, the turn engine, and the packages that build on it),
 // and the store (service/pgstore, the one package that speaks SQL, which
 // implements the foundation's and the features' interfaces without

@@ -26,25 +26,28 @@ type rule struct {
 var engine = []string{
 	module + "/service",
 	module + "/service/agentdef/...", module + "/service/agentkit/...", module + "/service/demo/...",
-	module + "/service/genkitmodel/...", module + "/service/telemetry/...", module + "/service/tenantagents/...",
+	module + "/service/tenantagents/...",
 }
 
-// The foundation: the wire types, the event names, JSON Schema validation,
-// the store's interfaces and records, who a call acts for, the tenants'
-// signing keys, the HTTP client that calls out and the instance's
-// readiness, which the engine, the
-// features and the store import.
+// The foundation: the wire types and the Model interface, the event names,
+// JSON Schema validation, the store's interfaces and records, who a call
+// acts for, the tenants' signing keys, the HTTP client that calls out, the
+// instance's readiness and the Observer the engine reports to, which the
+// engine, the features and the store import.
 var foundation = []string{
 	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
 	module + "/service/store/...", module + "/service/auth/...", module + "/service/keys/...",
-	module + "/service/httptool/...", module + "/service/readiness/...",
+	module + "/service/httptool/...", module + "/service/readiness/...", module + "/service/observe/...",
 }
 
 // The features beside the engine: each owns its records and its store
 // interface, which the store implements, so the store may import them and
-// they import nothing of the engine.
+// they import nothing of the engine. The model adapters (genkitmodel) and
+// the metrics and tracing (telemetry) are features too: they implement the
+// foundation's Model and Observer without the engine.
 var features = []string{
 	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
+	module + "/service/genkitmodel/...", module + "/service/telemetry/...",
 }
 
 // The store: the one package that speaks SQL.

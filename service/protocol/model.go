@@ -1,4 +1,4 @@
-package service
+package protocol
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 // Model generates the next message of a conversation. Implementations are
 // the built-in demo model, the conformance suite's programmable model, and
-// adapters over Genkit Go model plugins. A model only answers: it never runs
-// tools itself; the runtime does.
+// adapters over Genkit Go model plugins (service/genkitmodel). A model only
+// answers: it never runs tools itself; the runtime does.
 type Model interface {
 	// Name identifies the model in logs and configuration.
 	Name() string
