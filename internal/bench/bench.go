@@ -70,6 +70,11 @@ type Config struct {
 	// (default DefaultDetachPoll) until it ends.
 	Detach     bool
 	DetachPoll time.Duration
+	// ColdPool skips pgstore.WarmPool: the pool opens its connections as
+	// turns need them, each first turn on one paying for the connection,
+	// its statements' preparation and its backend's cold caches (as before
+	// round 3; to show the difference).
+	ColdPool bool
 }
 
 // extras names what cfg adds to the plain cycle.
@@ -101,6 +106,9 @@ func (cfg Config) extras() []string {
 	}
 	if cfg.Detach {
 		x = append(x, "detached")
+	}
+	if cfg.ColdPool {
+		x = append(x, "cold pool")
 	}
 	return x
 }
@@ -341,14 +349,8 @@ func (r *run) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	// Warm up: connections, prepared statements, code paths. Its turns are
-	// the server's first, reported apart (Result.FirstTurns).
-	for i := 0; i < warmupCycles; i++ {
-		a, b, err := r.cycle(ctx, "warmup", i)
-		if err != nil {
-			return fmt.Errorf("warm-up cycle: %w", err)
-		}
-		r.first = append(r.first, a, b)
+	if err := r.warm(ctx); err != nil {
+		return err
 	}
 	if r.proxy != nil {
 		// The proxy's delay is at least the timer granularity of the
@@ -368,6 +370,31 @@ func (r *run) prepare(ctx context.Context) error {
 			return fmt.Errorf("calibrate: %w", err)
 		}
 		r.ceiling = c[len(c)-1].PerSecond
+	}
+	return nil
+}
+
+// warm readies the server as platform serve does before it listens (its
+// pool's connections opened and warm: pgstore.WarmPool), then runs the
+// warm-up cycles, whose turns are the server's first, reported apart
+// (Result.FirstTurns).
+func (r *run) warm(ctx context.Context) error {
+	if !r.cfg.ColdPool {
+		start := time.Now()
+		n, err := r.store.WarmPool(ctx)
+		if err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+		if r.cfg.Out != nil {
+			fmt.Fprintf(r.cfg.Out, "warmed %d pool connections in %s\n", n, ms(time.Since(start)))
+		}
+	}
+	for i := 0; i < warmupCycles; i++ {
+		a, b, err := r.cycle(ctx, "warmup", i)
+		if err != nil {
+			return fmt.Errorf("warm-up cycle: %w", err)
+		}
+		r.first = append(r.first, a, b)
 	}
 	return nil
 }
