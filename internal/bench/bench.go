@@ -150,7 +150,7 @@ type Result struct {
 	// (Config.CPUSplit; nil without).
 	CPUSplit *CPUSplit
 	// FirstTurns is the latencies of the server's first turns, in the
-	// order they ran: the warm-up's, then the run's first to end. A cold
+	// order they started: the warm-up's, then the run's first. A cold
 	// start shows here; the percentiles cover the measured turns only.
 	FirstTurns []time.Duration
 	// RestP50 and RestMax are the latencies of the measured turns after
@@ -159,6 +159,15 @@ type Result struct {
 	// Extras names what the run added to the plain cycle (webhook, early
 	// claims, prune), for the markdown row.
 	Extras []string
+}
+
+// FirstTurnsP50Max is the p50 and the max of FirstTurns (0 without).
+func (r *Result) FirstTurnsP50Max() (p50, max time.Duration) {
+	if len(r.FirstTurns) == 0 {
+		return 0, 0
+	}
+	sorted := slices.Sorted(slices.Values(r.FirstTurns))
+	return sorted[len(sorted)/2], sorted[len(sorted)-1]
 }
 
 // CyclesPerSecond is the throughput.
@@ -403,7 +412,7 @@ func (r *run) warm(ctx context.Context) error {
 const warmupCycles = 3
 
 // firstTurns is how many of the server's first turns Result.FirstTurns
-// keeps: the warm-up's, then the run's first in the order they ended.
+// keeps: the warm-up's, then the run's first in the order they started.
 const firstTurns = 10
 
 // counters is what measure reads before and after the sessions run.
@@ -464,7 +473,8 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// timedTurn is one measured turn: when it ended and how long it took.
+// timedTurn is one measured turn: when it ended and how long it took
+// (it started d before end).
 type timedTurn struct {
 	end time.Time
 	d   time.Duration
@@ -503,9 +513,10 @@ func (r *run) sessions(ctx context.Context, res *Result) []timedTurn {
 }
 
 // setLatencies sets the turn percentiles, and FirstTurns from the warm-up's
-// turns followed by the run's first to end.
+// turns followed by the run's first to start (the first to end would
+// leave out the slow ones among turns that started together).
 func (res *Result) setLatencies(turns []timedTurn, warmup []time.Duration) {
-	slices.SortFunc(turns, func(a, b timedTurn) int { return a.end.Compare(b.end) })
+	slices.SortFunc(turns, func(a, b timedTurn) int { return a.end.Add(-a.d).Compare(b.end.Add(-b.d)) })
 	first := slices.Clone(warmup)
 	taken := 0
 	for _, t := range turns {
@@ -576,9 +587,9 @@ func (r *run) report(ctx context.Context, res *Result) error {
 func Print(w io.Writer, r *Result) {
 	// Before the table, whose last line (the figures) make bench keeps.
 	if len(r.FirstTurns) > 0 {
-		sorted := slices.Sorted(slices.Values(r.FirstTurns))
+		p50, max := r.FirstTurnsP50Max()
 		fmt.Fprintf(w, "first %d turns of the server (%d of them warm-up): p50 %s, max %s",
-			len(r.FirstTurns), min(len(r.FirstTurns), 2*warmupCycles), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]))
+			len(r.FirstTurns), min(len(r.FirstTurns), 2*warmupCycles), ms(p50), ms(max))
 		if r.RestMax > 0 {
 			fmt.Fprintf(w, "; the other turns: p50 %s, max %s", ms(r.RestP50), ms(r.RestMax))
 		}
