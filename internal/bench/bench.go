@@ -141,11 +141,13 @@ type Result struct {
 	// Ceiling is the server's calibrated commit rate with 32 clients
 	// (0: not calibrated).
 	Ceiling       float64
-	BytesPerCycle float64 // table + index growth per cycle
-	PeakRSS       int64   // bytes
-	Errors        int64
-	FlatFirst     float64 // row bytes per cycle, cycles 1-20 of the long session
-	FlatLast      float64 // same, last 20 cycles
+	BytesPerCycle float64 // growth per cycle of the tables' data files (relationSizes)
+	// Relations is BytesPerCycle by relation, largest first.
+	Relations []RelationBytes
+	PeakRSS   int64 // bytes
+	Errors    int64
+	FlatFirst float64 // row bytes per cycle, cycles 1-20 of the long session
+	FlatLast  float64 // same, last 20 cycles
 	// CPUSplit is the long session's first and last cycles' cost
 	// (Config.CPUSplit; nil without).
 	CPUSplit *CPUSplit
@@ -417,14 +419,15 @@ const firstTurns = 10
 
 // counters is what measure reads before and after the sessions run.
 type counters struct {
-	size, trips, xids int64
-	cpu, busy         time.Duration
+	sizes       map[string]int64
+	trips, xids int64
+	cpu, busy   time.Duration
 }
 
 func (r *run) counters(ctx context.Context) (counters, error) {
 	var c counters
 	var err error
-	if c.size, err = tableBytes(ctx, r.admin); err != nil {
+	if c.sizes, err = relationSizes(ctx, r.admin); err != nil {
 		return c, err
 	}
 	if c.xids, err = assignedXids(ctx, r.admin); err != nil {
@@ -468,7 +471,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	res.Commits = float64(after.xids-before.xids) / total
 	res.CPU = time.Duration(float64(after.cpu-before.cpu) / total)
 	res.MachineCPU = time.Duration(float64(after.busy-before.busy) / total)
-	res.BytesPerCycle = float64(after.size-before.size) / total
+	res.Relations, res.BytesPerCycle = relationGrowth(before.sizes, after.sizes, r.cfg.Sessions*r.cfg.Cycles)
 	res.setLatencies(turns, r.first)
 	return res, nil
 }
@@ -595,6 +598,7 @@ func Print(w io.Writer, r *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	printRelations(w, r.Relations)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tmachine CPU ms/cycle\tof ceiling\tpeak RSS\t")
 	ceiling := "-"
@@ -617,17 +621,6 @@ func Print(w io.Writer, r *Result) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-
-// benchTables are the tables a cycle writes to.
-var benchTables = []string{"sessions", "snapshots", "interrupts", "interrupt_events", "webhook_deliveries"}
-
-// tableBytes is the on-disk size of the tables a cycle writes, indexes
-// included.
-func tableBytes(ctx context.Context, admin *pgxpool.Pool) (int64, error) {
-	var n int64
-	err := admin.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname = ANY($1) AND c.relkind = 'r'`, benchTables).Scan(&n)
-	return n, err
-}
 
 // flatness runs one session of n cycles and returns the row bytes written
 // per cycle by its first and last 20 cycles (logical row sizes: pages are
