@@ -70,6 +70,11 @@ type Config struct {
 	// (default DefaultDetachPoll) until it ends.
 	Detach     bool
 	DetachPoll time.Duration
+	// ColdPool skips pgstore.WarmPool: the pool opens its connections as
+	// turns need them, each first turn on one paying for the connection,
+	// its statements' preparation and its backend's cold caches (as before
+	// round 3; to show the difference).
+	ColdPool bool
 }
 
 // extras names what cfg adds to the plain cycle.
@@ -102,6 +107,9 @@ func (cfg Config) extras() []string {
 	if cfg.Detach {
 		x = append(x, "detached")
 	}
+	if cfg.ColdPool {
+		x = append(x, "cold pool")
+	}
 	return x
 }
 
@@ -133,16 +141,18 @@ type Result struct {
 	// Ceiling is the server's calibrated commit rate with 32 clients
 	// (0: not calibrated).
 	Ceiling       float64
-	BytesPerCycle float64 // table + index growth per cycle
-	PeakRSS       int64   // bytes
-	Errors        int64
-	FlatFirst     float64 // row bytes per cycle, cycles 1-20 of the long session
-	FlatLast      float64 // same, last 20 cycles
+	BytesPerCycle float64 // growth per cycle of the tables' data files (relationSizes)
+	// Relations is BytesPerCycle by relation, largest first.
+	Relations []RelationBytes
+	PeakRSS   int64 // bytes
+	Errors    int64
+	FlatFirst float64 // row bytes per cycle, cycles 1-20 of the long session
+	FlatLast  float64 // same, last 20 cycles
 	// CPUSplit is the long session's first and last cycles' cost
 	// (Config.CPUSplit; nil without).
 	CPUSplit *CPUSplit
 	// FirstTurns is the latencies of the server's first turns, in the
-	// order they ran: the warm-up's, then the run's first to end. A cold
+	// order they started: the warm-up's, then the run's first. A cold
 	// start shows here; the percentiles cover the measured turns only.
 	FirstTurns []time.Duration
 	// RestP50 and RestMax are the latencies of the measured turns after
@@ -151,6 +161,15 @@ type Result struct {
 	// Extras names what the run added to the plain cycle (webhook, early
 	// claims, prune), for the markdown row.
 	Extras []string
+}
+
+// FirstTurnsP50Max is the p50 and the max of FirstTurns (0 without).
+func (r *Result) FirstTurnsP50Max() (p50, max time.Duration) {
+	if len(r.FirstTurns) == 0 {
+		return 0, 0
+	}
+	sorted := slices.Sorted(slices.Values(r.FirstTurns))
+	return sorted[len(sorted)/2], sorted[len(sorted)-1]
 }
 
 // CyclesPerSecond is the throughput.
@@ -341,14 +360,8 @@ func (r *run) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	// Warm up: connections, prepared statements, code paths. Its turns are
-	// the server's first, reported apart (Result.FirstTurns).
-	for i := 0; i < warmupCycles; i++ {
-		a, b, err := r.cycle(ctx, "warmup", i)
-		if err != nil {
-			return fmt.Errorf("warm-up cycle: %w", err)
-		}
-		r.first = append(r.first, a, b)
+	if err := r.warm(ctx); err != nil {
+		return err
 	}
 	if r.proxy != nil {
 		// The proxy's delay is at least the timer granularity of the
@@ -372,23 +385,49 @@ func (r *run) prepare(ctx context.Context) error {
 	return nil
 }
 
+// warm readies the server as platform serve does before it listens (its
+// pool's connections opened and warm: pgstore.WarmPool), then runs the
+// warm-up cycles, whose turns are the server's first, reported apart
+// (Result.FirstTurns).
+func (r *run) warm(ctx context.Context) error {
+	if !r.cfg.ColdPool {
+		start := time.Now()
+		n, err := r.store.WarmPool(ctx)
+		if err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+		if r.cfg.Out != nil {
+			fmt.Fprintf(r.cfg.Out, "warmed %d pool connections in %s\n", n, ms(time.Since(start)))
+		}
+	}
+	for i := 0; i < warmupCycles; i++ {
+		a, b, err := r.cycle(ctx, "warmup", i)
+		if err != nil {
+			return fmt.Errorf("warm-up cycle: %w", err)
+		}
+		r.first = append(r.first, a, b)
+	}
+	return nil
+}
+
 // warmupCycles is how many cycles run before the measured ones.
 const warmupCycles = 3
 
 // firstTurns is how many of the server's first turns Result.FirstTurns
-// keeps: the warm-up's, then the run's first in the order they ended.
+// keeps: the warm-up's, then the run's first in the order they started.
 const firstTurns = 10
 
 // counters is what measure reads before and after the sessions run.
 type counters struct {
-	size, trips, xids int64
-	cpu, busy         time.Duration
+	sizes       map[string]int64
+	trips, xids int64
+	cpu, busy   time.Duration
 }
 
 func (r *run) counters(ctx context.Context) (counters, error) {
 	var c counters
 	var err error
-	if c.size, err = tableBytes(ctx, r.admin); err != nil {
+	if c.sizes, err = relationSizes(ctx, r.admin); err != nil {
 		return c, err
 	}
 	if c.xids, err = assignedXids(ctx, r.admin); err != nil {
@@ -432,12 +471,13 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	res.Commits = float64(after.xids-before.xids) / total
 	res.CPU = time.Duration(float64(after.cpu-before.cpu) / total)
 	res.MachineCPU = time.Duration(float64(after.busy-before.busy) / total)
-	res.BytesPerCycle = float64(after.size-before.size) / total
+	res.Relations, res.BytesPerCycle = relationGrowth(before.sizes, after.sizes, r.cfg.Sessions*r.cfg.Cycles)
 	res.setLatencies(turns, r.first)
 	return res, nil
 }
 
-// timedTurn is one measured turn: when it ended and how long it took.
+// timedTurn is one measured turn: when it ended and how long it took
+// (it started d before end).
 type timedTurn struct {
 	end time.Time
 	d   time.Duration
@@ -476,9 +516,10 @@ func (r *run) sessions(ctx context.Context, res *Result) []timedTurn {
 }
 
 // setLatencies sets the turn percentiles, and FirstTurns from the warm-up's
-// turns followed by the run's first to end.
+// turns followed by the run's first to start (the first to end would
+// leave out the slow ones among turns that started together).
 func (res *Result) setLatencies(turns []timedTurn, warmup []time.Duration) {
-	slices.SortFunc(turns, func(a, b timedTurn) int { return a.end.Compare(b.end) })
+	slices.SortFunc(turns, func(a, b timedTurn) int { return a.end.Add(-a.d).Compare(b.end.Add(-b.d)) })
 	first := slices.Clone(warmup)
 	taken := 0
 	for _, t := range turns {
@@ -549,14 +590,15 @@ func (r *run) report(ctx context.Context, res *Result) error {
 func Print(w io.Writer, r *Result) {
 	// Before the table, whose last line (the figures) make bench keeps.
 	if len(r.FirstTurns) > 0 {
-		sorted := slices.Sorted(slices.Values(r.FirstTurns))
+		p50, max := r.FirstTurnsP50Max()
 		fmt.Fprintf(w, "first %d turns of the server (%d of them warm-up): p50 %s, max %s",
-			len(r.FirstTurns), min(len(r.FirstTurns), 2*warmupCycles), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]))
+			len(r.FirstTurns), min(len(r.FirstTurns), 2*warmupCycles), ms(p50), ms(max))
 		if r.RestMax > 0 {
 			fmt.Fprintf(w, "; the other turns: p50 %s, max %s", ms(r.RestP50), ms(r.RestMax))
 		}
 		fmt.Fprintln(w)
 	}
+	printRelations(w, r.Relations)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsessions\tcycles/session\tcycles/s\tturn p50\tturn p99\tturn p99.9\tdb round trips/cycle\tcommits/cycle\tbytes/cycle\tCPU ms/cycle\tmachine CPU ms/cycle\tof ceiling\tpeak RSS\t")
 	ceiling := "-"
@@ -579,17 +621,6 @@ func Print(w io.Writer, r *Result) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-
-// benchTables are the tables a cycle writes to.
-var benchTables = []string{"sessions", "snapshots", "interrupts", "interrupt_events", "webhook_deliveries"}
-
-// tableBytes is the on-disk size of the tables a cycle writes, indexes
-// included.
-func tableBytes(ctx context.Context, admin *pgxpool.Pool) (int64, error) {
-	var n int64
-	err := admin.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname = ANY($1) AND c.relkind = 'r'`, benchTables).Scan(&n)
-	return n, err
-}
 
 // flatness runs one session of n cycles and returns the row bytes written
 // per cycle by its first and last 20 cycles (logical row sizes: pages are

@@ -55,6 +55,9 @@ func TestFirstTurnsApart(t *testing.T) {
 	if res.RestP50 != time.Millisecond || res.RestMax != 9*time.Millisecond {
 		t.Errorf("the others: p50 %s, max %s", res.RestP50, res.RestMax)
 	}
+	if cells := strings.Join(res.MarkdownCells(), "|"); !strings.Contains(cells, "|50.00 ms / 100.00 ms|") {
+		t.Errorf("markdown cells without the first turns' p50 / max: %s", cells)
+	}
 	var out strings.Builder
 	res.Sessions, res.Cycles, res.Elapsed = 1, 10, time.Second
 	Print(&out, &res)

@@ -103,7 +103,7 @@ func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 // MarkdownTable is Row's.
 func (r *Result) MarkdownTable() (string, []string) {
 	return "Approval cycle", []string{"mode", "sessions", "cycles/session", "cycles/s", "turn p50", "turn p99", "turn p99.9",
-		"DB round trips/cycle", "commits/cycle", "bytes/cycle", "CPU ms/cycle", "machine CPU ms/cycle", "of ceiling", "peak RSS",
+		"first 10 turns p50 / max", "DB round trips/cycle", "commits/cycle", "bytes/cycle", "CPU ms/cycle", "machine CPU ms/cycle", "of ceiling", "peak RSS",
 		"row bytes/cycle of a long session (first 20, last 20)"}
 }
 
@@ -113,7 +113,11 @@ func (r *Result) MarkdownCells() []string {
 	if len(r.Extras) > 0 {
 		mode += " (" + strings.Join(r.Extras, ", ") + ")"
 	}
-	ceiling, flat := "-", "-"
+	ceiling, flat, first := "-", "-", "-"
+	if len(r.FirstTurns) > 0 {
+		p50, max := r.FirstTurnsP50Max()
+		first = ms(p50) + " / " + ms(max)
+	}
 	if r.Ceiling > 0 {
 		ceiling = fmt.Sprintf("%.0f%% of %.0f commits/s", 100*r.Commits*r.CyclesPerSecond()/r.Ceiling, r.Ceiling)
 	}
@@ -121,7 +125,7 @@ func (r *Result) MarkdownCells() []string {
 		flat = fmt.Sprintf("%.0f, %.0f (%+.1f%%)", r.FlatFirst, r.FlatLast, 100*(r.FlatLast-r.FlatFirst)/r.FlatFirst)
 	}
 	return []string{mode, fmt.Sprint(r.Sessions), fmt.Sprint(r.Cycles), f0(r.CyclesPerSecond()),
-		ms(r.TurnP50), ms(r.TurnP99), ms(r.TurnP999), fmt.Sprintf("%.1f", r.RoundTrips), fmt.Sprintf("%.1f", r.Commits),
+		ms(r.TurnP50), ms(r.TurnP99), ms(r.TurnP999), first, fmt.Sprintf("%.1f", r.RoundTrips), fmt.Sprintf("%.1f", r.Commits),
 		f0(r.BytesPerCycle), fmt.Sprintf("%.2f", float64(r.CPU)/float64(time.Millisecond)),
 		fmt.Sprintf("%.2f", float64(r.MachineCPU)/float64(time.Millisecond)), ceiling, mib(r.PeakRSS), flat}
 }

@@ -99,6 +99,7 @@ func benchFlags(stdout, stderr io.Writer) (*flag.FlagSet, *benchRun) {
 	fs.BoolVar(&cfg.Stream, "stream", false, "with --mode http: streaming turns (Accept: text/event-stream), kept as durable streams")
 	fs.BoolVar(&cfg.Detach, "detach", false, "with --mode inprocess: detach both turns of every cycle (each runs as a detached job; the client polls its snapshot every --detach-poll until it ends)")
 	fs.DurationVar(&cfg.DetachPoll, "detach-poll", bench.DefaultDetachPoll, "how often a --detach client reads its pending snapshot")
+	fs.BoolVar(&cfg.ColdPool, "cold-pool", false, "skip the pool's warm-up (pgstore.WarmPool, which platform serve runs before it listens): connections open as the first turns need them")
 	fs.BoolVar(&cfg.EarlyClaims, "early-claims", false, "make every resume claim its interrupts before the model runs (serve --early-claims): one commit more per cycle")
 	fs.DurationVar(&cfg.DBRTT, "db-rtt", 0, "add at least this round-trip time between the server and PostgreSQL (a delaying loopback proxy), as for a database on another host; the machine's timer granularity may make it more, and the bench prints the round trip measured")
 	fs.BoolVar(&cfg.Waits, "waits", false, "sample where turns wait during the run (the run queue of PostgreSQL's backends and of this process, GC pauses, pool acquires, PostgreSQL wait events) and print it per cycle")

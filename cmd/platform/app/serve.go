@@ -493,9 +493,10 @@ func (p *platform) startMetrics(ctx context.Context, services *startstop.Group) 
 	}))
 }
 
-// openStore migrates (with --migrate) or checks the schema, connects, and
-// returns the pool, a database/sql handle over it, and the one store that
-// serves the runtime, the live events and the accounts.
+// openStore migrates (with --migrate) or checks the schema, connects,
+// warms the pool's connections (warmPool), and returns the pool, a
+// database/sql handle over it, and the one store that serves the runtime,
+// the live events and the accounts.
 func openStore(ctx context.Context, log *slog.Logger, cfg serveConfig) (*pgxpool.Pool, *sql.DB, *pgstore.PgStore, error) {
 	if cfg.migrate {
 		if err := migrateAtStartup(ctx, log, cfg.database); err != nil {
@@ -524,7 +525,22 @@ func openStore(ctx context.Context, log *slog.Logger, cfg serveConfig) (*pgxpool
 		store.Close()
 		return fail(err)
 	}
+	warmPool(ctx, log, store)
 	return pool, db, store, nil
+}
+
+// warmPool opens the pool's connections and warms each (the statements
+// of an approval cycle prepared and run once, rolled back), so that the
+// first turns cost what later ones do (pgstore.WarmPool). A failure leaves
+// the pool as it is, only colder: it is logged, not fatal.
+func warmPool(ctx context.Context, log *slog.Logger, store *pgstore.PgStore) {
+	start := time.Now()
+	n, err := store.WarmPool(ctx)
+	if err != nil {
+		log.Warn("database pool not fully warmed; the first turns may be slower", "connections", n, "err", err)
+		return
+	}
+	log.Info("database pool warmed", "connections", n, "took", time.Since(start).Round(time.Millisecond).String())
 }
 
 // readyProbe is the readiness probe: the pool hands out a connection that
