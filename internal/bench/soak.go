@@ -307,8 +307,10 @@ func (sk *soak) intervals(ctx context.Context, res *SoakResult, every time.Durat
 		iv := sk.interval(now.Sub(start), now.Sub(last))
 		last = now
 		// A last sliver (the cycles that were running at the end) is no
-		// interval of its own.
-		if finished && len(res.Intervals) > 0 && iv.Length < sk.cfg.Interval/2 {
+		// interval of its own, nor is one that began after the soak's
+		// duration (a loaded machine's late timer: only that drain in it).
+		drain := iv.Length < sk.cfg.Interval/2 || iv.Elapsed-iv.Length >= sk.cfg.Duration
+		if finished && len(res.Intervals) > 0 && drain {
 			return
 		}
 		res.Intervals = append(res.Intervals, iv)

@@ -101,8 +101,11 @@ func (e *env) ask(t *testing.T, text string) *service.AgentOutput {
 // browser starts a headless Chromium tab.
 func browser(t *testing.T, exec string) context.Context {
 	t.Helper()
+	// Chromium prints its DevTools address once it is up; chromedp waits
+	// 20 s for it by default, which a loaded machine exceeded ("websocket
+	// url timeout reached"): the bound only ends a start that hangs.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exec), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.WindowSize(1200, 900))
+		chromedp.DisableGPU, chromedp.WindowSize(1200, 900), chromedp.WSURLReadTimeout(2*time.Minute))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
