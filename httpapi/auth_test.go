@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
@@ -67,7 +68,7 @@ func newAuthServerWith(t *testing.T, pool func(*pgxpool.Config), configure func(
 		}
 	}
 	hubCtx, stopHub := context.WithCancel(ctx)
-	hub := service.NewEventHub(newStore(t, app), log)
+	hub := eventhub.New(newStore(t, app), log)
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })

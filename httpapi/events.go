@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/events"
 )
 
@@ -185,7 +186,7 @@ func (a *api) streamEvents(c echo.Context) error {
 // tenant's events and which of them it wants.
 type eventStream struct {
 	c       echo.Context
-	events  *service.EventHub
+	events  *eventhub.Hub
 	tenant  string
 	filter  eventFilter
 	pos     service.EventPos

@@ -31,13 +31,14 @@ import (
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
 // inboxServer is the API the way `platform serve` runs it: the store on a
-// pool of the application role (row-level security on), an EventHub, and
+// pool of the application role (row-level security on), an eventhub.Hub, and
 // optionally the deadline sweeper; plus an owner pool for the test's own
 // assertions.
 type inboxServer struct {
@@ -100,7 +101,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	bg, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
-	hub := service.NewEventHub(newStore(t, app), log)
+	hub := eventhub.New(newStore(t, app), log)
 	workers.Go(func() { hub.Run(bg) })
 	if cfg.sweep > 0 {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
@@ -83,7 +84,7 @@ type Options struct {
 	// Agents keeps the tenants' own agents (PUT/GET/DELETE
 	// /api/v1/agents); nil answers those routes 501.
 	Agents *tenantagents.Manager
-	Events *service.EventHub
+	Events *eventhub.Hub
 	// Streams makes streaming turns durable (rejoinable with
 	// x-genkit-stream-id or Last-Event-ID, on any instance, and run to
 	// their end when the client goes); nil: streams end with their

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/holdpoint/holdpoint/internal/wait"
 )
 
 // pump forwards inputs to the turn queue and handles detach as soon as it
@@ -198,7 +200,7 @@ func (inv *invocation) startBackground(takenOver bool) {
 func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 	defer close(inv.det.heartbeatDone)
 	last := time.Now()
-	every(ctx, abortPollInterval, func() bool {
+	wait.Every(ctx, abortPollInterval, func() bool {
 		// Heartbeat every interval; poll more often while the abort
 		// notifications are not reaching this instance.
 		if time.Since(last) < inv.rt.opts.HeartbeatInterval && inv.rt.abortsHeard.Load() {

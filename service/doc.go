@@ -1,9 +1,11 @@
-// Package service is the agent runtime and the domain it owns: agents and
-// their turns (run in the request or detached, durable across processes),
-// interrupts and their approval, tool calls and their journal, sessions and
-// snapshots, tenants, API keys and user tokens, and live interrupt events.
-// It persists only through the interfaces it declares (Store, TenantStore,
-// EventSource), which service/pgstore implements on PostgreSQL.
+// Package service is the turn engine: agents and their turns (run in the
+// request or detached, durable across processes), interrupts and their
+// approval, tool calls and their journal, sessions and snapshots. It
+// persists only through the interfaces of service/store, which
+// service/pgstore implements on PostgreSQL. What is not the engine lives
+// beside it: the wire types and the Model interface (service/protocol),
+// the Observer it reports to (service/observe), the live events' fan-out
+// (service/eventhub), tenants, webhooks and retention.
 //
 // It must not import pgx, the generated db package, httpapi or Echo: the
 // database stays behind those interfaces and the protocol in httpapi. The

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/internal/wait"
 	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/schema"
 )
@@ -421,7 +422,7 @@ func (r *Runtime) SweepDeadlines(ctx context.Context) (int, error) {
 // deadlines, the tool calls lost with their turn (SweepLostToolCalls),
 // and the decisions whose turn never started (RepairStrandedDecisions).
 func (r *Runtime) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() bool {
+	wait.Every(ctx, interval, func() bool {
 		if !r.opts.Readiness.Ready() {
 			return false // nothing to gain from sweeps that would fail
 		}

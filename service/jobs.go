@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/holdpoint/holdpoint/internal/wait"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -31,7 +32,7 @@ func (r *Runtime) RunBackground(ctx context.Context) {
 // listenAborts keeps a LISTEN connection open, reconnecting with backoff.
 // While it is down, detached turns poll their snapshot instead.
 func (r *Runtime) listenAborts(ctx context.Context) {
-	keepListening(ctx, r.log, "abort listener", func(ctx context.Context) error {
+	wait.KeepListening(ctx, r.log, "abort listener", func(ctx context.Context) error {
 		return r.store.ListenAborts(ctx, func() { r.abortsHeard.Store(true) }, func(tenantID, snapshotID string) {
 			if cancel, ok := r.running.Load(runningKey(tenantID, snapshotID)); ok {
 				cancel.(context.CancelFunc)()

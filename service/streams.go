@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/holdpoint/holdpoint/internal/wait"
 )
 
 // Durable streams: the frames of a streaming turn are kept in the store
@@ -67,10 +68,10 @@ func NewStreamHub(store StreamStore, log *slog.Logger, retention time.Duration) 
 // their retention, until ctx ends.
 func (h *StreamHub) Run(ctx context.Context) {
 	defer h.stopOnce.Do(func() { close(h.stopped) })
-	go keepListening(ctx, h.log, "stream listener", func(ctx context.Context) error {
+	go wait.KeepListening(ctx, h.log, "stream listener", func(ctx context.Context) error {
 		return h.store.ListenStreams(ctx, func() {}, h.wake)
 	}, func() {})
-	every(ctx, min(h.retention/2, time.Minute), func() bool {
+	wait.Every(ctx, min(h.retention/2, time.Minute), func() bool {
 		for {
 			n, err := h.store.PruneStreams(ctx, h.retention, streamOpenMax, streamPruneBatch)
 			if err != nil {

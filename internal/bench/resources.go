@@ -22,6 +22,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -57,7 +58,7 @@ func startRig(ctx context.Context, databaseURL string) (*rig, error) {
 		r.close()
 		return nil, err
 	}
-	hub := service.NewEventHub(store, quiet)
+	hub := eventhub.New(store, quiet)
 	hubCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop, r.done = stop, make(chan struct{})
 	go func() {

@@ -25,6 +25,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
@@ -65,8 +66,8 @@ type Env struct {
 	Tenants *tenants.Tenants
 	// AdminKey and ClientKey are Options.Tenant's API keys.
 	AdminKey, ClientKey string
-	Hub                 *service.EventHub // with Options.Events
-	Server              *httptest.Server  // with Options.HTTP
+	Hub                 *eventhub.Hub    // with Options.Events
+	Server              *httptest.Server // with Options.HTTP
 }
 
 // New starts the platform on a fresh database as opts say.
@@ -132,7 +133,7 @@ func (e *Env) createTenant(t testing.TB, id string) {
 
 // runHub runs the event hub until the returned stop is called.
 func (e *Env) runHub(ro service.Options) (stop func()) {
-	e.Hub = service.NewEventHub(e.Store, ro.Logger)
+	e.Hub = eventhub.New(e.Store, ro.Logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	var done sync.WaitGroup
 	done.Go(func() { e.Hub.Run(ctx) })

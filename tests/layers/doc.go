@@ -9,7 +9,8 @@
 // the Observer the engine reports to), the features (service/webhooks and
 // service/retention, which own their records and store interfaces;
 // service/tenants, the tenants and their credentials; service/genkitmodel,
-// the model adapters; service/telemetry, metrics and tracing: none imports
+// the model adapters; service/telemetry, metrics and tracing;
+// service/eventhub, the live events' fan-out: none imports
 // anything of the engine), the engine
 // (package service, the turn engine, and the packages that build on it),
 // and the store (service/pgstore, the one package that speaks SQL, which

@@ -44,10 +44,11 @@ var foundation = []string{
 // interface, which the store implements, so the store may import them and
 // they import nothing of the engine. The model adapters (genkitmodel) and
 // the metrics and tracing (telemetry) are features too: they implement the
-// foundation's Model and Observer without the engine.
+// foundation's Model and Observer without the engine; the event hub reads
+// the store's event log for the live event streams.
 var features = []string{
 	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
-	module + "/service/genkitmodel/...", module + "/service/telemetry/...",
+	module + "/service/genkitmodel/...", module + "/service/telemetry/...", module + "/service/eventhub/...",
 }
 
 // The store: the one package that speaks SQL.

@@ -9,6 +9,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -20,7 +21,7 @@ type stack struct {
 	store *pgstore.PgStore
 	log   *slog.Logger
 	rt    *service.Runtime
-	hub   *service.EventHub
+	hub   *eventhub.Hub
 	// bg is cancelled when the test ends, after the server it registers
 	// later is closed (cleanups run last first).
 	bg   context.Context
@@ -44,7 +45,7 @@ func newStack(t *testing.T) *stack {
 		_ = s.rt.Shutdown(c)
 	})
 	s.bg, s.stop = context.WithCancel(context.Background())
-	s.hub = service.NewEventHub(s.store, s.log)
+	s.hub = eventhub.New(s.store, s.log)
 	s.run(t, s.hub.Run)
 	return s
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
@@ -357,7 +358,7 @@ type platform struct {
 	tracing   *telemetry.Tracing
 	readiness *readiness.Readiness
 	eventIDs  *keys.EventIDs
-	hub       *service.EventHub
+	hub       *eventhub.Hub
 	streams   *service.StreamHub
 }
 
@@ -393,7 +394,7 @@ func (p *platform) tenantAgents(rt *service.Runtime) *tenantagents.Manager {
 func (p *platform) listen(rt *service.Runtime, manager *tenantagents.Manager) (*httpService, error) {
 	cfg := p.cfg
 	p.eventIDs = keys.NewEventIDs(p.store.SigningKeys)
-	p.hub = service.NewEventHub(p.store, p.log)
+	p.hub = eventhub.New(p.store, p.log)
 	// Durable streams: kept, followed across instances, pruned.
 	p.streams = service.NewStreamHub(p.store, p.log, cfg.streamRetention)
 	var metricsOnAPI http.Handler

@@ -1,4 +1,4 @@
-package service
+package eventhub
 
 import (
 	"context"
@@ -6,18 +6,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/wait"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-// EventHub delivers events to subscribers of the same tenant, so a
+// Hub delivers events to subscribers of the same tenant, so a
 // dashboard on any instance sees every instance's events, usually within a
 // second (an event waits for every older transaction to end):
 // it reads the log past its position when another instance's NOTIFY wakes
 // it, and every second in any case. It reads events in log order (see
-// EventPos), so a listener that reconnects with the last id it saw can
+// store.EventPos), so a listener that reconnects with the last id it saw can
 // replay exactly what it missed (Replay).
-type EventHub struct {
-	src  EventSource
+type Hub struct {
+	src  store.EventSource
 	log  *slog.Logger
 	keys *keys.Ring
 
@@ -29,26 +31,26 @@ type EventHub struct {
 
 type subscriber struct {
 	tenantID string
-	ch       chan Notification
+	ch       chan store.Notification
 }
 
-// NewEventHub returns a hub over src; Run must be started for it to
+// New returns a hub over src; Run must be started for it to
 // deliver.
-func NewEventHub(src EventSource, log *slog.Logger) *EventHub {
+func New(src store.EventSource, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &EventHub{src: src, log: log, keys: keys.NewRing(src.SigningKeys), subs: map[int]subscriber{}}
+	return &Hub{src: src, log: log, keys: keys.NewRing(src.SigningKeys), subs: map[int]subscriber{}}
 }
 
 // Subscribe returns a channel of the tenant's notifications and a function
 // that ends the subscription. A subscriber that does not keep up is
 // dropped (its channel closed) rather than slowing the others: a stream
 // then ends, and its client reconnects and replays what it missed.
-func (h *EventHub) Subscribe(tenantID string) (<-chan Notification, func()) {
+func (h *Hub) Subscribe(tenantID string) (<-chan store.Notification, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ch := make(chan Notification, 64)
+	ch := make(chan store.Notification, 64)
 	if h.closed {
 		close(ch)
 		return ch, func() {}
@@ -67,7 +69,7 @@ func (h *EventHub) Subscribe(tenantID string) (<-chan Notification, func()) {
 }
 
 // hasSubscriber reports whether anyone listens to the tenant's events.
-func (h *EventHub) hasSubscriber(tenantID string) bool {
+func (h *Hub) hasSubscriber(tenantID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range h.subs {
@@ -78,7 +80,7 @@ func (h *EventHub) hasSubscriber(tenantID string) bool {
 	return false
 }
 
-func (h *EventHub) publish(n Notification) {
+func (h *Hub) publish(n store.Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, s := range h.subs {
@@ -106,19 +108,19 @@ const eventBatch = 1000
 // backoff) and at least every second. When it returns it closes every
 // subscription, so the streams fed by the hub end (and do not hold up a
 // graceful shutdown).
-func (h *EventHub) Run(ctx context.Context) {
+func (h *Hub) Run(ctx context.Context) {
 	defer h.closeAll()
 	wake := make(chan struct{}, 1)
 	go h.listenLoop(ctx, wake)
 	t := time.NewTicker(eventPoll)
 	defer t.Stop()
-	var pos EventPos
+	var pos store.EventPos
 	started := false
 	for {
 		if !started {
 			horizon, err := h.src.EventHorizon(ctx)
 			if err == nil {
-				pos, started = EventPos{Xid: horizon}, true
+				pos, started = store.EventPos{Xid: horizon}, true
 			} else if ctx.Err() == nil {
 				h.log.Warn("reading the event horizon failed", "err", err)
 			}
@@ -137,7 +139,7 @@ func (h *EventHub) Run(ctx context.Context) {
 
 // deliver publishes the events past pos and returns the new position. An
 // event whose id cannot be encoded stops the read there, to be retried.
-func (h *EventHub) deliver(ctx context.Context, pos EventPos) EventPos {
+func (h *Hub) deliver(ctx context.Context, pos store.EventPos) store.EventPos {
 	for {
 		events, err := h.src.EventsAfter(ctx, pos, eventBatch)
 		if err != nil {
@@ -166,7 +168,7 @@ func (h *EventHub) deliver(ctx context.Context, pos EventPos) EventPos {
 // oldest first, at most limit, with their ids: what a listener that
 // reconnects missed. ok is false when after is not an id of the tenant's
 // events.
-func (h *EventHub) Replay(ctx context.Context, tenantID, after string, limit int) (events []Notification, ok bool, err error) {
+func (h *Hub) Replay(ctx context.Context, tenantID, after string, limit int) (events []store.Notification, ok bool, err error) {
 	pos, ok, err := h.keys.ParseEventID(ctx, tenantID, after)
 	if err != nil || !ok {
 		return nil, ok, err
@@ -176,7 +178,7 @@ func (h *EventHub) Replay(ctx context.Context, tenantID, after string, limit int
 }
 
 // ReplayFrom is Replay from a position.
-func (h *EventHub) ReplayFrom(ctx context.Context, tenantID string, pos EventPos, limit int) ([]Notification, error) {
+func (h *Hub) ReplayFrom(ctx context.Context, tenantID string, pos store.EventPos, limit int) ([]store.Notification, error) {
 	events, err := h.src.TenantEventsAfter(ctx, tenantID, pos, limit)
 	if err != nil {
 		return nil, err
@@ -191,12 +193,12 @@ func (h *EventHub) ReplayFrom(ctx context.Context, tenantID string, pos EventPos
 
 // ParseEventID returns the position of one of the tenant's event ids; ok
 // is false when id is not one.
-func (h *EventHub) ParseEventID(ctx context.Context, tenantID, id string) (EventPos, bool, error) {
+func (h *Hub) ParseEventID(ctx context.Context, tenantID, id string) (store.EventPos, bool, error) {
 	return h.keys.ParseEventID(ctx, tenantID, id)
 }
 
-func (h *EventHub) listenLoop(ctx context.Context, wake chan<- struct{}) {
-	keepListening(ctx, h.log, "event listener", func(ctx context.Context) error {
+func (h *Hub) listenLoop(ctx context.Context, wake chan<- struct{}) {
+	wait.KeepListening(ctx, h.log, "event listener", func(ctx context.Context) error {
 		return h.src.ListenEvents(ctx, func() {}, func() {
 			select {
 			case wake <- struct{}{}:
@@ -206,7 +208,7 @@ func (h *EventHub) listenLoop(ctx context.Context, wake chan<- struct{}) {
 	}, func() {})
 }
 
-func (h *EventHub) closeAll() {
+func (h *Hub) closeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true

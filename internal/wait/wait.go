@@ -1,4 +1,4 @@
-package service
+package wait
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// keepListening runs listen (a LISTEN connection that blocks until it
+// KeepListening runs listen (a LISTEN connection that blocks until it
 // fails) until ctx ends, reconnecting with backoff: 100 ms, doubling to
 // 5 s, back to 100 ms after a connection that lived 10 s. down runs each
 // time the connection is lost; while it is down, callers poll instead.
-func keepListening(ctx context.Context, log *slog.Logger, what string, listen func(context.Context) error, down func()) {
+func KeepListening(ctx context.Context, log *slog.Logger, what string, listen func(context.Context) error, down func()) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -32,9 +32,9 @@ func keepListening(ctx context.Context, log *slog.Logger, what string, listen fu
 	}
 }
 
-// every runs fn at once and then every interval until ctx ends or fn says
+// Every runs fn at once and then every interval until ctx ends or fn says
 // stop.
-func every(ctx context.Context, interval time.Duration, fn func() (stop bool)) {
+func Every(ctx context.Context, interval time.Duration, fn func() (stop bool)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for !fn() {
