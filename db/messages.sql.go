@@ -20,12 +20,12 @@ WITH RECURSIVE chain (id, parent_id, depth, messages_from, messages) AS (
     JOIN chain c ON p.id = c.parent_id
     WHERE p.tenant_id = $2
 )
-SELECT DISTINCT ON (m.position) m.position::integer AS position, m.body::jsonb AS body
+SELECT DISTINCT ON (m.position) m.position::integer AS position, m.body::json AS body
 FROM chain c
 CROSS JOIN LATERAL (
     SELECT c.messages_from + (e.n - 1)::integer AS position, e.body
-    FROM jsonb_array_elements(c.messages) WITH ORDINALITY AS e (body, n)
-    WHERE jsonb_typeof(e.body) = 'object'
+    FROM json_array_elements(c.messages) WITH ORDINALITY AS e (body, n)
+    WHERE json_typeof(e.body) = 'object'
 ) AS m
 WHERE m.position < $1::integer
 ORDER BY m.position, c.depth
@@ -46,7 +46,8 @@ type ListHistoryMessagesRow struct {
 // message written by the nearest snapshot on its ancestor chain.
 // A snapshot row holds the messages its turn wrote as a JSON array of the
 // positions from messages_from on (an element is null where it left the
-// position to its ancestors).
+// position to its ancestors), json: each body comes back as the text the
+// server wrote.
 func (q *Queries) ListHistoryMessages(ctx context.Context, arg ListHistoryMessagesParams) ([]ListHistoryMessagesRow, error) {
 	rows, err := q.db.Query(ctx, listHistoryMessages, arg.MessageCount, arg.TenantID, arg.SnapshotID)
 	if err != nil {

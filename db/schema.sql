@@ -226,9 +226,9 @@ CREATE TABLE public.snapshots (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     agent_version integer,
     messages_from integer,
-    messages jsonb,
+    messages json,
     CONSTRAINT snapshots_message_count_check CHECK ((message_count >= 0)),
-    CONSTRAINT snapshots_messages_check CHECK ((jsonb_typeof(messages) = 'array'::text)),
+    CONSTRAINT snapshots_messages_check CHECK ((json_typeof(messages) = 'array'::text)),
     CONSTRAINT snapshots_messages_from_check CHECK ((messages_from >= 0)),
     CONSTRAINT snapshots_messages_pair CHECK (((messages_from IS NULL) = (messages IS NULL))),
     CONSTRAINT snapshots_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'completed'::text, 'failed'::text, 'aborted'::text])))
@@ -1474,11 +1474,11 @@ CREATE VIEW public.messages WITH (security_invoker='true') AS
     s.id AS snapshot_id,
     (s.messages_from + ((e.n - 1))::integer) AS "position",
     (e.body ->> 'role'::text) AS role,
-    e.body,
+    (e.body)::jsonb AS body,
     s.created_at
    FROM (public.snapshots s
-     CROSS JOIN LATERAL jsonb_array_elements(s.messages) WITH ORDINALITY e(body, n))
-  WHERE ((s.messages IS NOT NULL) AND (jsonb_typeof(e.body) = 'object'::text));
+     CROSS JOIN LATERAL json_array_elements(s.messages) WITH ORDINALITY e(body, n))
+  WHERE ((s.messages IS NOT NULL) AND (json_typeof(e.body) = 'object'::text));
 
 --
 -- Name: retention_policies; Type: TABLE; Schema: public; Owner: -

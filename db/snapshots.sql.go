@@ -174,7 +174,7 @@ WITH snap AS (
     ) VALUES (
         $6, $8, $7, $9, $10, $11, $12, $13,
         $14, $15, $16, $17, nullif($18::integer, 0),
-        $19::integer, $20::jsonb
+        $19::integer, $20::json
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,

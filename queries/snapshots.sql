@@ -63,7 +63,7 @@ WITH snap AS (
     ) VALUES (
         @tenant_id, @snapshot_id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
         @custom, @artifacts, @message_count, @heartbeat_at, nullif(@agent_version::integer, 0),
-        sqlc.narg(messages_from)::integer, sqlc.narg(messages)::jsonb
+        sqlc.narg(messages_from)::integer, sqlc.narg(messages)::json
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,

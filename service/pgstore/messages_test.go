@@ -109,7 +109,7 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 	owner := testdb.OwnerPool(t, url)
 	var from *int32
 	var stored string
-	if err := owner.QueryRow(ctx, `SELECT messages_from, messages::text FROM snapshots WHERE id = 's2'`).Scan(&from, &stored); err != nil {
+	if err := owner.QueryRow(ctx, `SELECT messages_from, messages::jsonb::text FROM snapshots WHERE id = 's2'`).Scan(&from, &stored); err != nil {
 		t.Fatal(err)
 	}
 	if from == nil || *from != 1 {
