@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -159,6 +160,9 @@ func (a *api) streamEvents(c echo.Context) error {
 			"this credential already holds %d live event streams, the most allowed: close one first", a.streams.limit)
 	}
 	defer a.streams.release(acc.rateKey)
+	if err := awaitHub(c.Request().Context(), a.opts.Events.Ready()); err != nil {
+		return err
+	}
 	// Subscribe before replaying: an event published meanwhile is then
 	// both replayed and queued, and the position drops the copy.
 	notes, cancel := a.opts.Events.Subscribe(caller.TenantID)
@@ -180,6 +184,31 @@ func (a *api) streamEvents(c echo.Context) error {
 		}
 	}
 	return st.live(notes)
+}
+
+// hubStartBound is how long a stream waits for a starting hub (its first
+// read of the database) before answering 503.
+const hubStartBound = 30 * time.Second
+
+// awaitHub waits until the hub knows where the event log stands
+// (eventhub.Hub.Ready): a stream subscribed before that could miss the
+// events written meanwhile, after telling its client it was subscribed.
+func awaitHub(ctx context.Context, ready <-chan struct{}) error {
+	select {
+	case <-ready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(hubStartBound)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return service.Errorf(service.CodeUnavailable, "live events are starting (the event log cannot be read yet): retry shortly")
+	}
 }
 
 // eventStream is one client's live event stream: where it is in the

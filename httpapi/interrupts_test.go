@@ -34,6 +34,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -60,6 +61,24 @@ type inboxConfig struct {
 	sweep time.Duration
 	// agents are registered besides the demo bankingAgent.
 	agents []*service.Agent
+	// horizonGate, when set, holds the hub's first read of the event log's
+	// horizon until it is closed (a hub that has not started yet).
+	horizonGate chan struct{}
+}
+
+// gatedHorizon is an event source whose EventHorizon waits for gate.
+type gatedHorizon struct {
+	store.EventSource
+	gate chan struct{}
+}
+
+func (g gatedHorizon) EventHorizon(ctx context.Context) (int64, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return g.EventSource.EventHorizon(ctx)
 }
 
 // tenantHeader selects the tenant a test request acts for (default: the
@@ -101,7 +120,11 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 
 	bg, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
-	hub := eventhub.New(newStore(t, app), log)
+	var src store.EventSource = newStore(t, app)
+	if cfg.horizonGate != nil {
+		src = gatedHorizon{EventSource: src, gate: cfg.horizonGate}
+	}
+	hub := eventhub.New(src, log)
 	workers.Go(func() { hub.Run(bg) })
 	if cfg.sweep > 0 {
 		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })
@@ -742,29 +765,33 @@ func (s *inboxServer) subscribe(t *testing.T, tenant string) <-chan liveEvent {
 		t.Fatalf("first line of the stream %q (%v)", line, err)
 	}
 	events := make(chan liveEvent, 64)
-	go func() {
-		defer close(events)
-		var ev liveEvent
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.note); err != nil {
-					ev.err = fmt.Errorf("event data %q: %w", line, err)
-				}
-			case line == "" && ev.name != "":
-				events <- ev
-				ev = liveEvent{}
-			}
-		}
-	}()
+	go readEvents(r, events)
 	return events
+}
+
+// readEvents sends a stream's events to events until the stream ends, then
+// closes it.
+func readEvents(r *bufio.Reader, events chan<- liveEvent) {
+	defer close(events)
+	var ev liveEvent
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.note); err != nil {
+				ev.err = fmt.Errorf("event data %q: %w", line, err)
+			}
+		case line == "" && ev.name != "":
+			events <- ev
+			ev = liveEvent{}
+		}
+	}
 }
 
 // waitListening waits until n event hubs of the database are listening,
@@ -848,6 +875,60 @@ func TestLiveEvents(t *testing.T) {
 	case <-time.After(eventBound):
 		t.Fatalf("other tenant saw no event of its own interrupt within %s", eventBound)
 	}
+}
+
+// TestEventStreamWaitsForTheHubsStart: a stream says ": subscribed" only
+// once the hub knows where the event log stands. Before, a stream opened in
+// a server's first moments was subscribed at once while the hub read its
+// starting position afterwards, and an event written in between was never
+// delivered, though the client had been told it would be.
+func TestEventStreamWaitsForTheHubsStart(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	s := newInboxServer(t, inboxConfig{horizonGate: gate})
+	var early atomic.Bool // ": subscribed" came while the hub was held
+	opened := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body *bufio.Reader
+	go func() {
+		res, err := s.srv.Client().Do(req)
+		if err == nil && res.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d", res.StatusCode)
+		}
+		if err == nil {
+			body = bufio.NewReader(res.Body)
+			var line string
+			if line, err = body.ReadString('\n'); err == nil && line != ": subscribed\n" {
+				err = fmt.Errorf("first line %q", line)
+			}
+			early.Store(true)
+		}
+		opened <- err
+	}()
+	// An event written while the hub has not started: the stream has not
+	// promised it, and must not have said it was subscribed.
+	_, first := s.pausedTransfer(t, "early", "Transfer $5 to account "+newAccount())
+	if early.Load() {
+		t.Fatalf("the stream said it was subscribed before the hub knew the log; interrupt %s's event is then lost", first.ID)
+	}
+	close(gate)
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(eventBound):
+		t.Fatalf("the stream did not subscribe within %s of the hub's start", eventBound)
+	}
+	events := make(chan liveEvent, 64)
+	go readEvents(body, events)
+	_, second := s.pausedTransfer(t, "later", "Transfer $6 to account "+newAccount())
+	awaitEvent(t, events, "interrupt.created", second.ID)
 }
 
 // TestLiveEventsAcrossInstances runs two servers (runtimes, hubs, pools) on

@@ -27,6 +27,11 @@ type Hub struct {
 	next   int
 	subs   map[int]subscriber
 	closed bool // Run returned: no more notifications will come
+
+	// ready is closed once Run has read its starting position (or has
+	// returned): see Ready.
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 type subscriber struct {
@@ -40,8 +45,18 @@ func New(src store.EventSource, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Hub{src: src, log: log, keys: keys.NewRing(src.SigningKeys), subs: map[int]subscriber{}}
+	return &Hub{src: src, log: log, keys: keys.NewRing(src.SigningKeys), subs: map[int]subscriber{}, ready: make(chan struct{})}
 }
+
+// Ready is closed once the hub knows where the log stands (Run has read
+// the event horizon), or once Run has returned. A subscription made
+// before that would miss the events written between it and the horizon
+// read (the hub starts delivering after the horizon, not after the
+// subscription), so a stream that promises its client every event from
+// its subscription on waits for Ready first.
+func (h *Hub) Ready() <-chan struct{} { return h.ready }
+
+func (h *Hub) markReady() { h.readyOnce.Do(func() { close(h.ready) }) }
 
 // Subscribe returns a channel of the tenant's notifications and a function
 // that ends the subscription. A subscriber that does not keep up is
@@ -121,6 +136,7 @@ func (h *Hub) Run(ctx context.Context) {
 			horizon, err := h.src.EventHorizon(ctx)
 			if err == nil {
 				pos, started = store.EventPos{Xid: horizon}, true
+				h.markReady()
 			} else if ctx.Err() == nil {
 				h.log.Warn("reading the event horizon failed", "err", err)
 			}
@@ -209,6 +225,7 @@ func (h *Hub) listenLoop(ctx context.Context, wake chan<- struct{}) {
 }
 
 func (h *Hub) closeAll() {
+	defer h.markReady()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
