@@ -1841,7 +1841,7 @@ CREATE INDEX compiled_agents_lower_name_idx ON public.compiled_agents USING btre
 -- Name: interrupt_events_interrupt_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX interrupt_events_interrupt_idx ON public.interrupt_events USING btree (tenant_id, interrupt_id, id) WHERE (interrupt_id IS NOT NULL);
+CREATE INDEX interrupt_events_interrupt_idx ON public.interrupt_events USING btree (tenant_id, interrupt_id) WHERE (interrupt_id IS NOT NULL);
 
 --
 -- Name: interrupt_events_position_idx; Type: INDEX; Schema: public; Owner: -
