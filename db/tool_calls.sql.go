@@ -17,6 +17,9 @@ WITH decided AS (
     UPDATE tool_calls t
     SET status = $1::text, output = coalesce($2::jsonb, t.output),
         finished_at = CASE WHEN $1::text = 'running' THEN NULL ELSE now() END,
+        -- A retry starts the call again: the sweep of lost calls counts
+        -- its age from now, not from the run that was lost.
+        started_at = CASE WHEN $1::text = 'running' THEN now() ELSE t.started_at END,
         decided_by = $3::text, decided_at = now(), decision = $4::text, note = $5::text
     WHERE t.tenant_id = $6::text AND t.id = $7::uuid AND t.status = 'unknown'
     RETURNING t.tenant_id, t.turn_id, t.call_key, t.session_id, t.agent, t.tool, t.ref, t.input, t.status, t.output, t.error, t.restart, t.actor, t.end_user, t.started_at, t.finished_at, t.http_status, t.attempts, t.id, t.decided_by, t.decided_at, t.decision, t.note, t.attempt, t.call_id
@@ -422,6 +425,9 @@ const markToolCallUnknown = `-- name: MarkToolCallUnknown :one
 WITH marked AS (
     UPDATE tool_calls t SET status = 'unknown'
     WHERE t.tenant_id = $1::text AND t.turn_id = $2::text AND t.call_key = $3::text AND t.status = 'running'
+      -- A human's retry runs the call on the row it set running: not lost
+      -- (if its instance dies, the sweep marks it once it is old).
+      AND t.decision IS DISTINCT FROM 'retried'
     RETURNING t.id, t.actor
 ), events AS (
     INSERT INTO interrupt_events (tenant_id, type, actor, payload)

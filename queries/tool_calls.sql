@@ -65,6 +65,9 @@ ORDER BY started_at, turn_id, call_key;
 WITH marked AS (
     UPDATE tool_calls t SET status = 'unknown'
     WHERE t.tenant_id = @tenant_id::text AND t.turn_id = @turn_id::text AND t.call_key = @call_key::text AND t.status = 'running'
+      -- A human's retry runs the call on the row it set running: not lost
+      -- (if its instance dies, the sweep marks it once it is old).
+      AND t.decision IS DISTINCT FROM 'retried'
     RETURNING t.id, t.actor
 ), events AS (
     INSERT INTO interrupt_events (tenant_id, type, actor, payload)
@@ -92,6 +95,9 @@ WITH decided AS (
     UPDATE tool_calls t
     SET status = @status::text, output = coalesce(sqlc.narg(output)::jsonb, t.output),
         finished_at = CASE WHEN @status::text = 'running' THEN NULL ELSE now() END,
+        -- A retry starts the call again: the sweep of lost calls counts
+        -- its age from now, not from the run that was lost.
+        started_at = CASE WHEN @status::text = 'running' THEN now() ELSE t.started_at END,
         decided_by = @actor::text, decided_at = now(), decision = @decision::text, note = sqlc.narg(note)::text
     WHERE t.tenant_id = @tenant_id::text AND t.id = @id::uuid AND t.status = 'unknown'
     RETURNING t.*

@@ -50,6 +50,9 @@ type payLog struct {
 	runs atomic.Int32
 	mu   sync.Mutex
 	ids  []string
+	// hold, when set, keeps each run of pay waiting until it is closed
+	// (after counting it).
+	hold atomic.Pointer[chan struct{}]
 }
 
 func (p *payLog) seen() []string {
@@ -69,6 +72,9 @@ func approverAgent(t *testing.T, rt *service.Runtime, paid *payLog, block <-chan
 				paid.mu.Lock()
 				paid.ids = append(paid.ids, c.ID)
 				paid.mu.Unlock()
+				if hold := paid.hold.Load(); hold != nil {
+					<-*hold
+				}
 				return json.RawMessage(`{"ok":true}`), nil
 			}},
 	}})
@@ -312,10 +318,52 @@ func TestConcurrentRetriesRunOnce(t *testing.T) {
 	close(start)
 	wg.Wait()
 	if ok.Load() != 1 || refused.Load() != n-1 {
-		t.Fatalf("%d retries ran, %d refused; want 1 and %d", ok.Load(), refused.Load(), n-1)
+		t.Fatalf("%d retries ran, %d refused; want 1 and %d (pay ran %d times)", ok.Load(), refused.Load(), n-1, lc.paid.runs.Load())
 	}
 	if runs := lc.paid.runs.Load(); runs != 2 {
 		t.Fatalf("pay ran %d times, want twice (the lost run and one retry)", runs)
+	}
+}
+
+// TestRetryInFlightIsNotLostAgain: a human's retry of an unknown call runs
+// the tool on a row that is running again. Neither the sweep of calls lost
+// with their turn (the call first started over an hour ago) nor a turn
+// that finds the call running may mark it unknown while the retry runs:
+// another retry would then run the transfer a second time (seen under load
+// as "2 retries ran" in TestConcurrentRetriesRunOnce).
+func TestRetryInFlightIsNotLostAgain(t *testing.T) {
+	t.Parallel()
+	lc := lostOutcome(t, "retry-in-flight")
+	ctx := context.Background()
+	if _, err := lc.admin.Exec(ctx, `UPDATE tool_calls SET started_at = now() - interval '2 hours' WHERE id = $1`, lc.call); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	lc.paid.hold.Store(&hold)
+	done := make(chan error, 1)
+	go func() {
+		_, err := lc.rt.RetryToolCall(ctx, testCaller, lc.call, "")
+		done <- err
+	}()
+	waitFor(t, "the retry to run pay", time.Minute, func() bool { return lc.paid.runs.Load() == 2 })
+	if n, err := lc.rt.SweepLostToolCalls(ctx); err != nil || n != 0 {
+		t.Fatalf("the sweep marked %d calls lost during a retry (%v), want 0", n, err)
+	}
+	if rec, err := newStore(t, lc.admin).MarkToolCallUnknown(ctx, "default", lc.detached, "pay#p1"); err != nil || rec.Status != service.ToolCallRunning {
+		t.Fatalf("a turn finding the retried call running: %v, %+v; want it left running for the retry", err, rec)
+	}
+	if st := lc.callStatus(t); st != "running" {
+		t.Fatalf("call %s during its retry, want running", st)
+	}
+	if _, err := lc.rt.RetryToolCall(ctx, testCaller, lc.call, ""); statusOf(err) != service.CodeAborted {
+		t.Fatalf("a second retry during the first: %v, want ABORTED", err)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if st, runs := lc.callStatus(t), lc.paid.runs.Load(); st != "succeeded" || runs != 2 {
+		t.Fatalf("after the retry: call %s, pay ran %d times; want succeeded and 2", st, runs)
 	}
 }
 
