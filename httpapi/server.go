@@ -19,6 +19,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/readiness"
+	"github.com/holdpoint/holdpoint/service/requestid"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -310,7 +311,7 @@ func assignRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		req := c.Request()
-		c.SetRequest(req.WithContext(service.WithRequestID(req.Context(), id)))
+		c.SetRequest(req.WithContext(requestid.With(req.Context(), id)))
 		return next(c)
 	}
 }

@@ -70,7 +70,7 @@ func deliverySeconds(v *float64) string {
 // none yet).
 type uiWebhook struct {
 	webhooks.Webhook
-	Health webhooks.WebhookHealth
+	Health webhooks.Health
 }
 
 func (w uiWebhook) Created() moment       { return moment{&w.CreatedAt} }
@@ -82,7 +82,7 @@ func (w uiWebhook) P90() string           { return deliverySeconds(w.Health.Deli
 
 // uiDelivery is one row of an endpoint's deliveries.
 type uiDelivery struct {
-	webhooks.WebhookDelivery
+	webhooks.Delivery
 	// Redeliver is the path of its redelivery form ("" while pending:
 	// it is attempted again on its own).
 	Redeliver string
@@ -114,12 +114,12 @@ type webhookPage struct {
 }
 
 // healthOf returns the tenant's endpoints' figures by endpoint.
-func (a *api) healthOf(c echo.Context, caller service.Caller) (map[uuid.UUID]webhooks.WebhookHealth, error) {
+func (a *api) healthOf(c echo.Context, caller service.Caller) (map[uuid.UUID]webhooks.Health, error) {
 	health, err := a.opts.Webhooks.Health(c.Request().Context(), caller)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uuid.UUID]webhooks.WebhookHealth, len(health))
+	out := make(map[uuid.UUID]webhooks.Health, len(health))
 	for _, h := range health {
 		out[h.WebhookID] = h
 	}
@@ -188,7 +188,7 @@ func (a *api) uiWebhook(c echo.Context) error {
 		back.Set("cursor", cursor)
 	}
 	for _, d := range deliveries.Items {
-		row := uiDelivery{WebhookDelivery: d}
+		row := uiDelivery{Delivery: d}
 		if d.Status != webhooks.DeliveryPending {
 			row.Redeliver = "/ui/webhooks/" + id.String() + "/deliveries/" + d.ID.String() + "/redeliver"
 			if len(back) > 0 {

@@ -81,7 +81,7 @@ func webhookInput(c echo.Context) (webhooks.Input, error) {
 // webhookView is an endpoint with its delivery figures.
 type webhookView struct {
 	webhooks.Webhook
-	Health *webhooks.WebhookHealth `json:"health,omitempty"`
+	Health *webhooks.Health `json:"health,omitempty"`
 }
 
 // createWebhook adds an endpoint: POST /api/v1/webhooks. The answer (201)
@@ -127,7 +127,7 @@ func (a *api) webhookViews(c echo.Context, caller service.Caller, list []webhook
 	if err != nil {
 		return nil, err
 	}
-	byID := map[uuid.UUID]*webhooks.WebhookHealth{}
+	byID := map[uuid.UUID]*webhooks.Health{}
 	for i := range health {
 		byID[health[i].WebhookID] = &health[i]
 	}
@@ -237,7 +237,7 @@ func (a *api) listWebhookDeliveries(c echo.Context) error {
 		return err
 	}
 	if page.Items == nil {
-		page.Items = []webhooks.WebhookDelivery{}
+		page.Items = []webhooks.Delivery{}
 	}
 	return writeJSON(c, page)
 }

@@ -58,7 +58,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}
 	var one struct {
 		webhooks.Webhook
-		Health *webhooks.WebhookHealth `json:"health"`
+		Health *webhooks.Health `json:"health"`
 	}
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/webhooks/"+id, nil), http.StatusOK, &one)
 	if one.Health == nil || one.Health.WebhookID != created.ID {
@@ -78,7 +78,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}
 
 	var page struct {
-		Items []webhooks.WebhookDelivery `json:"items"`
+		Items []webhooks.Delivery `json:"items"`
 	}
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/webhooks/"+id+"/deliveries?status=dead&limit=10", nil), http.StatusOK, &page)
 	if page.Items == nil || len(page.Items) != 0 {

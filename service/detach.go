@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/wait"
+	"github.com/holdpoint/holdpoint/service/limits"
 )
 
 // pump forwards inputs to the turn queue and handles detach as soon as it
@@ -24,7 +25,7 @@ func (inv *invocation) pump(ctx context.Context, inputs <-chan AgentInput, queue
 			drain(inputs)
 			return
 		}
-		if err := checkInput(in); err != nil {
+		if err := limits.CheckInput(in); err != nil {
 			inv.reject(err)
 			drain(inputs)
 			return

@@ -7,12 +7,6 @@ import (
 // Internals the external tests (package service_test, which may import
 // service/pgstore) reach.
 
-// CheckInput is checkInput.
-var CheckInput = checkInput
-
-// CheckInit is checkInit.
-var CheckInit = checkInit
-
 // ValidateResumeAgainstHistory is validateResumeAgainstHistory.
 var ValidateResumeAgainstHistory = validateResumeAgainstHistory
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/limits"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -120,12 +121,12 @@ func FuzzValidateResume(f *testing.F) {
 			return
 		}
 		in := service.AgentInput{Resume: &res}
-		if err := service.CheckInput(in); err != nil {
+		if err := limits.CheckInput(in); err != nil {
 			wantClientError(t, err)
 			return
 		}
 		st := service.SessionState{Messages: history}
-		if err := service.CheckInit(service.AgentInit{State: &st}); err != nil {
+		if err := limits.CheckInit(service.AgentInit{State: &st}); err != nil {
 			wantClientError(t, err)
 			return
 		}
@@ -201,7 +202,7 @@ func FuzzStateSignature(f *testing.F) {
 		if json.Unmarshal(stateJSON, &st) != nil {
 			return
 		}
-		if err := service.CheckInit(service.AgentInit{State: &st}); err != nil {
+		if err := limits.CheckInit(service.AgentInit{State: &st}); err != nil {
 			wantClientError(t, err)
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/holdpoint/holdpoint/service/requestid"
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
@@ -40,7 +41,7 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 	if a.Disabled {
 		return nil, Errorf(CodeNotFound, "agent %q not found", agent)
 	}
-	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: RequestIDFrom(ctx),
+	inv := &invocation{rt: r, agent: a, caller: c, sink: sink, preclaimed: preclaimed, requestID: requestid.From(ctx),
 		headCached: headCached && a.Turn == nil, detStream: detachedStreamFrom(ctx), retry: retryFrom(ctx)}
 	if err := inv.resolveSession(ctx, init); err != nil {
 		return nil, inv.orHeadMoved(ctx, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/limits"
 )
 
 // parts returns n text parts.
@@ -57,10 +58,10 @@ func TestInputLimits(t *testing.T) {
 	}{
 		{"200 parts", "server", service.AgentInit{}, service.AgentInput{Message: msg(parts(200))}, ""},
 		{"201 parts", "server", service.AgentInit{}, service.AgentInput{Message: msg(parts(201))}, "201 parts"},
-		{"text at the limit", "server", service.AgentInit{}, service.AgentInput{Message: msg([]service.Part{service.TextPart(strings.Repeat("x", service.MaxTextBytes))})}, ""},
-		{"text over the limit", "server", service.AgentInit{}, service.AgentInput{Message: msg([]service.Part{service.TextPart(strings.Repeat("x", service.MaxTextBytes+1))})}, "text part over"},
+		{"text at the limit", "server", service.AgentInit{}, service.AgentInput{Message: msg([]service.Part{service.TextPart(strings.Repeat("x", limits.MaxTextBytes))})}, ""},
+		{"text over the limit", "server", service.AgentInit{}, service.AgentInput{Message: msg([]service.Part{service.TextPart(strings.Repeat("x", limits.MaxTextBytes+1))})}, "text part over"},
 		{"reasoning from a user", "server", service.AgentInit{}, service.AgentInput{Message: msg([]service.Part{{Reasoning: ptr("x")}})}, "reasoning part"},
-		{"reasoning over the limit in state", "client", service.AgentInit{State: &service.SessionState{Messages: []service.Message{{Role: service.RoleModel, Content: []service.Part{{Reasoning: ptr(strings.Repeat("x", service.MaxTextBytes+1))}}}}}}, service.AgentInput{Message: msg(parts(1))}, "text part over"},
+		{"reasoning over the limit in state", "client", service.AgentInit{State: &service.SessionState{Messages: []service.Message{{Role: service.RoleModel, Content: []service.Part{{Reasoning: ptr(strings.Repeat("x", limits.MaxTextBytes+1))}}}}}}, service.AgentInput{Message: msg(parts(1))}, "text part over"},
 		{"101 resume entries", "server", service.AgentInit{}, service.AgentInput{Resume: &service.Resume{Respond: respond(101)}}, "101 entries"},
 		{"overlong tool ref", "server", service.AgentInit{}, service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: "a", Ref: strings.Repeat("r", 2000)}}}}}, "name or ref"},
 		{"overlong sessionId", "server", service.AgentInit{SessionID: strings.Repeat("s", 257)}, service.AgentInput{Message: msg(parts(1))}, "sessionId"},
@@ -98,7 +99,7 @@ func TestInputLimits(t *testing.T) {
 	// Inputs streamed to Invoke are bounded too, not only the first.
 	inputs := make(chan service.AgentInput, 2)
 	inputs <- service.AgentInput{Message: msg(parts(1))}
-	inputs <- service.AgentInput{Message: msg(parts(service.MaxMessageParts + 1))}
+	inputs <- service.AgentInput{Message: msg(parts(limits.MaxMessageParts + 1))}
 	close(inputs)
 	if _, err := rt.Invoke(ctx, testCaller, "server", service.AgentInit{}, inputs, nil); !isStatus(err, service.CodeInvalidArgument) {
 		t.Fatalf("second input over the limit: %v", err)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/holdpoint/holdpoint/service/limits"
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
@@ -143,7 +144,7 @@ func (inv *invocation) resolveSession(ctx context.Context, init AgentInit) error
 	if err := inv.checkInitKind(init); err != nil {
 		return err
 	}
-	if err := checkInit(init); err != nil {
+	if err := limits.CheckInit(init); err != nil {
 		return err
 	}
 	var err error
@@ -417,18 +418,4 @@ func (inv *invocation) releaseHandoffs() {
 		h.Release()
 	}
 	inv.heldHandoffs = nil
-}
-
-// checkID bounds a client-chosen id: any string, but not an unbounded or
-// unprintable one.
-func checkID(field, id string) error {
-	if len(id) > 256 {
-		return Errorf(CodeInvalidArgument, "%s is longer than 256 bytes", field)
-	}
-	for _, r := range id {
-		if r < 0x20 || r == 0x7f {
-			return Errorf(CodeInvalidArgument, "%s contains a control character", field)
-		}
-	}
-	return nil
 }

@@ -29,9 +29,6 @@ import (
 // beyond 2^53) changes in that round trip and voids the signature.
 const stateSigPrefix = "hp1"
 
-// maxSignatureBytes bounds state.signature.
-const maxSignatureBytes = 128
-
 // signState returns the signature of st for the caller and agent.
 func (r *Runtime) signState(ctx context.Context, c Caller, agent string, st SessionState) (string, error) {
 	key, err := r.keys.Signing(ctx, c.TenantID, keys.PurposeState)

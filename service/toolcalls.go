@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/limits"
 )
 
 // recordedTool runs a tool that is not an interrupt and records it: a row
@@ -273,7 +274,7 @@ const MaxToolCallPage = 200
 // SessionToolCalls returns a page of the tool calls a session's turns made,
 // oldest first (operators: every session of the tenant).
 func (r *Runtime) SessionToolCalls(ctx context.Context, c Caller, sessionID string, after *ToolCallCursor, limit int) ([]ToolCallRecord, error) {
-	if err := checkID("sessionId", sessionID); err != nil {
+	if err := limits.CheckID("sessionId", sessionID); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {

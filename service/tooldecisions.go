@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/requestid"
 	"github.com/holdpoint/holdpoint/service/schema"
 )
 
@@ -105,7 +106,7 @@ func (r *Runtime) RetryToolCall(ctx context.Context, c Caller, id uuid.UUID, not
 // change a tool makes to it), and returns its outcome.
 func (r *Runtime) runRetry(ctx context.Context, tenantID string, a *Agent, tool *Tool, rec *ToolCallRecord) ToolCallOutcome {
 	inv := &invocation{rt: r, agent: a, caller: Caller{TenantID: tenantID, EndUser: rec.EndUser, Actor: rec.Actor},
-		sess: &sessionState{id: rec.SessionID}, requestID: RequestIDFrom(ctx)}
+		sess: &sessionState{id: rec.SessionID}, requestID: requestid.From(ctx)}
 	t := &Turn{inv: inv, ownID: rec.TurnID}
 	var resumed json.RawMessage
 	if rec.Restart {

@@ -14,7 +14,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
-var _ retention.RetentionStore = (*PgStore)(nil)
+var _ retention.Store = (*PgStore)(nil)
 
 // pruneLockKey is the advisory lock that lets one instance prune at a
 // time ("hp-prune" in ASCII).
@@ -37,9 +37,9 @@ func duration(s *int64) time.Duration {
 	return time.Duration(*s) * time.Second
 }
 
-// RetentionPolicy implements retention.RetentionStore.
-func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (retention.RetentionPolicy, error) {
-	var p retention.RetentionPolicy
+// RetentionPolicy implements retention.Store.
+func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (retention.Policy, error) {
+	var p retention.Policy
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, tenantID); err != nil {
 			return err
@@ -51,7 +51,7 @@ func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (retenti
 		if err != nil {
 			return err
 		}
-		p = retention.RetentionPolicy{
+		p = retention.Policy{
 			Completed: duration(row.CompletedSeconds), Failed: duration(row.FailedSeconds), Events: duration(row.EventsSeconds),
 		}
 		return nil
@@ -59,8 +59,8 @@ func (s *PgStore) RetentionPolicy(ctx context.Context, tenantID string) (retenti
 	return p, err
 }
 
-// SetRetentionPolicy implements retention.RetentionStore.
-func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p retention.RetentionPolicy) error {
+// SetRetentionPolicy implements retention.Store.
+func (s *PgStore) SetRetentionPolicy(ctx context.Context, tenantID string, p retention.Policy) error {
 	return s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if err := requireTenant(ctx, q, tenantID); err != nil {
 			return err
@@ -92,12 +92,12 @@ func decodePrune(raw []byte) (pruneResult, error) {
 	return r, nil
 }
 
-// PruneSessions implements retention.RetentionStore: one call of the system
+// PruneSessions implements retention.Store: one call of the system
 // function holdpoint_prune_sessions, its own transaction, committed
 // without waiting for the WAL flush: a batch lost in a crash is deleted
 // again by the next prune, and its commit does not queue behind (or make
 // wait) the turns' flushes.
-func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p retention.RetentionPolicy, after string, batch int) (retention.PruneBatch, error) {
+func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p retention.Policy, after string, batch int) (retention.PruneBatch, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		if err := q.CommitAsynchronously(ctx); err != nil {
@@ -117,7 +117,7 @@ func (s *PgStore) PruneSessions(ctx context.Context, tenantID string, p retentio
 	return retention.PruneBatch{Counts: r.PruneCounts, AfterSession: r.Last, Done: r.Done}, err
 }
 
-// PruneEvents implements retention.RetentionStore, committed without
+// PruneEvents implements retention.Store, committed without
 // waiting for the WAL flush (see PruneSessions).
 func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after store.EventPos, batch int) (retention.PruneBatch, error) {
 	var raw []byte
@@ -138,8 +138,8 @@ func (s *PgStore) PruneEvents(ctx context.Context, tenantID string, cutoff time.
 	return retention.PruneBatch{Counts: r.PruneCounts, AfterEvent: store.EventPos{Xid: r.Xid, ID: r.ID}, Done: r.Done}, err
 }
 
-// PrunePreview implements retention.RetentionStore.
-func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p retention.RetentionPolicy) (retention.PruneCounts, error) {
+// PrunePreview implements retention.Store.
+func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p retention.Policy) (retention.PruneCounts, error) {
 	var raw []byte
 	err := s.piped(ctx, "", func(q *db.Queries) error {
 		var err error
@@ -156,7 +156,7 @@ func (s *PgStore) PrunePreview(ctx context.Context, tenantID string, p retention
 	return r.PruneCounts, err
 }
 
-// TryPruneLock implements retention.RetentionStore with a transaction-level
+// TryPruneLock implements retention.Store with a transaction-level
 // advisory lock: a transaction is held open (idle, it holds back no vacuum)
 // until release, which rolls it back. Unlike a session-level lock, it
 // works behind a transaction pooler, and it goes with the connection if

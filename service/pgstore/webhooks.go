@@ -16,7 +16,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
-var _ webhooks.WebhookStore = (*PgStore)(nil)
+var _ webhooks.Store = (*PgStore)(nil)
 
 func webhookOf(r db.Webhook) *webhooks.Webhook {
 	return &webhooks.Webhook{
@@ -25,7 +25,7 @@ func webhookOf(r db.Webhook) *webhooks.Webhook {
 	}
 }
 
-// CreateWebhook implements webhooks.WebhookStore: the endpoint and its
+// CreateWebhook implements webhooks.Store: the endpoint and its
 // first secret in one transaction.
 func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *webhooks.Webhook, secret []byte) (*webhooks.Webhook, error) {
 	var row db.Webhook
@@ -46,7 +46,7 @@ func (s *PgStore) CreateWebhook(ctx context.Context, tenantID string, w *webhook
 	return webhookOf(row), nil
 }
 
-// ListWebhooks implements webhooks.WebhookStore.
+// ListWebhooks implements webhooks.Store.
 func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]webhooks.Webhook, error) {
 	var rows []db.Webhook
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -64,7 +64,7 @@ func (s *PgStore) ListWebhooks(ctx context.Context, tenantID string) ([]webhooks
 	return out, nil
 }
 
-// GetWebhook implements webhooks.WebhookStore.
+// GetWebhook implements webhooks.Store.
 func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*webhooks.Webhook, error) {
 	var row db.Webhook
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -78,8 +78,8 @@ func (s *PgStore) GetWebhook(ctx context.Context, tenantID string, id uuid.UUID)
 	return webhookOf(row), nil
 }
 
-// UpdateWebhook implements webhooks.WebhookStore.
-func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u webhooks.WebhookUpdate) (*webhooks.Webhook, error) {
+// UpdateWebhook implements webhooks.Store.
+func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u webhooks.Update) (*webhooks.Webhook, error) {
 	var row db.Webhook
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -94,7 +94,7 @@ func (s *PgStore) UpdateWebhook(ctx context.Context, tenantID string, id uuid.UU
 	return webhookOf(row), nil
 }
 
-// DeleteWebhook implements webhooks.WebhookStore.
+// DeleteWebhook implements webhooks.Store.
 func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UUID) error {
 	var n int64
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
@@ -111,7 +111,7 @@ func (s *PgStore) DeleteWebhook(ctx context.Context, tenantID string, id uuid.UU
 	return nil
 }
 
-// RotateWebhookSecret implements webhooks.WebhookStore.
+// RotateWebhookSecret implements webhooks.Store.
 func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id uuid.UUID, secret []byte, overlap time.Duration) error {
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		if _, err := q.LockWebhook(ctx, db.LockWebhookParams{TenantID: tenantID, ID: id}); err != nil {
@@ -124,7 +124,7 @@ func (s *PgStore) RotateWebhookSecret(ctx context.Context, tenantID string, id u
 	return notFound(err)
 }
 
-// WebhookSecrets implements webhooks.WebhookStore.
+// WebhookSecrets implements webhooks.Store.
 func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.UUID) ([][]byte, error) {
 	var rows []db.ListWebhookSecretsRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
@@ -142,16 +142,16 @@ func (s *PgStore) WebhookSecrets(ctx context.Context, tenantID string, id uuid.U
 	return out, nil
 }
 
-// DisableWebhook implements webhooks.WebhookStore.
+// DisableWebhook implements webhooks.Store.
 func (s *PgStore) DisableWebhook(ctx context.Context, tenantID string, id uuid.UUID, reason string) error {
 	return s.piped(ctx, tenantID, func(q *db.Queries) error {
 		return q.DisableWebhook(ctx, db.DisableWebhookParams{TenantID: tenantID, ID: id, Reason: &reason})
 	})
 }
 
-// ClaimWebhookDeliveries implements webhooks.WebhookStore (a system
+// ClaimWebhookDeliveries implements webhooks.Store (a system
 // function: the claim spans tenants).
-func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]webhooks.WebhookClaim, error) {
+func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]webhooks.Claim, error) {
 	if busy == nil {
 		busy = []uuid.UUID{}
 	}
@@ -169,14 +169,14 @@ func (s *PgStore) ClaimWebhookDeliveries(ctx context.Context, owner string, leas
 	if err != nil {
 		return nil, err
 	}
-	out := make([]webhooks.WebhookClaim, len(rows))
+	out := make([]webhooks.Claim, len(rows))
 	for i, r := range rows {
-		out[i] = webhooks.WebhookClaim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
+		out[i] = webhooks.Claim{TenantID: r.TenantID, ID: r.ID, WebhookID: r.WebhookID, Attempts: int(r.Attempts), Event: webhookEventOf(r)}
 	}
 	return out, nil
 }
 
-func webhookEventOf(r db.WebhookDeliveryContext) *webhooks.WebhookEvent {
+func webhookEventOf(r db.WebhookDeliveryContext) *webhooks.Event {
 	ev := eventContextOf(db.WebhookEventContext{
 		TenantID: r.TenantID, EventID: r.EventID, EventXid: r.EventXid, EventType: r.EventType, OccurredAt: r.OccurredAt,
 		Actor: r.Actor, InterruptID: r.InterruptID, InterruptAgent: r.InterruptAgent, InterruptTool: r.InterruptTool,
@@ -193,14 +193,14 @@ func webhookEventOf(r db.WebhookDeliveryContext) *webhooks.WebhookEvent {
 
 // eventContextOf is what an attempt of the event sends (without the
 // endpoint).
-func eventContextOf(r db.WebhookEventContext) *webhooks.WebhookEvent {
-	ev := &webhooks.WebhookEvent{
+func eventContextOf(r db.WebhookEventContext) *webhooks.Event {
+	ev := &webhooks.Event{
 		Pos:  store.EventPos{Xid: r.EventXid, ID: r.EventID},
 		Type: events.Name(r.EventType), OccurredAt: r.OccurredAt, Actor: r.Actor, Sequence: int(r.Sequence),
 	}
 	switch {
 	case r.InterruptID.Valid && r.InterruptAgent != nil:
-		ev.Interrupt = &webhooks.WebhookInterrupt{
+		ev.Interrupt = &webhooks.Interrupt{
 			ID: r.InterruptID.Bytes, Agent: *r.InterruptAgent, Tool: deref(r.InterruptTool), Input: rawOrNilBytes(r.InterruptInput),
 			Deadline: r.ExpiresAt, SessionID: deref(r.InterruptSessionID), SnapshotID: deref(r.InterruptSnapshotID),
 			Status: deref(r.InterruptStatus), Resolution: rawOrNilBytes(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
@@ -210,7 +210,7 @@ func eventContextOf(r db.WebhookEventContext) *webhooks.WebhookEvent {
 			ev.Interrupt.CreatedAt = *r.InterruptCreatedAt
 		}
 	case r.CallKey != nil:
-		ev.ToolCall = &webhooks.WebhookToolCall{
+		ev.ToolCall = &webhooks.ToolCall{
 			SnapshotID: deref(r.TurnSnapshotID), SessionID: deref(r.CallSessionID), Agent: deref(r.TurnAgent),
 			Key: *r.CallKey, Tool: deref(r.CallTool), Ref: deref(r.CallRef), Status: deref(r.CallStatus),
 		}
@@ -218,7 +218,7 @@ func eventContextOf(r db.WebhookEventContext) *webhooks.WebhookEvent {
 			ev.ToolCall.HTTPStatus = int(*r.CallHttpStatus)
 		}
 	case r.TurnSnapshotID != nil:
-		ev.Turn = &webhooks.WebhookTurn{
+		ev.Turn = &webhooks.Turn{
 			SnapshotID: *r.TurnSnapshotID, SessionID: deref(r.TurnSessionID), Agent: deref(r.TurnAgent),
 			FinishReason: deref(r.TurnFinishReason), Error: rawOrNilBytes(r.TurnError),
 		}
@@ -226,10 +226,10 @@ func eventContextOf(r db.WebhookEventContext) *webhooks.WebhookEvent {
 	return ev
 }
 
-// LeaseWebhookCursors implements webhooks.WebhookStore (a system function:
+// LeaseWebhookCursors implements webhooks.Store (a system function:
 // the lease spans tenants), committed without waiting for the WAL flush: a
 // lease lost in a crash only lets another instance read sooner.
-func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]webhooks.WebhookCursor, error) {
+func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]webhooks.Cursor, error) {
 	if held == nil {
 		held = []uuid.UUID{}
 	}
@@ -247,16 +247,16 @@ func (s *PgStore) LeaseWebhookCursors(ctx context.Context, owner string, lease t
 	if err != nil {
 		return nil, err
 	}
-	out := make([]webhooks.WebhookCursor, len(rows))
+	out := make([]webhooks.Cursor, len(rows))
 	for i, r := range rows {
-		out[i] = webhooks.WebhookCursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
+		out[i] = webhooks.Cursor{TenantID: r.TenantID, WebhookID: r.WebhookID, URL: r.Url, EventTypes: r.EventTypes,
 			Pos: store.EventPos{Xid: r.Xid, ID: r.ID}}
 	}
 	return out, nil
 }
 
-// WebhookCursorEvents implements webhooks.WebhookStore.
-func (s *PgStore) WebhookCursorEvents(ctx context.Context, c webhooks.WebhookCursor, limit int) ([]webhooks.WebhookEvent, store.EventPos, error) {
+// WebhookCursorEvents implements webhooks.Store.
+func (s *PgStore) WebhookCursorEvents(ctx context.Context, c webhooks.Cursor, limit int) ([]webhooks.Event, store.EventPos, error) {
 	var rows []db.WebhookEventContext
 	err := s.piped(ctx, c.TenantID, func(q *db.Queries) error {
 		var err error
@@ -269,7 +269,7 @@ func (s *PgStore) WebhookCursorEvents(ctx context.Context, c webhooks.WebhookCur
 		return nil, c.Pos, err
 	}
 	read := c.Pos
-	out := make([]webhooks.WebhookEvent, 0, len(rows))
+	out := make([]webhooks.Event, 0, len(rows))
 	for _, r := range rows {
 		read = store.EventPos{Xid: r.EventXid, ID: r.EventID}
 		if r.EventType == "" {
@@ -283,10 +283,10 @@ func (s *PgStore) WebhookCursorEvents(ctx context.Context, c webhooks.WebhookCur
 	return out, read, nil
 }
 
-// AdvanceWebhookCursor implements webhooks.WebhookStore, committed without
+// AdvanceWebhookCursor implements webhooks.Store, committed without
 // waiting for the WAL flush: a position lost in a crash makes its events
 // attempted again, and delivery is at least once anyway.
-func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c webhooks.WebhookCursor, to store.EventPos, lease time.Duration, attempts []webhooks.WebhookAttempt) (bool, error) {
+func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c webhooks.Cursor, to store.EventPos, lease time.Duration, attempts []webhooks.Attempt) (bool, error) {
 	p := db.AdvanceWebhookCursorParams{
 		TenantID: c.TenantID, WebhookID: c.WebhookID, Owner: owner, LeaseSeconds: lease.Seconds(),
 		FromXid: c.Pos.Xid, FromID: c.Pos.ID, ToXid: to.Xid, ToID: to.ID,
@@ -318,7 +318,7 @@ func (s *PgStore) AdvanceWebhookCursor(ctx context.Context, owner string, c webh
 
 // outcomeColumns are an attempt's next attempt time (zero: none) and HTTP
 // status (0: no answer) as the statements take them.
-func outcomeColumns(o webhooks.WebhookOutcome) (next time.Time, status int32) {
+func outcomeColumns(o webhooks.Outcome) (next time.Time, status int32) {
 	if o.NextAttemptAt != nil {
 		next = *o.NextAttemptAt
 	}
@@ -328,10 +328,10 @@ func outcomeColumns(o webhooks.WebhookOutcome) (next time.Time, status int32) {
 	return next, status
 }
 
-// FinishWebhookDeliveries implements webhooks.WebhookStore: one statement
+// FinishWebhookDeliveries implements webhooks.Store: one statement
 // per tenant, committed without waiting for the WAL flush (see
 // CommitAsynchronously).
-func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []webhooks.WebhookFinish) (map[uuid.UUID]bool, error) {
+func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, done []webhooks.Finish) (map[uuid.UUID]bool, error) {
 	byTenant := map[string]*db.FinishDeliveryAttemptsParams{}
 	for _, f := range done {
 		p := byTenant[f.Claim.TenantID]
@@ -370,8 +370,8 @@ func (s *PgStore) FinishWebhookDeliveries(ctx context.Context, owner string, don
 	return recorded, nil
 }
 
-func deliveryOf(r db.ListWebhookDeliveriesRow) webhooks.WebhookDelivery {
-	d := webhooks.WebhookDelivery{
+func deliveryOf(r db.ListWebhookDeliveriesRow) webhooks.Delivery {
+	d := webhooks.Delivery{
 		ID: r.ID, WebhookID: r.WebhookID, EventType: events.Name(r.EventType), Status: r.Status, Attempts: int(r.Attempts),
 		NextAttemptAt: r.NextAttemptAt, LastAttemptAt: r.LastAttemptAt, LastError: deref(r.LastError),
 		DeliveredAt: r.DeliveredAt, CreatedAt: r.CreatedAt, Pos: store.EventPos{Xid: int64(r.EventXid.Uint64), ID: r.EventID},
@@ -389,8 +389,8 @@ func deliveryOf(r db.ListWebhookDeliveriesRow) webhooks.WebhookDelivery {
 	return d
 }
 
-// ListWebhookDeliveries implements webhooks.WebhookStore.
-func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p webhooks.ListWebhookDeliveriesParams) ([]webhooks.WebhookDelivery, error) {
+// ListWebhookDeliveries implements webhooks.Store.
+func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p webhooks.ListDeliveriesParams) ([]webhooks.Delivery, error) {
 	params := db.ListWebhookDeliveriesParams{TenantID: p.TenantID, WebhookID: p.WebhookID, PageSize: int32(p.Limit)}
 	if p.Status != "" {
 		params.Status = &p.Status
@@ -407,15 +407,15 @@ func (s *PgStore) ListWebhookDeliveries(ctx context.Context, p webhooks.ListWebh
 	if err != nil {
 		return nil, err
 	}
-	out := make([]webhooks.WebhookDelivery, len(rows))
+	out := make([]webhooks.Delivery, len(rows))
 	for i, r := range rows {
 		out[i] = deliveryOf(r)
 	}
 	return out, nil
 }
 
-// GetWebhookDelivery implements webhooks.WebhookStore.
-func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*webhooks.WebhookDelivery, error) {
+// GetWebhookDelivery implements webhooks.Store.
+func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*webhooks.Delivery, error) {
 	var r db.GetWebhookDeliveryRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -429,8 +429,8 @@ func (s *PgStore) GetWebhookDelivery(ctx context.Context, tenantID string, webho
 	return &d, nil
 }
 
-// RedeliverWebhookDelivery implements webhooks.WebhookStore.
-func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*webhooks.WebhookDelivery, error) {
+// RedeliverWebhookDelivery implements webhooks.Store.
+func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*webhooks.Delivery, error) {
 	var row db.RedeliverWebhookDeliveryRow
 	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -456,8 +456,8 @@ func (s *PgStore) RedeliverWebhookDelivery(ctx context.Context, tenantID string,
 	return &d, nil
 }
 
-// WebhookHealth implements webhooks.WebhookStore.
-func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]webhooks.WebhookHealth, error) {
+// WebhookHealth implements webhooks.Store.
+func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]webhooks.Health, error) {
 	var rows []db.ListWebhookHealthRow
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
@@ -467,9 +467,9 @@ func (s *PgStore) WebhookHealth(ctx context.Context, tenantID string) ([]webhook
 	if err != nil {
 		return nil, err
 	}
-	out := make([]webhooks.WebhookHealth, len(rows))
+	out := make([]webhooks.Health, len(rows))
 	for i, r := range rows {
-		out[i] = webhooks.WebhookHealth{
+		out[i] = webhooks.Health{
 			WebhookID: r.WebhookID, Pending: r.Pending, Delivered: r.Delivered, Dead: r.Dead, Retrying: r.Retrying,
 			OldestPendingAt: epochTime(r.OldestPendingEpoch), LastDeliveredAt: epochTime(r.LastDeliveredEpoch),
 			LastFailureAt:      epochTime(r.LastFailureEpoch),

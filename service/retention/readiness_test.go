@@ -19,7 +19,7 @@ func TestNotReadyPrunerSkipsRounds(t *testing.T) {
 	var ready atomic.Bool
 	var asked atomic.Int32
 	p := &retention.Pruner{Store: e.store, Batch: 10, Pause: -1,
-		Defaults: retention.RetentionPolicy{Completed: time.Hour, Failed: time.Hour, Events: time.Hour},
+		Defaults: retention.Policy{Completed: time.Hour, Failed: time.Hour, Events: time.Hour},
 		Ready:    func() bool { asked.Add(1); return ready.Load() }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -31,21 +31,22 @@ const (
 	DefaultShare = 0.2
 )
 
-// Store is what a Pruner needs: the retention store and the tenant list.
-type Store interface {
-	RetentionStore
+// PrunerStore is what a Pruner needs: the retention store and the tenant
+// list.
+type PrunerStore interface {
+	Store
 	ListTenants(ctx context.Context) ([]store.Tenant, error)
 }
 
 // Pruner prunes tenants' data under their retention policies.
 type Pruner struct {
-	Store Store
+	Store PrunerStore
 	// Ready, when set, says whether the instance may take work: a round
 	// while it is false is skipped (see readiness.Readiness).
 	Ready func() bool
 	// Defaults fill in the ages a tenant's own policy leaves unset (zero:
 	// keep forever).
-	Defaults RetentionPolicy
+	Defaults Policy
 	// Batch bounds each transaction (default DefaultBatch).
 	Batch int
 	// Pause is the least wait between batches (default DefaultPause;
@@ -66,7 +67,7 @@ type Report struct {
 	TenantID string
 	// Policy is the policy applied: the tenant's own, completed by the
 	// defaults.
-	Policy RetentionPolicy
+	Policy Policy
 	Counts PruneCounts
 	// Batches counts the transactions that deleted (0 in a dry run).
 	Batches int
@@ -144,7 +145,7 @@ func (p *Pruner) Prune(ctx context.Context, tenantIDs []string, dryRun bool) ([]
 // eventCutoff is the age past which a turn or tool event whose snapshot
 // is gone may go: the event retention, or else the shortest session age
 // (zero: none applies).
-func eventCutoff(p RetentionPolicy) time.Duration {
+func eventCutoff(p Policy) time.Duration {
 	if p.Events > 0 {
 		return p.Events
 	}

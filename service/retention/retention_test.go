@@ -205,7 +205,7 @@ func TestPrunePolicy(t *testing.T) {
 	        VALUES ('acme', 'job-pending', $1, 'job', '[]', now() - interval '3 hours', now() - interval '3 hours')`, bench.Agent)
 	// While the endpoint has not read their events, no session goes.
 	hold := &retention.Pruner{Store: e.store, Batch: 10, Pause: -1,
-		Defaults: retention.RetentionPolicy{Completed: time.Hour, Failed: time.Hour, Events: time.Hour}}
+		Defaults: retention.Policy{Completed: time.Hour, Failed: time.Hour, Events: time.Hour}}
 	if dry, err := hold.Prune(ctx, []string{"acme"}, true); err != nil || len(dry) != 1 || dry[0].Counts.Sessions != 0 {
 		t.Fatalf("a dry run before the endpoint read the events: %+v %v", dry, err)
 	}
@@ -222,7 +222,7 @@ func TestPrunePolicy(t *testing.T) {
 	        WHERE i.session_id = 'undelivered' AND d.tenant_id = e.tenant_id AND d.event_xid = e.xid AND d.event_id = e.id`)
 
 	hour := time.Hour
-	if err := e.store.SetRetentionPolicy(ctx, "acme", retention.RetentionPolicy{Completed: hour, Failed: hour, Events: hour}); err != nil {
+	if err := e.store.SetRetentionPolicy(ctx, "acme", retention.Policy{Completed: hour, Failed: hour, Events: hour}); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := e.store.RetentionPolicy(ctx, "rival"); err != nil || !p.IsZero() {
@@ -298,7 +298,7 @@ func TestPrunePolicy(t *testing.T) {
 
 	// Clearing the policy keeps everything from then on.
 	e.age("acme", []string{"recent"}, 3*time.Hour, true)
-	if err := e.store.SetRetentionPolicy(ctx, "acme", retention.RetentionPolicy{}); err != nil {
+	if err := e.store.SetRetentionPolicy(ctx, "acme", retention.Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := p.Prune(ctx, []string{"acme"}, false); err != nil || r[0].Counts.Total() != 0 {
@@ -307,7 +307,7 @@ func TestPrunePolicy(t *testing.T) {
 	// Defaults apply to tenants that set nothing. Without an event
 	// retention the audit trail goes with its session: the audited
 	// session goes too.
-	p.Defaults = retention.RetentionPolicy{Completed: hour}
+	p.Defaults = retention.Policy{Completed: hour}
 	if r, err := p.Prune(ctx, []string{"acme"}, false); err != nil || r[0].Counts.Sessions != 2 ||
 		e.rows("acme", "recent")["sessions"]+e.rows("acme", "audited")["sessions"] != 0 {
 		t.Errorf("prune with a default = %+v %v", r, err)
@@ -332,7 +332,7 @@ func TestPruneBatches(t *testing.T) {
 	e.age("acme", sessions, 3*time.Hour, true)
 	var batches []retention.PruneCounts
 	p := &retention.Pruner{Store: e.store, Batch: 4, Pause: time.Millisecond,
-		Defaults: retention.RetentionPolicy{Completed: time.Hour, Failed: time.Hour},
+		Defaults: retention.Policy{Completed: time.Hour, Failed: time.Hour},
 		OnBatch:  func(_ string, c retention.PruneCounts) { batches = append(batches, c) }}
 	r, err := p.Prune(ctx, []string{"acme"}, false)
 	if err != nil {
@@ -368,7 +368,7 @@ func TestPruneRacesTurns(t *testing.T) {
 	}
 	e.age("acme", sessions, 3*time.Hour, true)
 	p := &retention.Pruner{Store: e.store, Batch: 2, Pause: time.Millisecond,
-		Defaults: retention.RetentionPolicy{Completed: time.Hour, Failed: time.Hour}}
+		Defaults: retention.Policy{Completed: time.Hour, Failed: time.Hour}}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -10,25 +10,25 @@ import (
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
-// RetentionPolicy says how long a tenant keeps what is finished. A zero
+// Policy says how long a tenant keeps what is finished. A zero
 // age keeps forever. Completed and Failed apply to sessions by the state
 // of their latest turn (see the migration 00021_retention.sql for the
 // exact rules); Events is how long the event log (the audit trail of
 // decisions, turn and tool events) is kept, and a session stays while its
 // events must.
-type RetentionPolicy struct {
+type Policy struct {
 	Completed time.Duration `json:"completed,omitempty"`
 	Failed    time.Duration `json:"failed,omitempty"`
 	Events    time.Duration `json:"events,omitempty"`
 }
 
 // IsZero reports whether the policy keeps everything.
-func (p RetentionPolicy) IsZero() bool {
+func (p Policy) IsZero() bool {
 	return p.Completed == 0 && p.Failed == 0 && p.Events == 0
 }
 
 // Or is p with each age it does not set taken from def.
-func (p RetentionPolicy) Or(def RetentionPolicy) RetentionPolicy {
+func (p Policy) Or(def Policy) Policy {
 	if p.Completed == 0 {
 		p.Completed = def.Completed
 	}
@@ -80,27 +80,27 @@ type PruneBatch struct {
 	Done       bool
 }
 
-// RetentionStore is the persistence of retention policies and the
+// Store is the persistence of retention policies and the
 // pruning they drive. Each batch is one short transaction of its own,
 // scoped to one tenant in the SQL.
-type RetentionStore interface {
-	// RetentionPolicy returns a tenant's own policy (zero when it set
+type Store interface {
+	// Policy returns a tenant's own policy (zero when it set
 	// none; NOT_FOUND for an unknown tenant).
-	RetentionPolicy(ctx context.Context, tenantID string) (RetentionPolicy, error)
+	RetentionPolicy(ctx context.Context, tenantID string) (Policy, error)
 	// SetRetentionPolicy stores a tenant's policy; a zero policy removes
 	// it (NOT_FOUND for an unknown tenant).
-	SetRetentionPolicy(ctx context.Context, tenantID string, p RetentionPolicy) error
+	SetRetentionPolicy(ctx context.Context, tenantID string, p Policy) error
 	// PruneSessions removes the next batch (at most batch sessions after
 	// the session id after, with all their rows) of a tenant's sessions
 	// that p lets go.
-	PruneSessions(ctx context.Context, tenantID string, p RetentionPolicy, after string, batch int) (PruneBatch, error)
+	PruneSessions(ctx context.Context, tenantID string, p Policy, after string, batch int) (PruneBatch, error)
 	// PruneEvents removes, among the next batch events of the tenant's
 	// log after the position, the turn and tool events whose snapshot is
 	// gone and which are older than cutoff, with their finished
 	// deliveries.
 	PruneEvents(ctx context.Context, tenantID string, cutoff time.Duration, after store.EventPos, batch int) (PruneBatch, error)
 	// PrunePreview counts what a prune with p would delete now.
-	PrunePreview(ctx context.Context, tenantID string, p RetentionPolicy) (PruneCounts, error)
+	PrunePreview(ctx context.Context, tenantID string, p Policy) (PruneCounts, error)
 	// TryPruneLock takes the lock that lets one instance prune at a time;
 	// ok is false when another holds it. release gives it back.
 	TryPruneLock(ctx context.Context) (release func(), ok bool, err error)

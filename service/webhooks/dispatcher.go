@@ -78,7 +78,7 @@ const (
 //     outcome only while it holds the lease (owner and attempt number
 //     match).
 type Dispatcher struct {
-	Store WebhookStore
+	Store Store
 	// Ready, when set, says whether the instance may take work: while it
 	// is false the dispatcher leases no deliveries (see readiness.Readiness).
 	Ready func() bool
@@ -277,7 +277,7 @@ func (d *Dispatcher) kickRetry() {
 
 // finishReq is an attempt's outcome waiting to be recorded.
 type finishReq struct {
-	f     WebhookFinish
+	f     Finish
 	reply chan<- finishReply
 }
 
@@ -311,7 +311,7 @@ func (d *Dispatcher) finishLoop() {
 				break drain
 			}
 		}
-		done := make([]WebhookFinish, len(batch))
+		done := make([]Finish, len(batch))
 		for i, r := range batch {
 			done[i] = r.f
 		}
@@ -388,7 +388,7 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // start starts the attempts of claimed deliveries.
-func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []WebhookClaim) {
+func (d *Dispatcher) start(ctx context.Context, wg *sync.WaitGroup, claims []Claim) {
 	for _, c := range claims {
 		if c.Event == nil {
 			continue
@@ -465,7 +465,7 @@ func (d *Dispatcher) read(ctx context.Context, wg *sync.WaitGroup) {
 // batch ends within its lease), moving its position past the events of
 // each batch it attempted, until it has read all there is, the lease is
 // lost, or ctx ends.
-func (d *Dispatcher) readEndpoint(ctx context.Context, c WebhookCursor) {
+func (d *Dispatcher) readEndpoint(ctx context.Context, c Cursor) {
 	var seen uint64
 	defer func() {
 		d.mu.Lock()
@@ -490,7 +490,7 @@ func (d *Dispatcher) readEndpoint(ctx context.Context, c WebhookCursor) {
 // deliverBatch attempts the endpoint's next batch of events and records
 // it, moving c's position; it reports whether to read again (more events
 // than a batch, a cut batch, or a kick since seen).
-func (d *Dispatcher) deliverBatch(ctx context.Context, c *WebhookCursor, seen uint64) bool {
+func (d *Dispatcher) deliverBatch(ctx context.Context, c *Cursor, seen uint64) bool {
 	events, to, err := d.Store.WebhookCursorEvents(ctx, *c, d.Batch)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -553,12 +553,12 @@ func (d *Dispatcher) batchBudget() time.Duration {
 // batchBudget, nor beyond the first PerEndpoint when the budget is zero,
 // nor once ctx ends; cut reports that events were left unattempted (they follow the last
 // attempt returned).
-func (d *Dispatcher) attemptEvents(ctx context.Context, c WebhookCursor, events []WebhookEvent) (attempts []WebhookAttempt, cut bool) {
-	attempts = make([]WebhookAttempt, 0, len(events))
-	wanted := make([]*WebhookEvent, 0, len(events))
+func (d *Dispatcher) attemptEvents(ctx context.Context, c Cursor, events []Event) (attempts []Attempt, cut bool) {
+	attempts = make([]Attempt, 0, len(events))
+	wanted := make([]*Event, 0, len(events))
 	for i := range events {
 		if ev := &events[i]; c.Wants(ev.Type) {
-			attempts = append(attempts, WebhookAttempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
+			attempts = append(attempts, Attempt{Pos: ev.Pos, OccurredAt: ev.OccurredAt})
 			wanted = append(wanted, ev)
 		}
 	}
@@ -600,7 +600,7 @@ func (d *Dispatcher) attemptEvents(ctx context.Context, c WebhookCursor, events 
 					// Not attempted (the database failed us): a delivery
 					// row the retry schedule takes over.
 					due := time.Now().Add(d.retryWait(1))
-					out = WebhookOutcome{Status: DeliveryPending, NextAttemptAt: &due, Error: "not attempted: the platform could not prepare the request"}
+					out = Outcome{Status: DeliveryPending, NextAttemptAt: &due, Error: "not attempted: the platform could not prepare the request"}
 				}
 				a.Outcome = out
 				a.AnsweredAt = time.Now()
@@ -623,7 +623,7 @@ func (d *Dispatcher) disable(ctx context.Context, tenantID string, webhookID uui
 // attempt makes one attempt of a claimed delivery and records it. A
 // failure to prepare it (the database) leaves the lease to run out: the
 // delivery is then attempted again.
-func (d *Dispatcher) attempt(parent context.Context, c WebhookClaim, ev *WebhookEvent) {
+func (d *Dispatcher) attempt(parent context.Context, c Claim, ev *Event) {
 	out, ok := d.send(parent, c.TenantID, c.WebhookID, c.ID, c.Attempts, ev)
 	if !ok {
 		return
@@ -633,7 +633,7 @@ func (d *Dispatcher) attempt(parent context.Context, c WebhookClaim, ev *Webhook
 	defer cancel()
 	log := attemptLog{d.Log, c.TenantID, c.WebhookID, c.ID, c.Attempts}
 	reply := make(chan finishReply, 1)
-	d.finish <- finishReq{f: WebhookFinish{Claim: c, Outcome: out}, reply: reply}
+	d.finish <- finishReq{f: Finish{Claim: c, Outcome: out}, reply: reply}
 	res2 := <-reply
 	recorded, err := res2.recorded, res2.err
 	if err != nil {
@@ -653,7 +653,7 @@ func (d *Dispatcher) attempt(parent context.Context, c WebhookClaim, ev *Webhook
 // its outcome; ok is false when the attempt could not be made (reading
 // its secrets or settings failed), which is logged. deliveryID is the
 // delivery row being retried (uuid.Nil for a first attempt), for the log.
-func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, deliveryID uuid.UUID, n int, ev *WebhookEvent) (out WebhookOutcome, ok bool) {
+func (d *Dispatcher) send(parent context.Context, tenantID string, webhookID, deliveryID uuid.UUID, n int, ev *Event) (out Outcome, ok bool) {
 	// A shutdown does not cut an attempt short: its outcome is recorded.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.Timeout+10*time.Second)
 	defer cancel()
@@ -720,8 +720,8 @@ func (l attemptLog) Info(msg string, args ...any)  { l.with().Info(msg, args...)
 // the address policy refused the URL (retrying would be refused again;
 // once the operator allows the host, the delivery is redelivered) or when
 // the schedule is used up; otherwise due again after the next wait.
-func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) WebhookOutcome {
-	out := WebhookOutcome{HTTPStatus: res.Status}
+func (d *Dispatcher) outcome(n int, res *httptool.Result, err error) Outcome {
+	out := Outcome{HTTPStatus: res.Status}
 	if err == nil {
 		out.Status = DeliveryDelivered
 		return out
@@ -853,12 +853,12 @@ type Payload struct {
 
 // PayloadData is what the event is about.
 type PayloadData struct {
-	Interrupt *WebhookInterrupt `json:"interrupt,omitempty"`
-	Turn      *WebhookTurn      `json:"turn,omitempty"`
-	ToolCall  *WebhookToolCall  `json:"toolCall,omitempty"`
+	Interrupt *Interrupt `json:"interrupt,omitempty"`
+	Turn      *Turn      `json:"turn,omitempty"`
+	ToolCall  *ToolCall  `json:"toolCall,omitempty"`
 }
 
-func (d *Dispatcher) payload(tenantID, id string, ev *WebhookEvent) Payload {
+func (d *Dispatcher) payload(tenantID, id string, ev *Event) Payload {
 	p := Payload{
 		ID: id, Type: ev.Type, Timestamp: ev.OccurredAt.UTC(), OccurredAt: ev.OccurredAt.UTC(), TenantID: tenantID,
 		Sequence: ev.Sequence, Actor: ev.Actor,

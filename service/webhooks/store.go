@@ -35,16 +35,16 @@ type Webhook struct {
 	UpdatedAt      time.Time `json:"updatedAt"`
 }
 
-// WebhookUpdate changes the fields that are set.
-type WebhookUpdate struct {
+// Update changes the fields that are set.
+type Update struct {
 	URL         *string
 	Description *string
 	EventTypes  []string
 	Enabled     *bool
 }
 
-// WebhookDelivery is one event's delivery to one endpoint.
-type WebhookDelivery struct {
+// Delivery is one event's delivery to one endpoint.
+type Delivery struct {
 	ID        uuid.UUID `json:"id"`
 	WebhookID uuid.UUID `json:"webhookId"`
 	// EventID is the event's opaque id, sent as webhook-id.
@@ -67,9 +67,9 @@ type WebhookDelivery struct {
 	Pos store.EventPos `json:"-"`
 }
 
-// WebhookHealth is an endpoint's delivery figures (the webhook_health
+// Health is an endpoint's delivery figures (the webhook_health
 // view).
-type WebhookHealth struct {
+type Health struct {
 	WebhookID       uuid.UUID  `json:"webhookId"`
 	Pending         int64      `json:"pending"`
 	Delivered       int64      `json:"delivered"`
@@ -83,26 +83,26 @@ type WebhookHealth struct {
 	DeliveryP90Seconds *float64 `json:"deliveryP90Seconds,omitempty"`
 }
 
-// WebhookClaim is a delivery a dispatcher leased for one attempt.
-type WebhookClaim struct {
+// Claim is a delivery a dispatcher leased for one attempt.
+type Claim struct {
 	TenantID  string
 	ID        uuid.UUID
 	WebhookID uuid.UUID
 	// Attempts counts this attempt; with the owner it fences the outcome.
 	Attempts int
 	// Event is what the attempt sends.
-	Event *WebhookEvent
+	Event *Event
 }
 
-// WebhookFinish is the outcome of a claimed delivery's attempt.
-type WebhookFinish struct {
-	Claim   WebhookClaim
-	Outcome WebhookOutcome
+// Finish is the outcome of a claimed delivery's attempt.
+type Finish struct {
+	Claim   Claim
+	Outcome Outcome
 }
 
-// WebhookEvent is what one delivery attempt sends: the endpoint and the
+// Event is what one delivery attempt sends: the endpoint and the
 // event with what it is about.
-type WebhookEvent struct {
+type Event struct {
 	URL        string
 	Enabled    bool
 	Pos        store.EventPos
@@ -112,13 +112,13 @@ type WebhookEvent struct {
 	// Sequence numbers the events of one interrupt (1 for its creation);
 	// 0 for other events.
 	Sequence  int
-	Interrupt *WebhookInterrupt
-	Turn      *WebhookTurn
-	ToolCall  *WebhookToolCall
+	Interrupt *Interrupt
+	Turn      *Turn
+	ToolCall  *ToolCall
 }
 
-// WebhookInterrupt is the interrupt an event is about.
-type WebhookInterrupt struct {
+// Interrupt is the interrupt an event is about.
+type Interrupt struct {
 	ID         uuid.UUID       `json:"id"`
 	Agent      string          `json:"agent"`
 	Tool       string          `json:"tool"`
@@ -133,8 +133,8 @@ type WebhookInterrupt struct {
 	CreatedAt  time.Time       `json:"createdAt"`
 }
 
-// WebhookTurn is the turn a turn.* event is about.
-type WebhookTurn struct {
+// Turn is the turn a turn.* event is about.
+type Turn struct {
 	SnapshotID   string          `json:"snapshotId"`
 	SessionID    string          `json:"sessionId"`
 	Agent        string          `json:"agent"`
@@ -142,8 +142,8 @@ type WebhookTurn struct {
 	Error        json.RawMessage `json:"error,omitempty"`
 }
 
-// WebhookToolCall is the call a tool.called event is about.
-type WebhookToolCall struct {
+// ToolCall is the call a tool.called event is about.
+type ToolCall struct {
 	SnapshotID string `json:"snapshotId"`
 	SessionID  string `json:"sessionId"`
 	Agent      string `json:"agent"`
@@ -154,9 +154,9 @@ type WebhookToolCall struct {
 	HTTPStatus int    `json:"httpStatus,omitempty"`
 }
 
-// WebhookCursor is an endpoint a dispatcher leased to read the event log
+// Cursor is an endpoint a dispatcher leased to read the event log
 // for: its position, and what it subscribes to.
-type WebhookCursor struct {
+type Cursor struct {
 	TenantID   string
 	WebhookID  uuid.UUID
 	URL        string
@@ -167,7 +167,7 @@ type WebhookCursor struct {
 
 // Wants reports whether the endpoint subscribes to the event type (its
 // public name).
-func (c WebhookCursor) Wants(eventType string) bool {
+func (c Cursor) Wants(eventType string) bool {
 	for _, t := range c.EventTypes {
 		if t == eventType {
 			return true
@@ -176,28 +176,28 @@ func (c WebhookCursor) Wants(eventType string) bool {
 	return false
 }
 
-// WebhookAttempt is the first attempt of an event read from an
+// Attempt is the first attempt of an event read from an
 // endpoint's cursor, recorded as the event's delivery to the endpoint.
-type WebhookAttempt struct {
+type Attempt struct {
 	Pos        store.EventPos
 	OccurredAt time.Time
 	// AttemptedAt is when the attempt started, AnsweredAt when it ended.
 	AttemptedAt, AnsweredAt time.Time
-	Outcome                 WebhookOutcome
+	Outcome                 Outcome
 }
 
-// WebhookOutcome is the result of one delivery attempt.
-type WebhookOutcome struct {
+// Outcome is the result of one delivery attempt.
+type Outcome struct {
 	Status        string     // DeliveryPending (retry), DeliveryDelivered or DeliveryDead
 	NextAttemptAt *time.Time // when Status is DeliveryPending
 	HTTPStatus    int
 	Error         string
 }
 
-// WebhookStore is the persistence of webhook endpoints and their
+// Store is the persistence of webhook endpoints and their
 // deliveries. Tenant-scoped methods are scoped in the SQL itself; the
 // dispatcher's claim spans tenants.
-type WebhookStore interface {
+type Store interface {
 	// CreateWebhook stores an endpoint with its first signing secret
 	// (ALREADY_EXISTS when the tenant has one with that URL).
 	CreateWebhook(ctx context.Context, tenantID string, w *Webhook, secret []byte) (*Webhook, error)
@@ -205,7 +205,7 @@ type WebhookStore interface {
 	// GetWebhook returns an endpoint (ErrNotFound when none).
 	GetWebhook(ctx context.Context, tenantID string, id uuid.UUID) (*Webhook, error)
 	// UpdateWebhook changes an endpoint (ErrNotFound, ALREADY_EXISTS).
-	UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u WebhookUpdate) (*Webhook, error)
+	UpdateWebhook(ctx context.Context, tenantID string, id uuid.UUID, u Update) (*Webhook, error)
 	// DeleteWebhook removes an endpoint with its secrets and deliveries.
 	DeleteWebhook(ctx context.Context, tenantID string, id uuid.UUID) error
 	// RotateWebhookSecret adds the signing secret that signs from now on;
@@ -218,38 +218,38 @@ type WebhookStore interface {
 	// LeaseWebhookCursors leases to owner, for lease, at most limit
 	// enabled endpoints of every tenant that have events to read, leaving
 	// out those in held (which owner reads already).
-	LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]WebhookCursor, error)
+	LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]Cursor, error)
 	// WebhookCursorEvents returns at most limit events of the endpoint's
 	// tenant after its position, up to the horizon, of the types it
 	// subscribes to, in log order, with what an attempt sends; and the
 	// position the endpoint has read up to with them (the last event
 	// returned, or past events of other types; c.Pos when there is
 	// nothing new).
-	WebhookCursorEvents(ctx context.Context, c WebhookCursor, limit int) ([]WebhookEvent, store.EventPos, error)
+	WebhookCursorEvents(ctx context.Context, c Cursor, limit int) ([]Event, store.EventPos, error)
 	// AdvanceWebhookCursor moves the endpoint's position from c.Pos to to
 	// and records the attempts as its deliveries, in one statement, only
 	// while owner holds the endpoint's lease (which it renews for lease)
 	// and the position is still c.Pos; it reports whether it did.
-	AdvanceWebhookCursor(ctx context.Context, owner string, c WebhookCursor, to store.EventPos, lease time.Duration, attempts []WebhookAttempt) (bool, error)
+	AdvanceWebhookCursor(ctx context.Context, owner string, c Cursor, to store.EventPos, lease time.Duration, attempts []Attempt) (bool, error)
 	// ClaimWebhookDeliveries leases due deliveries (retries and
 	// redeliveries) of every tenant to owner, with what they send: at
 	// most batch, at most perEndpoint of one endpoint, none of busy's
 	// endpoints.
-	ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]WebhookClaim, error)
+	ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]Claim, error)
 	// FinishWebhookDeliveries records attempts' outcomes, each only if its
 	// attempt still holds the delivery's lease; it returns the ids
 	// recorded.
-	FinishWebhookDeliveries(ctx context.Context, owner string, done []WebhookFinish) (map[uuid.UUID]bool, error)
+	FinishWebhookDeliveries(ctx context.Context, owner string, done []Finish) (map[uuid.UUID]bool, error)
 	// ListWebhookDeliveries returns an endpoint's deliveries, newest first,
 	// before the cursor (created at, id) when one is given.
-	ListWebhookDeliveries(ctx context.Context, p ListWebhookDeliveriesParams) ([]WebhookDelivery, error)
+	ListWebhookDeliveries(ctx context.Context, p ListDeliveriesParams) ([]Delivery, error)
 	// GetWebhookDelivery returns one delivery of an endpoint.
-	GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*WebhookDelivery, error)
+	GetWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*Delivery, error)
 	// RedeliverWebhookDelivery queues a finished delivery again, due now
 	// (FAILED_PRECONDITION when it is still pending).
-	RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*WebhookDelivery, error)
-	// WebhookHealth returns the delivery figures of the tenant's endpoints.
-	WebhookHealth(ctx context.Context, tenantID string) ([]WebhookHealth, error)
+	RedeliverWebhookDelivery(ctx context.Context, tenantID string, webhookID, id uuid.UUID) (*Delivery, error)
+	// Health returns the delivery figures of the tenant's endpoints.
+	WebhookHealth(ctx context.Context, tenantID string) ([]Health, error)
 	// TenantToolHosts are the non-public hosts the operator allowed the
 	// tenant (for HTTP tools and webhooks alike).
 	TenantToolHosts(ctx context.Context, tenantID string) ([]string, error)
@@ -258,8 +258,8 @@ type WebhookStore interface {
 	ListenEvents(ctx context.Context, ready, wake func()) error
 }
 
-// ListWebhookDeliveriesParams select a page of an endpoint's deliveries.
-type ListWebhookDeliveriesParams struct {
+// ListDeliveriesParams select a page of an endpoint's deliveries.
+type ListDeliveriesParams struct {
 	TenantID  string
 	WebhookID uuid.UUID
 	Status    string // "" for any

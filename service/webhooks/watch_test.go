@@ -16,7 +16,7 @@ import (
 // work: a test that must show a webhook is not sent waits for the looks
 // that would have sent it, then asserts, instead of sleeping.
 type watchedStore struct {
-	webhooks.WebhookStore
+	webhooks.Store
 	mu     sync.Mutex
 	looks  []look
 	notify chan struct{} // closed and replaced at each look
@@ -30,8 +30,8 @@ type look struct {
 	endpoints []uuid.UUID
 }
 
-func newWatchedStore(s webhooks.WebhookStore) *watchedStore {
-	return &watchedStore{WebhookStore: s, notify: make(chan struct{})}
+func newWatchedStore(s webhooks.Store) *watchedStore {
+	return &watchedStore{Store: s, notify: make(chan struct{})}
 }
 
 func (w *watchedStore) note(l look) {
@@ -42,9 +42,9 @@ func (w *watchedStore) note(l look) {
 	w.notify = make(chan struct{})
 }
 
-func (w *watchedStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]webhooks.WebhookCursor, error) {
+func (w *watchedStore) LeaseWebhookCursors(ctx context.Context, owner string, lease time.Duration, limit int, held []uuid.UUID) ([]webhooks.Cursor, error) {
 	l := look{started: time.Now()}
-	cs, err := w.WebhookStore.LeaseWebhookCursors(ctx, owner, lease, limit, held)
+	cs, err := w.Store.LeaseWebhookCursors(ctx, owner, lease, limit, held)
 	for _, c := range cs {
 		l.endpoints = append(l.endpoints, c.WebhookID)
 	}
@@ -54,9 +54,9 @@ func (w *watchedStore) LeaseWebhookCursors(ctx context.Context, owner string, le
 	return cs, err
 }
 
-func (w *watchedStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]webhooks.WebhookClaim, error) {
+func (w *watchedStore) ClaimWebhookDeliveries(ctx context.Context, owner string, lease time.Duration, batch, perEndpoint int, busy []uuid.UUID) ([]webhooks.Claim, error) {
 	l := look{claim: true, started: time.Now()}
-	cs, err := w.WebhookStore.ClaimWebhookDeliveries(ctx, owner, lease, batch, perEndpoint, busy)
+	cs, err := w.Store.ClaimWebhookDeliveries(ctx, owner, lease, batch, perEndpoint, busy)
 	for _, c := range cs {
 		l.endpoints = append(l.endpoints, c.WebhookID)
 	}

@@ -42,7 +42,7 @@ const (
 
 // Manager is how the API and the CLI change a tenant's endpoints.
 type Manager struct {
-	Store WebhookStore
+	Store Store
 	// AllowLoopback lets endpoints point at this machine (serve --dev or
 	// --allow-loopback-webhooks; tests).
 	AllowLoopback bool
@@ -188,7 +188,7 @@ func (m *Manager) Get(ctx context.Context, c auth.Caller, id uuid.UUID) (*Webhoo
 
 // Update changes the fields in is given.
 func (m *Manager) Update(ctx context.Context, c auth.Caller, id uuid.UUID, in Input) (*Webhook, error) {
-	u := WebhookUpdate{URL: in.URL, Description: in.Description, Enabled: in.Enabled}
+	u := Update{URL: in.URL, Description: in.Description, Enabled: in.Enabled}
 	if in.URL != nil {
 		if err := m.checkURL(ctx, c.TenantID, *in.URL); err != nil {
 			return nil, err
@@ -240,8 +240,8 @@ func (m *Manager) RotateSecret(ctx context.Context, c auth.Caller, id uuid.UUID,
 
 // DeliveryPage is one page of an endpoint's deliveries.
 type DeliveryPage struct {
-	Items      []WebhookDelivery `json:"items"`
-	NextCursor string            `json:"nextCursor,omitempty"`
+	Items      []Delivery `json:"items"`
+	NextCursor string     `json:"nextCursor,omitempty"`
 }
 
 // Deliveries lists an endpoint's deliveries, newest first.
@@ -254,7 +254,7 @@ func (m *Manager) Deliveries(ctx context.Context, c auth.Caller, ids *keys.Event
 	default:
 		return nil, fieldError("status", "want pending, delivered or dead")
 	}
-	p := ListWebhookDeliveriesParams{TenantID: c.TenantID, WebhookID: id, Status: status, Limit: limit + 1}
+	p := ListDeliveriesParams{TenantID: c.TenantID, WebhookID: id, Status: status, Limit: limit + 1}
 	if cursor != "" {
 		did, err := decodeCursor(cursor)
 		if err != nil {
@@ -280,14 +280,14 @@ func (m *Manager) Deliveries(ctx context.Context, c auth.Caller, ids *keys.Event
 	return page, nil
 }
 
-func fillEventID(ctx context.Context, ids *keys.EventIDs, tenantID string, d *WebhookDelivery) error {
+func fillEventID(ctx context.Context, ids *keys.EventIDs, tenantID string, d *Delivery) error {
 	var err error
 	d.EventID, err = ids.Encode(ctx, tenantID, d.Pos)
 	return err
 }
 
 // Delivery returns one delivery of an endpoint.
-func (m *Manager) Delivery(ctx context.Context, c auth.Caller, ids *keys.EventIDs, webhookID, id uuid.UUID) (*WebhookDelivery, error) {
+func (m *Manager) Delivery(ctx context.Context, c auth.Caller, ids *keys.EventIDs, webhookID, id uuid.UUID) (*Delivery, error) {
 	d, err := m.Store.GetWebhookDelivery(ctx, c.TenantID, webhookID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, store.Errorf(store.CodeNotFound, "delivery %s of webhook %s not found", id, webhookID)
@@ -301,7 +301,7 @@ func (m *Manager) Delivery(ctx context.Context, c auth.Caller, ids *keys.EventID
 // Redeliver queues a delivered or dead delivery again with a fresh retry
 // schedule. It keeps its webhook-id: a receiver that deduplicates sees it
 // as the same message.
-func (m *Manager) Redeliver(ctx context.Context, c auth.Caller, ids *keys.EventIDs, webhookID, id uuid.UUID) (*WebhookDelivery, error) {
+func (m *Manager) Redeliver(ctx context.Context, c auth.Caller, ids *keys.EventIDs, webhookID, id uuid.UUID) (*Delivery, error) {
 	d, err := m.Store.RedeliverWebhookDelivery(ctx, c.TenantID, webhookID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, store.Errorf(store.CodeNotFound, "delivery %s of webhook %s not found", id, webhookID)
@@ -313,7 +313,7 @@ func (m *Manager) Redeliver(ctx context.Context, c auth.Caller, ids *keys.EventI
 }
 
 // Health returns the delivery figures of the tenant's endpoints.
-func (m *Manager) Health(ctx context.Context, c auth.Caller) ([]WebhookHealth, error) {
+func (m *Manager) Health(ctx context.Context, c auth.Caller) ([]Health, error) {
 	return m.Store.WebhookHealth(ctx, c.TenantID)
 }
 

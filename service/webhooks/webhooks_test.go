@@ -246,9 +246,9 @@ func (e *env) create(c service.Caller, r *receiver, types ...string) *webhooks.C
 }
 
 // deliveries returns an endpoint's deliveries once cond holds for them.
-func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]webhooks.WebhookDelivery) bool) []webhooks.WebhookDelivery {
+func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]webhooks.Delivery) bool) []webhooks.Delivery {
 	e.t.Helper()
-	var items []webhooks.WebhookDelivery
+	var items []webhooks.Delivery
 	waitfor.Until(e.t, "the deliveries to reach the wanted state", 30*time.Second, func() bool {
 		page, err := e.m.Deliveries(context.Background(), c, e.ids, id, "", "", 100)
 		if err != nil {
@@ -295,7 +295,7 @@ func TestPendingApprovalSendsSignedWebhook(t *testing.T) {
 	if !strings.Contains(string(c.body), `"details":"Transfer $50.00 to account 12345"`) {
 		t.Errorf("payload lacks the interrupt's input: %s", c.body)
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered
 	})
 	if ds[0].EventID != p.ID || ds[0].Attempts != 1 || ds[0].LastStatus != http.StatusNoContent || ds[0].InterruptID == nil {
@@ -328,7 +328,7 @@ func TestRetriesKeepTheWebhookID(t *testing.T) {
 			t.Errorf("retry changed the id: %q then %q", calls[0].header.Get("webhook-id"), c.header.Get("webhook-id"))
 		}
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered
 	})
 	if ds[0].Attempts != 3 {
@@ -350,7 +350,7 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	e.dispatcher("one", nil)
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	// Two retries in the schedule: three attempts, then dead.
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDead
 	})
 	if ds[0].Attempts != 3 || ds[0].LastStatus != http.StatusInternalServerError || ds[0].LastError == "" || ds[0].NextAttemptAt != nil {
@@ -375,7 +375,7 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	if calls[3].header.Get("webhook-id") != calls[0].header.Get("webhook-id") {
 		t.Errorf("redelivery has webhook-id %q, want %q", calls[3].header.Get("webhook-id"), calls[0].header.Get("webhook-id"))
 	}
-	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].Attempts == 1
 	})
 	if _, err := e.m.Redeliver(context.Background(), e.rival, e.ids, hook.ID, ds[0].ID); service.AsError(err).Status != service.CodeNotFound {
@@ -390,7 +390,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	hook := e.create(e.acme, r, "interrupt.created")
 	e.dispatcher("one", nil)
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDead && ds[0].Attempts == 1
 	})
 	var w *webhooks.Webhook
@@ -506,7 +506,7 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	// An instance leases the endpoint, reads its event and dies before
 	// attempting it.
 	ctx := context.Background()
-	var leased []webhooks.WebhookCursor
+	var leased []webhooks.Cursor
 	waitfor.Until(t, "an endpoint to read for", 30*time.Second, func() bool {
 		var err error
 		if leased, err = e.store.LeaseWebhookCursors(ctx, "dead", 300*time.Millisecond, 10, nil); err != nil {
@@ -530,19 +530,19 @@ func TestLeaseRunsOutAndAnotherInstanceDelivers(t *testing.T) {
 	e.dispatcher("alive", nil)
 	c := r.wait(1)[0]
 	msgID := c.header.Get("webhook-id")
-	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].EventID == msgID && ds[0].Attempts == 1
 	})
 	// The dead instance's late batch is fenced off: it moves nothing and
 	// records nothing.
 	last := events[len(events)-1]
-	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], read, time.Minute, []webhooks.WebhookAttempt{{
+	moved, err := e.store.AdvanceWebhookCursor(ctx, "dead", leased[0], read, time.Minute, []webhooks.Attempt{{
 		Pos: last.Pos, OccurredAt: last.OccurredAt, AttemptedAt: time.Now(), AnsweredAt: time.Now(),
-		Outcome: webhooks.WebhookOutcome{Status: webhooks.DeliveryDead, Error: "late"}}})
+		Outcome: webhooks.Outcome{Status: webhooks.DeliveryDead, Error: "late"}}})
 	if err != nil || moved {
 		t.Errorf("a stale lease moved the position: %v %v", moved, err)
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return true })
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool { return true })
 	if len(ds) != 1 || ds[0].Status != webhooks.DeliveryDelivered {
 		t.Errorf("deliveries after the stale batch: %+v", ds)
 	}
@@ -565,7 +565,7 @@ func TestRetryLeaseRunsOutAndAnotherInstanceRetries(t *testing.T) {
 	// The first attempt fails; its retry is due in an hour.
 	stop := e.dispatcher("first", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{time.Hour} })
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	failed := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	failed := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].Status == webhooks.DeliveryPending
 	})[0]
 	stop()
@@ -588,12 +588,12 @@ func TestRetryLeaseRunsOutAndAnotherInstanceRetries(t *testing.T) {
 	if calls[0].header.Get("webhook-id") != calls[1].header.Get("webhook-id") || calls[1].header.Get("webhook-id") != failed.EventID {
 		t.Errorf("the retry's webhook-id differs: %q, %q, want %q", calls[0].header.Get("webhook-id"), calls[1].header.Get("webhook-id"), failed.EventID)
 	}
-	e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].Attempts == 3
 	})
 	// The dead instance's late outcome is fenced off.
-	recorded, err := e.store.FinishWebhookDeliveries(ctx, "dead", []webhooks.WebhookFinish{
-		{Claim: claims[0], Outcome: webhooks.WebhookOutcome{Status: webhooks.DeliveryDead, Error: "late"}}})
+	recorded, err := e.store.FinishWebhookDeliveries(ctx, "dead", []webhooks.Finish{
+		{Claim: claims[0], Outcome: webhooks.Outcome{Status: webhooks.DeliveryDead, Error: "late"}}})
 	if err != nil || len(recorded) != 0 {
 		t.Errorf("a stale lease recorded an outcome: %v %v", recorded, err)
 	}
@@ -719,7 +719,7 @@ func TestRedirectsAndHugeBodiesAreFailures(t *testing.T) {
 	e.dispatcher("one", func(d *webhooks.Dispatcher) { d.Schedule = []time.Duration{time.Hour} })
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	for _, id := range []uuid.UUID{a.ID, b.ID} {
-		ds := e.deliveries(e.acme, id, func(ds []webhooks.WebhookDelivery) bool {
+		ds := e.deliveries(e.acme, id, func(ds []webhooks.Delivery) bool {
 			return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].LastError != ""
 		})
 		if ds[0].Status != webhooks.DeliveryPending || ds[0].NextAttemptAt == nil || time.Until(*ds[0].NextAttemptAt) < 30*time.Minute {
@@ -738,7 +738,7 @@ func TestDeletedEndpointStopsDeliveries(t *testing.T) {
 	})
 	e.pause(e.acme, "Transfer $50 to account 12345")
 	r.wait(1)
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return len(ds) == 1 })
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool { return len(ds) == 1 })
 	if err := e.m.Delete(context.Background(), e.acme, hook.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -778,7 +778,7 @@ func TestEndpointReadsPastEventsOfOtherTypes(t *testing.T) {
 	if n := len(narrow.wait(0)); n != 0 {
 		t.Errorf("the interrupt.expired endpoint got %d calls", n)
 	}
-	if ds := e.deliveries(e.acme, expired.ID, func([]webhooks.WebhookDelivery) bool { return true }); len(ds) != 0 {
+	if ds := e.deliveries(e.acme, expired.ID, func([]webhooks.Delivery) bool { return true }); len(ds) != 0 {
 		t.Errorf("the interrupt.expired endpoint has deliveries: %+v", ds)
 	}
 }
@@ -817,11 +817,11 @@ func TestBatchStopsStartingAttemptsAtItsBudget(t *testing.T) {
 	e.dispatcher("one", func(d *webhooks.Dispatcher) {
 		d.PerEndpoint, d.Batch, d.Lease, d.Timeout = 2, events, 11100*time.Millisecond, time.Second
 	})
-	first := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return len(ds) > 0 })
+	first := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool { return len(ds) > 0 })
 	if len(first) >= events {
 		t.Errorf("the first batch recorded %d deliveries: it attempted all %d events in one batch, past its budget", len(first), events)
 	}
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool { return len(ds) == events })
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool { return len(ds) == events })
 	calls := r.wait(events)
 	e.caughtUp(hook.ID) // and nothing is left to attempt again
 	ids := map[string]bool{}
@@ -875,7 +875,7 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 		}), nil))
 	})
 	e.pause(e.acme, "Transfer $50 to account 12345")
-	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.WebhookDelivery) bool {
+	ds := e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status != webhooks.DeliveryPending
 	})
 	d := ds[0]
@@ -890,7 +890,7 @@ func TestRefusedEndpointIsDeadAtOnceAndHidesTheAddress(t *testing.T) {
 	dead := time.Now()
 	e.looked(dead, 2)
 	e.untouched(dead, hook.ID, false)
-	ds = e.deliveries(e.acme, hook.ID, func([]webhooks.WebhookDelivery) bool { return true })
+	ds = e.deliveries(e.acme, hook.ID, func([]webhooks.Delivery) bool { return true })
 	if ds[0].Attempts != 1 || ds[0].Status != webhooks.DeliveryDead {
 		t.Errorf("the refused delivery was retried: %+v", ds[0])
 	}

@@ -83,12 +83,12 @@ func registerAges(fs *flag.FlagSet, prefix, what string, p *retentionFlags) {
 // retentionFlags are the three ages.
 type retentionFlags struct{ completed, failed, events ageFlag }
 
-func (r retentionFlags) policy() retention.RetentionPolicy {
-	return retention.RetentionPolicy{Completed: r.completed.d, Failed: r.failed.d, Events: r.events.d}
+func (r retentionFlags) policy() retention.Policy {
+	return retention.Policy{Completed: r.completed.d, Failed: r.failed.d, Events: r.events.d}
 }
 
 // describePolicy prints a policy on one line.
-func describePolicy(p retention.RetentionPolicy) string {
+func describePolicy(p retention.Policy) string {
 	return fmt.Sprintf("completed %s, failed %s, events %s", formatAge(p.Completed), formatAge(p.Failed), eventsAge(p.Events))
 }
 
@@ -248,7 +248,7 @@ func (c *pruneConfig) check() error {
 
 // run runs the sweeper until ctx ends (nothing when it is off), skipping
 // its rounds while ready says the instance is not ready.
-func (c *pruneConfig) run(ctx context.Context, store retention.Store, log *slog.Logger, ready func() bool) {
+func (c *pruneConfig) run(ctx context.Context, store retention.PrunerStore, log *slog.Logger, ready func() bool) {
 	if c.interval == 0 {
 		return
 	}

@@ -214,8 +214,8 @@ func yesNo(b bool) string {
 }
 
 // healthByID indexes the delivery figures by endpoint.
-func healthByID(hs []webhooks.WebhookHealth) map[uuid.UUID]webhooks.WebhookHealth {
-	out := make(map[uuid.UUID]webhooks.WebhookHealth, len(hs))
+func healthByID(hs []webhooks.Health) map[uuid.UUID]webhooks.Health {
+	out := make(map[uuid.UUID]webhooks.Health, len(hs))
 	for _, h := range hs {
 		out[h.WebhookID] = h
 	}
