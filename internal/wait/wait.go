@@ -45,3 +45,19 @@ func Every(ctx context.Context, interval time.Duration, fn func() (stop bool)) {
 		}
 	}
 }
+
+// Sleep waits d or until ctx ends, whichever comes first, and returns
+// ctx's error when it ended first (at once for d <= 0 and an ended ctx).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/wait"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -56,7 +57,7 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 		}
 		// The window after a tool ran and before the turn moves on: the
 		// one in which a crash tests whether a takeover runs it again.
-		if err := sleep(ctx, m.toolDelay); err != nil {
+		if err := wait.Sleep(ctx, m.toolDelay); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +77,7 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 				return nil, err
 			}
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := wait.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 		onChunk(service.ModelChunk{Role: service.RoleModel, Content: []service.Part{service.TextPart(piece)}})
@@ -89,20 +90,6 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 		onChunk(service.ModelChunk{Role: service.RoleModel, Content: []service.Part{{ToolRequest: tr}}})
 	}
 	return &service.ModelResponse{Message: msg, FinishReason: service.FinishStop}, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // reply is what the demo model decided to say.

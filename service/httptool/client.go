@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/holdpoint/holdpoint/internal/wait"
 )
 
 // traceContext writes the W3C traceparent (and tracestate) of the span in
@@ -169,7 +171,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Result, error) {
 			res.Duration = time.Since(start)
 			return res, &CallError{Kind: fail.kind, Status: status, Attempts: i, Err: fail.err, MayHaveRun: sent.Load() && status == 0}
 		}
-		if !sleep(ctx, c.backoff(i)) {
+		if wait.Sleep(ctx, c.backoff(i)) != nil {
 			res.Duration = time.Since(start)
 			return res, ctxError(ctx, res, sent.Load())
 		}
@@ -223,18 +225,6 @@ func (c *Client) backoff(n int) time.Duration {
 	}
 	d = min(d, maxBackoff)
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
-// sleep waits d or until ctx ends, and reports whether it waited d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // failure is a failed attempt.
