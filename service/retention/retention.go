@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/wait"
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
@@ -208,14 +209,7 @@ func (p *Pruner) batchDone(ctx context.Context, r *Report, b PruneBatch, took ti
 	if b.Done {
 		return nil
 	}
-	t := time.NewTimer(p.pause(took))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return wait.Sleep(ctx, p.pause(took))
 }
 
 // Run prunes every tenant every interval until ctx ends, on one instance
