@@ -347,6 +347,9 @@ func TestHTTPToolFailures(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	acme := e.tenants["acme"]
+	// pay's timeout is the most allowed: a timed-out attempt is retried,
+	// and on a loaded machine 2 s turned the "too much" case's 2 MB answer
+	// into 2 attempts where the case counts 1.
 	def := fmt.Sprintf(`---
 name: payer
 model: scripted
@@ -354,7 +357,7 @@ holdpoint:
   httpTools:
     - name: pay
       url: %s/pay
-      timeout: 2s
+      timeout: 60s
       input: {schema: {amount: number}}
       output: {schema: {ok: boolean}}
     - name: guarded
