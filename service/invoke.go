@@ -471,13 +471,12 @@ func (inv *invocation) isDetached() bool {
 func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *AgentOutput {
 	for in := range queue {
 		if ctx.Err() != nil {
-			inv.last.finishReason = FinishAborted
+			inv.last.finishReason, inv.last.err = inv.cancelledEnd()
 			break
 		}
 		if err := inv.runTurn(ctx, in); err != nil {
 			if ctx.Err() != nil {
-				inv.last.finishReason = FinishAborted
-				inv.last.err = nil
+				inv.last.finishReason, inv.last.err = inv.cancelledEnd()
 			} else {
 				inv.last.finishReason = FinishFailed
 				inv.last.err = Details(err)
@@ -493,6 +492,25 @@ func (inv *invocation) runTurns(ctx context.Context, queue <-chan AgentInput) *A
 	}
 	return inv.output(ctx)
 }
+
+// cancelledEnd is how a turn whose work was cancelled ends for its
+// client: aborted, when a user aborted it or its instance shuts down; but
+// when this instance lost the turn's job to another (its heartbeat went
+// stale, as in a database outage, and the other took the turn over), the
+// turn is not aborted: it goes on there. The client is told UNAVAILABLE, so
+// it asks again (a resume sent again is then refused as taken, or carried
+// out if the other instance gave the decision back), never that its
+// approval was aborted.
+func (inv *invocation) cancelledEnd() (string, *ErrorDetails) {
+	if inv.det.lostJob.Load() {
+		return FinishFailed, Details(UnavailableError(errLostToAnotherInstance))
+	}
+	return FinishAborted, nil
+}
+
+// errLostToAnotherInstance is the cause of a turn that another instance
+// took over from this one.
+var errLostToAnotherInstance = errors.New("another instance took the turn over from this one")
 
 // output builds the invocation's result from the last turn. A
 // client-managed agent's state is signed, so that its history can be

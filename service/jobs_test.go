@@ -281,3 +281,55 @@ func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 		t.Fatalf("B ran the tool %d times", paidB.Load())
 	}
 }
+
+// TestLostGuardIsNotReportedAborted: a guarded resume whose job another
+// instance took over (this one's heartbeat went stale, as in a database
+// outage) stops here, and its client is told UNAVAILABLE, to ask again,
+// not that the turn was aborted: nobody aborted it, and an approval sent
+// as a resume must not read as given up (the chaos test's "lost" once).
+func TestLostGuardIsNotReportedAborted(t *testing.T) {
+	t.Parallel()
+	rt, admin := newRuntimeWith(t, service.Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Minute})
+	var taken atomic.Int64
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == service.RoleUser:
+			return service.Message{Role: service.RoleModel, Content: []service.Part{
+				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "r1", Input: json.RawMessage(`{"what":"x"}`)}}}}
+		case last.Content[0].ToolResponse.Name == "approve":
+			return service.Message{Role: service.RoleModel, Content: []service.Part{
+				{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p1", Input: json.RawMessage(`{}`)}}}}
+		}
+		return text(service.RoleModel, "done")
+	}}
+	err := rt.Register(&service.Agent{Name: "gate", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "approve", Interrupt: true,
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"]}`)},
+		{Name: "pay", Run: func(ctx context.Context, _ service.ToolCall) (json.RawMessage, error) {
+			// Another instance takes the guarded resume's job over while
+			// the tool runs; this instance's heartbeat finds it so.
+			tag, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'other-instance', heartbeat_at = now()`)
+			if err != nil {
+				return nil, err
+			}
+			taken.Store(tag.RowsAffected())
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := pauseGate(t, rt, "gate", "s-lost")
+	out, err := rt.InvokeOne(context.Background(), testCaller, "gate", service.AgentInit{SnapshotID: paused}, gateApproval(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taken.Load() != 1 {
+		t.Fatalf("%d jobs taken over, want the resume's guard", taken.Load())
+	}
+	if out.FinishReason != service.FinishFailed || out.Error == nil || out.Error.Status != service.CodeUnavailable {
+		t.Fatalf("a resume lost to another instance ended %q %+v, want failed UNAVAILABLE", out.FinishReason, out.Error)
+	}
+}
