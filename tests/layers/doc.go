@@ -8,7 +8,7 @@
 // service/readiness, whether the instance may take work; service/observe,
 // the Observer the engine reports to; service/limits, the bounds on what a
 // client sends; service/requestid, the id of the request a context
-// serves), the features (service/webhooks and
+// serves; service/approval, a tool's approval policy), the features (service/webhooks and
 // service/retention, which own their records and store interfaces;
 // service/tenants, the tenants and their credentials; service/genkitmodel,
 // the model adapters; service/telemetry, metrics and tracing;

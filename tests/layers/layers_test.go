@@ -32,14 +32,14 @@ var engine = []string{
 // The foundation: the wire types and the Model interface, the event names,
 // JSON Schema validation, the store's interfaces and records, who a call
 // acts for, the tenants' signing keys, the HTTP client that calls out, the
-// instance's readiness, the Observer the engine reports to and the bounds
-// on what a client sends and the request id a context carries, which the
-// engine, the features and the store import.
+// instance's readiness, the Observer the engine reports to, the bounds on
+// what a client sends, the request id a context carries and a tool's
+// approval policy, which the engine, the features and the store import.
 var foundation = []string{
 	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
 	module + "/service/store/...", module + "/service/auth/...", module + "/service/keys/...",
 	module + "/service/httptool/...", module + "/service/readiness/...", module + "/service/observe/...",
-	module + "/service/limits/...", module + "/service/requestid/...",
+	module + "/service/limits/...", module + "/service/requestid/...", module + "/service/approval/...",
 }
 
 // The features beside the engine: each owns its records and its store
