@@ -9,9 +9,9 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Bounds of an approval condition: its length, and what one evaluation
@@ -68,7 +68,7 @@ func (a *Approval) Policy(tool string) (*approval.Policy, error) {
 		p.When = func(ctx context.Context, input json.RawMessage) (bool, error) {
 			ok, err := c.Eval(ctx, input)
 			if err != nil {
-				return false, service.Errorf(service.CodeFailedPrecondition, "tool %s: its approval condition could not be evaluated: %v", tool, err)
+				return false, store.Errorf(store.CodeFailedPrecondition, "tool %s: its approval condition could not be evaluated: %v", tool, err)
 			}
 			return ok, nil
 		}

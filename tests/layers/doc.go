@@ -12,8 +12,8 @@
 // service/retention, which own their records and store interfaces;
 // service/tenants, the tenants and their credentials; service/genkitmodel,
 // the model adapters; service/telemetry, metrics and tracing;
-// service/eventhub, the live events' fan-out: none imports
-// anything of the engine), the engine
+// service/eventhub, the live events' fan-out; service/agentdef, the agents
+// tenants define as data: none imports anything of the engine), the engine
 // (package service, the turn engine, and the packages that build on it),
 // and the store (service/pgstore, the one package that speaks SQL, which
 // implements the foundation's and the features' interfaces without

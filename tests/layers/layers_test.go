@@ -25,8 +25,7 @@ type rule struct {
 // them, the foundation, or the PostgreSQL store.
 var engine = []string{
 	module + "/service",
-	module + "/service/agentdef/...", module + "/service/agentkit/...", module + "/service/demo/...",
-	module + "/service/tenantagents/...",
+	module + "/service/agentkit/...", module + "/service/demo/...", module + "/service/tenantagents/...",
 }
 
 // The foundation: the wire types and the Model interface, the event names,
@@ -47,10 +46,14 @@ var foundation = []string{
 // they import nothing of the engine. The model adapters (genkitmodel) and
 // the metrics and tracing (telemetry) are features too: they implement the
 // foundation's Model and Observer without the engine; the event hub reads
-// the store's event log for the live event streams.
+// the store's event log for the live event streams; agentdef reads the
+// agents tenants define as data into the foundation's types (an
+// approval.Policy for a gated HTTP tool), which tenantagents builds into
+// the engine's agents.
 var features = []string{
 	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
 	module + "/service/genkitmodel/...", module + "/service/telemetry/...", module + "/service/eventhub/...",
+	module + "/service/agentdef/...",
 }
 
 // The store: the one package that speaks SQL.
