@@ -87,7 +87,7 @@ test:
 	$(GO) build -o "$$counts/testsummary" ./internal/testsummary; \
 	bash tests/compat/install.sh; bash tests/ui/install.sh; \
 	bash tests/compat/run.sh >"$$counts/js.log" 2>&1 & js_pid=$$!; \
-	$(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -count=1 -json ./... | "$$counts/testsummary" -counts "$$counts/go" || true; \
+	$(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -count=1 -json ./... | "$$counts/testsummary" -slowest 10 -counts "$$counts/go" || true; \
 	js_rc=0; wait $$js_pid || js_rc=$$?; \
 	echo "--- the JS client suite (tests/compat/run.sh, run beside the Go tests) ---"; cat "$$counts/js.log"; \
 	awk -v rc=$$js_rc '/^# (pass|fail|cancelled) /{n[$$2]=$$3} END{f=n["fail"]+n["cancelled"]; if (rc && !f) f=1; if ("pass" in n) print n["pass"], f}' "$$counts/js.log" >"$$counts/js"; \

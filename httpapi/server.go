@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/requestid"
+	"github.com/holdpoint/holdpoint/service/streams"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -90,7 +91,7 @@ type Options struct {
 	// x-genkit-stream-id or Last-Event-ID, on any instance, and run to
 	// their end when the client goes); nil: streams end with their
 	// connection.
-	Streams *service.StreamHub
+	Streams *streams.Hub
 	// Webhooks keeps the tenants' webhook endpoints (/api/v1/webhooks);
 	// nil answers those routes 501. EventIDs encodes the deliveries'
 	// event ids (required with Webhooks).

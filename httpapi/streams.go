@@ -12,14 +12,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/streams"
 )
 
-// Durable streams (see service.StreamHub): a streaming turn answers with
-// the header x-genkit-stream-id, and a POST to the same endpoint with
-// that header joins the stream again from its start, as the Genkit client
-// does (streamFlow with streamId); Last-Event-ID (`<stream id>:<seq>`, or
-// `<seq>` next to x-genkit-stream-id) joins it after that frame. An
-// unknown stream, or one the caller may not read, answers 204.
+// Durable streams (see service/streams): a streaming turn answers with the
+// header x-genkit-stream-id, and a POST to the same endpoint with that
+// header joins the stream again from its start, as the Genkit client does
+// (streamFlow with streamId); Last-Event-ID (`<stream id>:<seq>`, or
+// `<seq>` next to x-genkit-stream-id) joins it after that frame. An unknown
+// stream, or one the caller may not read, answers 204.
 
 // headerStreamID names a durable stream, in the answer and in a rejoin.
 const headerStreamID = "x-genkit-stream-id"
@@ -104,7 +105,7 @@ func (a *api) rejoin(c echo.Context) error {
 	}
 	c.Response().Header().Set(headerStreamID, id.String())
 	ids := wantsEventIDs(c)
-	err = a.opts.Streams.Follow(ctx, caller, id, after, func(f service.StreamFrame) error {
+	err = a.opts.Streams.Follow(ctx, caller, id, after, func(f streams.Frame) error {
 		return writeTurnEvent(c, eventID(id, f.Seq, ids), f.Frame)
 	})
 	if ctx.Err() != nil {
@@ -116,7 +117,7 @@ func (a *api) rejoin(c echo.Context) error {
 // durableStream is the durable side of a streaming turn: every frame goes
 // to the writer, and a turn that detaches carries it on (Detached).
 type durableStream struct {
-	w        *service.StreamWriter
+	w        *streams.Writer
 	detached atomic.Bool
 	log      func(msg string, args ...any)
 }

@@ -330,3 +330,37 @@ func (inv *invocation) dropJob() {
 		inv.rt.log.Warn("dropping a detached job failed", "snapshot", inv.det.id, "err", err)
 	}
 }
+
+// DetachedStream carries a durable stream on past a detach: a streaming
+// turn that detaches and runs on in this process calls Detached, then
+// Chunk with each later chunk, then Done with its outcome. A detach whose
+// work is queued for any instance calls none of them.
+type DetachedStream interface {
+	Detached()
+	Chunk(StreamChunk)
+	Done(*AgentOutput)
+}
+
+type detachedStreamKey struct{}
+
+// WithDetachedStream makes ds the DetachedStream of the turns ctx starts.
+func WithDetachedStream(ctx context.Context, ds DetachedStream) context.Context {
+	return context.WithValue(ctx, detachedStreamKey{}, ds)
+}
+
+func detachedStreamFrom(ctx context.Context) DetachedStream {
+	ds, _ := ctx.Value(detachedStreamKey{}).(DetachedStream)
+	return ds
+}
+
+// Outliving returns a context with ctx's values that does not end with
+// ctx (a streamed turn's request, whose client may go) but with the
+// runtime's shutdown, as a detached turn's does.
+func (r *Runtime) Outliving(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(r.bg, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
+}

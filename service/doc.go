@@ -5,7 +5,9 @@
 // service/pgstore implements on PostgreSQL. What is not the engine lives
 // beside it: the wire types and the Model interface (service/protocol),
 // the Observer it reports to (service/observe), the live events' fan-out
-// (service/eventhub), tenants, webhooks and retention.
+// (service/eventhub), the durable streams of streamed turns
+// (service/streams, which a turn feeds through its DetachedStream once it
+// detaches), tenants, webhooks and retention.
 //
 // It must not import pgx, the generated db package, httpapi or Echo: the
 // database stays behind those interfaces and the protocol in httpapi. The

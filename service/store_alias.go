@@ -49,8 +49,6 @@ type (
 	Error                      = store.Error
 	RetryAdvice                = store.RetryAdvice
 	ClaimRefused               = store.ClaimRefused
-	StreamFrame                = store.StreamFrame
-	StreamStore                = store.StreamStore
 	Tenant                     = store.Tenant
 	TenantStore                = store.TenantStore
 	UISession                  = store.UISession
@@ -105,5 +103,4 @@ var (
 	ErrDecisionTaken   = store.ErrDecisionTaken
 	ErrTooManyPending  = store.ErrTooManyPending
 	ErrTooManyDetached = store.ErrTooManyDetached
-	ErrStreamStalled   = store.ErrStreamStalled
 )

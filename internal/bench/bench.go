@@ -25,6 +25,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/streams"
 )
 
 // Config is what to run.
@@ -331,8 +332,8 @@ func (r *run) pickCycle() error {
 		if r.cfg.Detach {
 			return fmt.Errorf("--detach runs with --mode inprocess only")
 		}
-		streams := service.NewStreamHub(r.store, quietLog(), 0)
-		srv, url, err := serveHTTP(r.rt, httpapi.Options{Logger: quietLog(), Streams: streams})
+		hub := streams.New(r.store, quietLog(), 0)
+		srv, url, err := serveHTTP(r.rt, httpapi.Options{Logger: quietLog(), Streams: hub})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,8 @@
 //
 //	go test -json ./... | go run ./internal/testsummary -counts FILE
 //
-// With -counts it also writes "PASSED FAILED" to FILE, for the Makefile to
+// With -slowest N it ends with the N slowest top-level tests and their
+// times, to show where a run's time goes. With -counts it also writes "PASSED FAILED" to FILE, for the Makefile to
 // add the JS client suite's figures to. With -total FILE... it reads such
 // files instead, prints "N passed, N failed" and exits 1 if N failed > 0.
 package main
@@ -35,11 +36,20 @@ type event struct {
 type tally struct {
 	passed, failed, skipped int
 	failedPkgs              []string
+	timed                   []timedTest // top-level tests that passed or failed
+}
+
+// timedTest is how long one top-level test took (its subtests included;
+// a parallel test's time counts from its start, pauses included).
+type timedTest struct {
+	name    string // package test
+	elapsed float64
 }
 
 func main() {
 	counts := flag.String("counts", "", "write \"PASSED FAILED\" to this file")
 	total := flag.Bool("total", false, "add up the count files given as arguments and print the summary line")
+	slowest := flag.Int("slowest", 0, "end with the N slowest top-level tests")
 	flag.Parse()
 	if *total {
 		os.Exit(printTotal(flag.Args(), os.Stdout))
@@ -55,6 +65,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	printSlowest(os.Stdout, t.timed, *slowest)
 	fmt.Printf("go: %d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped)
 	if t.failed > 0 {
 		fmt.Printf("go: failed in %s\n", strings.Join(t.failedPkgs, ", "))
@@ -93,6 +104,9 @@ func summarize(r io.Reader, w io.Writer) (tally, error) {
 		}
 		if e.Test != "" {
 			count(&t, e.Action)
+			if e.Action != "skip" && !strings.Contains(e.Test, "/") {
+				t.timed = append(t.timed, timedTest{e.Package + " " + e.Test, e.Elapsed})
+			}
 			if e.Action == "fail" {
 				testFailed[e.Package] = true
 				fmt.Fprintf(w, "--- FAIL: %s %s\n%s", e.Package, e.Test, text(output[key]))
@@ -122,6 +136,18 @@ func packageDone(w io.Writer, t *tally, e event, out string, anyTestFailed bool)
 	case strings.Contains(out, "[no test files]"):
 	default:
 		fmt.Fprintf(w, "ok\t%s\t%.1fs\n", e.Package, e.Elapsed)
+	}
+}
+
+// printSlowest prints the n slowest of the timed tests, slowest first.
+func printSlowest(w io.Writer, timed []timedTest, n int) {
+	if n <= 0 || len(timed) == 0 {
+		return
+	}
+	sort.SliceStable(timed, func(i, j int) bool { return timed[i].elapsed > timed[j].elapsed })
+	fmt.Fprintf(w, "go: the %d slowest tests:\n", min(n, len(timed)))
+	for _, tt := range timed[:min(n, len(timed))] {
+		fmt.Fprintf(w, "%8.1fs  %s\n", tt.elapsed, tt.name)
 	}
 }
 

@@ -46,6 +46,24 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+func TestSlowest(t *testing.T) {
+	got, err := summarize(strings.NewReader(sample), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	printSlowest(&out, got.timed, 2)
+	want := "go: the 2 slowest tests:\n     0.2s  a TestBad\n     0.1s  a TestOK\n"
+	if out.String() != want {
+		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	printSlowest(&out, got.timed, 0)
+	if out.Len() != 0 {
+		t.Fatalf("-slowest 0 printed %q", out.String())
+	}
+}
+
 func TestPrintTotal(t *testing.T) {
 	dir := t.TempDir()
 	goCounts, jsCounts := filepath.Join(dir, "go"), filepath.Join(dir, "js")

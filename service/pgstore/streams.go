@@ -9,12 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdpoint/holdpoint/db"
-	"github.com/holdpoint/holdpoint/service/store"
+	"github.com/holdpoint/holdpoint/service/streams"
 )
 
-var _ store.StreamStore = (*PgStore)(nil)
+var _ streams.Store = (*PgStore)(nil)
 
-// CreateStream implements store.StreamStore, committed without waiting
+// CreateStream implements streams.Store, committed without waiting
 // for the WAL flush (see AppendStreamFrames): a stream lost in a crash of
 // PostgreSQL only answers its rejoins 204.
 func (s *PgStore) CreateStream(ctx context.Context, tenantID string, id uuid.UUID, endUser, agent string) error {
@@ -26,9 +26,9 @@ func (s *PgStore) CreateStream(ctx context.Context, tenantID string, id uuid.UUI
 	})
 }
 
-// GetStream implements store.StreamStore.
-func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) (store.StreamInfo, bool, error) {
-	var info store.StreamInfo
+// GetStream implements streams.Store.
+func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) (streams.Info, bool, error) {
+	var info streams.Info
 	found := false
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		row, err := q.GetTurnStream(ctx, db.GetTurnStreamParams{TenantID: tenantID, ID: id})
@@ -38,19 +38,19 @@ func (s *PgStore) GetStream(ctx context.Context, tenantID string, id uuid.UUID) 
 		if err != nil {
 			return err
 		}
-		info, found = store.StreamInfo{EndUser: row.EndUser, Agent: row.Agent, Ended: row.EndedAt != nil}, true
+		info, found = streams.Info{EndUser: row.EndUser, Agent: row.Agent, Ended: row.EndedAt != nil}, true
 		return nil
 	})
 	return info, found, err
 }
 
-// AppendStreamFrames implements store.StreamStore: one round trip, the
+// AppendStreamFrames implements streams.Store: one round trip, the
 // wake-up sent at commit, committed without waiting for the WAL flush. A
 // stream is a delivery copy: the turn's outcome is in its snapshot,
 // committed synchronously, so a crash of PostgreSQL can lose only the tail
-// of a stream (whose rejoins then give up, see store.ErrStreamStalled),
+// of a stream (whose rejoins then give up, see streams.ErrStalled),
 // never an outcome.
-func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uuid.UUID, frames []store.StreamFrame) error {
+func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uuid.UUID, frames []streams.Frame) error {
 	p := db.AppendTurnStreamFramesParams{TenantID: tenantID, StreamID: id,
 		Seqs: make([]int32, len(frames)), Frames: make([]string, len(frames)), Terminals: make([]bool, len(frames))}
 	terminal := false // the batch ends the stream
@@ -74,25 +74,25 @@ func (s *PgStore) AppendStreamFrames(ctx context.Context, tenantID string, id uu
 	})
 }
 
-// StreamFramesAfter implements store.StreamStore.
-func (s *PgStore) StreamFramesAfter(ctx context.Context, tenantID string, id uuid.UUID, after, limit int) ([]store.StreamFrame, error) {
-	var out []store.StreamFrame
+// StreamFramesAfter implements streams.Store.
+func (s *PgStore) StreamFramesAfter(ctx context.Context, tenantID string, id uuid.UUID, after, limit int) ([]streams.Frame, error) {
+	var out []streams.Frame
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		rows, err := q.TurnStreamFramesAfter(ctx, db.TurnStreamFramesAfterParams{
 			TenantID: tenantID, StreamID: id, After: int32(after), MaxFrames: int32(limit)})
 		if err != nil {
 			return err
 		}
-		out = make([]store.StreamFrame, len(rows))
+		out = make([]streams.Frame, len(rows))
 		for i, r := range rows {
-			out[i] = store.StreamFrame{Seq: int(r.Seq), Frame: []byte(r.Frame), Terminal: r.Terminal}
+			out[i] = streams.Frame{Seq: int(r.Seq), Frame: []byte(r.Frame), Terminal: r.Terminal}
 		}
 		return nil
 	})
 	return out, err
 }
 
-// ListenStreams implements store.StreamStore.
+// ListenStreams implements streams.Store.
 func (s *PgStore) ListenStreams(ctx context.Context, ready func(), wake func(uuid.UUID)) error {
 	return s.listen(ctx, func(q *db.Queries) error { return q.ListenTurnStreams(ctx) }, ready, func(payload string) {
 		if id, err := uuid.Parse(payload); err == nil {
@@ -101,7 +101,7 @@ func (s *PgStore) ListenStreams(ctx context.Context, ready func(), wake func(uui
 	})
 }
 
-// PruneStreams implements store.StreamStore.
+// PruneStreams implements streams.Store.
 func (s *PgStore) PruneStreams(ctx context.Context, ended, open time.Duration, limit int) (int64, error) {
 	var n int64
 	err := s.piped(ctx, "", func(q *db.Queries) error {

@@ -46,14 +46,16 @@ var foundation = []string{
 // they import nothing of the engine. The model adapters (genkitmodel) and
 // the metrics and tracing (telemetry) are features too: they implement the
 // foundation's Model and Observer without the engine; the event hub reads
-// the store's event log for the live event streams; agentdef reads the
-// agents tenants define as data into the foundation's types (an
-// approval.Policy for a gated HTTP tool), which tenantagents builds into
-// the engine's agents.
+// the store's event log for the live event streams; the durable streams
+// (streams) keep a streamed turn's frames for the clients that rejoin it,
+// which the engine hands them without knowing them (service.DetachedStream);
+// agentdef reads the agents tenants define as data into the foundation's
+// types (an approval.Policy for a gated HTTP tool), which tenantagents
+// builds into the engine's agents.
 var features = []string{
 	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
 	module + "/service/genkitmodel/...", module + "/service/telemetry/...", module + "/service/eventhub/...",
-	module + "/service/agentdef/...",
+	module + "/service/streams/...", module + "/service/agentdef/...",
 }
 
 // The store: the one package that speaks SQL.

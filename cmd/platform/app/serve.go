@@ -30,6 +30,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/readiness"
+	"github.com/holdpoint/holdpoint/service/streams"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -130,7 +131,7 @@ func serveFlags(stderr io.Writer) (fs *flag.FlagSet, cfg *serveConfig, lf *logFl
 	fs.BoolVar(&cfg.migrate, "migrate", true, "apply pending migrations at start-up as DATABASE_URL's role, which must own the schema; "+
 		"with --migrate=false serve changes no schema and refuses to start while migrations are pending (apply them with platform migrate up as the owner)")
 	fs.DurationVar(&cfg.grace, "shutdown-grace", 20*time.Second, "time in-flight requests get to finish after SIGINT/SIGTERM")
-	fs.DurationVar(&cfg.streamRetention, "stream-retention", service.DefaultStreamRetention, "how long a streaming turn's frames are kept after it ended, for clients that rejoin the stream (x-genkit-stream-id, Last-Event-ID); then they are pruned")
+	fs.DurationVar(&cfg.streamRetention, "stream-retention", streams.DefaultRetention, "how long a streaming turn's frames are kept after it ended, for clients that rejoin the stream (x-genkit-stream-id, Last-Event-ID); then they are pruned")
 	fs.DurationVar(&cfg.sweep, "sweep-interval", time.Second, "how often interrupt deadlines are applied")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 5*time.Second, "how often a detached turn refreshes its heartbeat")
 	fs.BoolVar(&cfg.earlyClaims, "early-claims", false, "make every protocol resume claim its interrupts before the model runs, in a transaction of its own "+
@@ -359,7 +360,7 @@ type platform struct {
 	readiness *readiness.Readiness
 	eventIDs  *keys.EventIDs
 	hub       *eventhub.Hub
-	streams   *service.StreamHub
+	streams   *streams.Hub
 }
 
 // runtime is the turn engine, with the serve flags' limits.
@@ -396,7 +397,7 @@ func (p *platform) listen(rt *service.Runtime, manager *tenantagents.Manager) (*
 	p.eventIDs = keys.NewEventIDs(p.store.SigningKeys)
 	p.hub = eventhub.New(p.store, p.log)
 	// Durable streams: kept, followed across instances, pruned.
-	p.streams = service.NewStreamHub(p.store, p.log, cfg.streamRetention)
+	p.streams = streams.New(p.store, p.log, cfg.streamRetention)
 	var metricsOnAPI http.Handler
 	if cfg.metricsAddr == "" && cfg.metricsToken != "" {
 		metricsOnAPI = p.metrics.Handler()

@@ -1,4 +1,4 @@
-package service
+package streams
 
 import (
 	"context"
@@ -6,18 +6,20 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/auth"
 )
 
-// StreamWriter records the frames of one durable stream. Frames are
-// numbered as they come and written in batches (every streamFlushEvery);
-// Finish writes the terminal frame after every other.
-type StreamWriter struct {
-	hub    *StreamHub
+// Writer records the frames of one durable stream. Frames are numbered as
+// they come and written in batches (every flushEvery); Finish writes the
+// terminal frame after every other.
+type Writer struct {
+	hub    *Hub
 	tenant string
 	id     uuid.UUID
 
 	mu       sync.Mutex
-	pending  []StreamFrame
+	pending  []Frame
 	next     int
 	finished bool
 	broken   bool
@@ -27,8 +29,8 @@ type StreamWriter struct {
 }
 
 // Open records a new stream of agent for caller and returns its writer.
-func (h *StreamHub) Open(ctx context.Context, c Caller, agent string) (*StreamWriter, error) {
-	w := &StreamWriter{hub: h, tenant: c.TenantID, id: uuid.New(), next: 1, kick: make(chan struct{}, 1), fin: make(chan struct{}), done: make(chan struct{})}
+func (h *Hub) Open(ctx context.Context, c auth.Caller, agent string) (*Writer, error) {
+	w := &Writer{hub: h, tenant: c.TenantID, id: uuid.New(), next: 1, kick: make(chan struct{}, 1), fin: make(chan struct{}), done: make(chan struct{})}
 	if err := h.store.CreateStream(ctx, c.TenantID, w.id, c.EndUser, agent); err != nil {
 		return nil, err
 	}
@@ -37,11 +39,11 @@ func (h *StreamHub) Open(ctx context.Context, c Caller, agent string) (*StreamWr
 }
 
 // ID is the stream's id.
-func (w *StreamWriter) ID() uuid.UUID { return w.id }
+func (w *Writer) ID() uuid.UUID { return w.id }
 
 // Append numbers frame, queues it for the next batch and returns its seq.
 // The frame must not change afterwards.
-func (w *StreamWriter) Append(frame []byte) int {
+func (w *Writer) Append(frame []byte) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.finished {
@@ -49,7 +51,7 @@ func (w *StreamWriter) Append(frame []byte) int {
 	}
 	seq := w.next
 	w.next++
-	w.pending = append(w.pending, StreamFrame{Seq: seq, Frame: frame})
+	w.pending = append(w.pending, Frame{Seq: seq, Frame: frame})
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -60,7 +62,7 @@ func (w *StreamWriter) Append(frame []byte) int {
 // Finish appends the terminal frame, writes every frame still queued and
 // ends the stream; it returns the terminal frame's seq. Later Appends are
 // dropped.
-func (w *StreamWriter) Finish(frame []byte) int {
+func (w *Writer) Finish(frame []byte) int {
 	seq := w.End(frame)
 	w.Wait()
 	return seq
@@ -68,7 +70,7 @@ func (w *StreamWriter) Finish(frame []byte) int {
 
 // End is Finish without the wait: it queues the terminal frame and
 // returns its seq at once; Wait waits for the writes.
-func (w *StreamWriter) End(frame []byte) int {
+func (w *Writer) End(frame []byte) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.finished {
@@ -76,7 +78,7 @@ func (w *StreamWriter) End(frame []byte) int {
 	}
 	seq := w.next
 	w.next++
-	w.pending = append(w.pending, StreamFrame{Seq: seq, Frame: frame, Terminal: true})
+	w.pending = append(w.pending, Frame{Seq: seq, Frame: frame, Terminal: true})
 	w.finished = true
 	close(w.fin)
 	return seq
@@ -84,16 +86,16 @@ func (w *StreamWriter) End(frame []byte) int {
 
 // Wait returns once the frames queued before End are written (or given
 // up on).
-func (w *StreamWriter) Wait() { <-w.done }
+func (w *Writer) Wait() { <-w.done }
 
-// loop writes the queued frames: a batch at most every streamFlushEvery,
+// loop writes the queued frames: a batch at most every flushEvery,
 // and the rest at once when Finish closes fin.
-func (w *StreamWriter) loop() {
+func (w *Writer) loop() {
 	defer close(w.done)
 	for {
 		select {
 		case <-w.kick:
-			t := time.NewTimer(streamFlushEvery)
+			t := time.NewTimer(flushEvery)
 			select {
 			case <-t.C:
 			case <-w.fin:
@@ -109,8 +111,8 @@ func (w *StreamWriter) loop() {
 
 // flush writes the queued frames, retrying a failed write a few times.
 // A batch that could not be written breaks the stream: later frames are
-// dropped, so readers never see a gap (they give up after streamIdle).
-func (w *StreamWriter) flush() {
+// dropped, so readers never see a gap (they give up after idleMax).
+func (w *Writer) flush() {
 	w.mu.Lock()
 	batch, broken := w.pending, w.broken
 	w.pending = nil
