@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/events"
 )
 
@@ -25,8 +26,8 @@ func escalatingAgent() *service.Agent {
 	}}
 	return &service.Agent{Name: "escalating", ServerManaged: true, Model: model, Tools: []*service.Tool{{
 		Name: "transferMoney",
-		Approval: &service.ApprovalPolicy{
-			Scope: "approve:payments", Escalate: &service.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
+		Approval: &approval.Policy{
+			Scope: "approve:payments", Escalate: &approval.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
 		},
 		Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
 			return json.RawMessage(`{"ok":true}`), nil

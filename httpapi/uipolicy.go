@@ -15,7 +15,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 )
 
-// The dashboard's side of approval policies (service.ApprovalPolicy): the
+// The dashboard's side of approval policies (approval.Policy): the
 // inbox and the decision page show a gated call's votes, the scope it
 // needs and whether it was escalated; the decision page lists the votes,
 // says what the signed-in key may do, and takes an approval (with an edit

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -34,7 +35,7 @@ func gatedPayAgent(runs *atomic.Int32, failures int32) *service.Agent {
 	return &service.Agent{Name: "payAgent", ServerManaged: true, Model: payModel{}, Tools: []*service.Tool{{
 		Name:        "payOut",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"amount":{"type":"number"}},"required":["to","amount"]}`),
-		Approval:    &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 2},
+		Approval:    &approval.Policy{Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 2},
 		Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
 			if runs.Add(1) <= failures {
 				return nil, errors.New("the bank is down")

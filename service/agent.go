@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/schema"
 )
 
@@ -90,9 +91,9 @@ type Tool struct {
 	// effect is unknown.
 	Idempotent bool
 	// Approval makes the platform ask a human before the tool runs (see
-	// ApprovalPolicy); nil: the tool runs when the model asks. Not for
+	// approval.Policy); nil: the tool runs when the model asks. Not for
 	// Interrupt tools, which never run.
-	Approval *ApprovalPolicy
+	Approval *approval.Policy
 }
 
 // ExpireRespond answers an interrupt whose deadline passed.

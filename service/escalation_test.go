@@ -18,6 +18,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -137,11 +138,11 @@ func TestEscalationReassignsOnce(t *testing.T) {
 	t.Parallel()
 	e := newEscalationEnv(t)
 	ctx := context.Background()
-	tr := gatedAgent(t, e.rt, "escalating", &service.ApprovalPolicy{
-		Scope: "approve:payments", Escalate: &service.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
+	tr := gatedAgent(t, e.rt, "escalating", &approval.Policy{
+		Scope: "approve:payments", Escalate: &approval.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
 	})
-	gatedAgent(t, e.rt, "patient", &service.ApprovalPolicy{
-		Scope: "approve:payments", Escalate: &service.Escalation{After: time.Hour, Scope: "approve:lead"},
+	gatedAgent(t, e.rt, "patient", &approval.Policy{
+		Scope: "approve:payments", Escalate: &approval.Escalation{After: time.Hour, Scope: "approve:lead"},
 	})
 	hook := e.subscribe(t, "interrupt.escalated")
 	_, it := pauseOnGate(t, e.rt, "escalating", "s-esc", "9000")
@@ -228,13 +229,13 @@ func TestEscalationLeavesTheDeadline(t *testing.T) {
 	t.Parallel()
 	e := newEscalationEnv(t)
 	ctx := context.Background()
-	tool := gatedTool(&service.ApprovalPolicy{
-		Scope: "approve:payments", Escalate: &service.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
+	tool := gatedTool(&approval.Policy{
+		Scope: "approve:payments", Escalate: &approval.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
 	})
 	tool.ExpiresAfter = 150 * time.Millisecond
 	registerGated(t, e.rt, "deadline", tool)
-	late := gatedTool(&service.ApprovalPolicy{
-		Scope: "approve:payments", Escalate: &service.Escalation{After: time.Hour, Scope: "approve:lead"},
+	late := gatedTool(&approval.Policy{
+		Scope: "approve:payments", Escalate: &approval.Escalation{After: time.Hour, Scope: "approve:lead"},
 	})
 	late.ExpiresAfter = 50 * time.Millisecond
 	registerGated(t, e.rt, "tooLate", late)
@@ -274,7 +275,7 @@ func TestEscalationLeavesTheDeadline(t *testing.T) {
 
 // gatedTool is transferMoney under policy (see gatedAgent), whose runs
 // are not recorded.
-func gatedTool(policy *service.ApprovalPolicy) *service.Tool {
+func gatedTool(policy *approval.Policy) *service.Tool {
 	return &service.Tool{
 		Name:        "transferMoney",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"amount":{"type":"number"}},"required":["to","amount"]}`),
@@ -308,8 +309,8 @@ func registerGated(t *testing.T, rt *service.Runtime, name string, tool *service
 func TestDeadlineSweeperEscalates(t *testing.T) {
 	t.Parallel()
 	e := newEscalationEnv(t)
-	gatedAgent(t, e.rt, "swept", &service.ApprovalPolicy{
-		Scope: "approve:payments", Escalate: &service.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
+	gatedAgent(t, e.rt, "swept", &approval.Policy{
+		Scope: "approve:payments", Escalate: &approval.Escalation{After: 50 * time.Millisecond, Scope: "approve:lead"},
 	})
 	_, it := pauseOnGate(t, e.rt, "swept", "s-swept", "9000")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,81 +7,15 @@ import (
 	"strings"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/schema"
 )
 
-// The platform's approval gate (Tool.Approval, ApprovalPolicy): a call the
-// policy gates pauses before anything of it runs, on an interrupt of the
-// model's own request whose metadata.interrupt says so. Its marker (the
-// metaGate key) is the platform's alone: a tool's own interrupt metadata
-// loses it (stripGate), so no tool, endpoint or model can make a pause
-// look approved, and only the server's copy of the history is read.
-
-// metaGate marks, inside metadata.interrupt, an interrupt the gate made.
-const metaGate = "gate"
-
-// maxExplanationBytes bounds the model's explanation kept with a gated
-// call.
-const maxExplanationBytes = 2000
-
-// gateInfo is what a gate interrupt's metadata says about its policy.
-type gateInfo struct {
-	Scope     string `json:"scope,omitempty"`
-	Approvals int    `json:"approvals"`
-	AllowEdit bool   `json:"allowEdit,omitempty"`
-}
-
-// gateMeta is the metadata.interrupt of a gated call.
-func gateMeta(tool *Tool, explanation string) json.RawMessage {
-	p := tool.Approval
-	need := "your approval"
-	if p.MakerChecker() {
-		need = fmt.Sprintf("%d approval(s)", p.approvals())
-		if p.Scope != "" {
-			need += " from holders of " + p.Scope
-		}
-	}
-	m := map[string]any{
-		"approval": "required",
-		metaGate:   gateInfo{Scope: p.Scope, Approvals: p.approvals(), AllowEdit: p.AllowEdit},
-		"message":  fmt.Sprintf("%s needs %s before it runs: restart it to run it, or respond with an output to skip it.", tool.Name, need),
-	}
-	if explanation != "" {
-		m["explanation"] = explanation
-	}
-	raw, _ := json.Marshal(m)
-	return raw
-}
-
-// gateOf is the gate of an interrupted part of the server's history (nil:
-// not a gate interrupt).
-func gateOf(p Part) *gateInfo {
-	raw, ok := p.Metadata[metaInterrupt]
-	if !ok {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m[metaGate] == nil {
-		return nil
-	}
-	var g gateInfo
-	if json.Unmarshal(m[metaGate], &g) != nil {
-		return nil
-	}
-	return &g
-}
-
-// stripGate removes the gate's marker from a tool's own interrupt
-// metadata: only the platform makes gate interrupts.
-func stripGate(meta json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(meta, &m) != nil || m[metaGate] == nil {
-		return meta
-	}
-	delete(m, metaGate)
-	out, _ := json.Marshal(m)
-	return out
-}
+// The engine's side of the approval gate (Tool.Approval, approval.Policy):
+// it pauses a call its policy gates before anything of it runs, checks the
+// protocol's answers to gate interrupts and the inbox's votes on them. What
+// a gated call's history says (the gate's marker, an approver's edit) is
+// package approval's.
 
 // gate pauses a fresh call of a gated tool: it returns the interrupted part
 // when the policy requires approval for this input. The input is checked
@@ -95,7 +29,7 @@ func (inv *invocation) gate(ctx context.Context, tool *Tool, part Part, explanat
 	if err := checkToolInput(tool, req); err != nil {
 		return nil, err
 	}
-	need, err := tool.Approval.requires(ctx, req.Input)
+	need, err := tool.Approval.Requires(ctx, req.Input)
 	if err != nil {
 		// A condition that cannot be decided never lets the call run.
 		return nil, inv.hideError(fmt.Errorf("approval condition of %s: %w", req.Name, err), CodeFailedPrecondition, "the approval condition of tool "+req.Name)
@@ -104,7 +38,7 @@ func (inv *invocation) gate(ctx context.Context, tool *Tool, part Part, explanat
 		return nil, nil
 	}
 	inv.rt.log.Info("gated tool call paused for approval", "agent", inv.agent.Name, "tool", req.Name, "session", inv.sess.id)
-	return interruptedPart(part, gateMeta(tool, explanation)), nil
+	return interruptedPart(part, tool.Approval.GateMeta(tool.Name, explanation)), nil
 }
 
 // checkToolInput checks a request's input against its tool's schema.
@@ -115,36 +49,6 @@ func checkToolInput(tool *Tool, req *ToolRequest) error {
 		return e
 	}
 	return nil
-}
-
-// explanationOf is the model's text beside its tool requests, bounded.
-func explanationOf(m Message) string {
-	var b strings.Builder
-	for _, p := range m.Content {
-		if p.Text != nil && *p.Text != "" {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(*p.Text)
-		}
-	}
-	s := strings.TrimSpace(b.String())
-	if len(s) > maxExplanationBytes {
-		s = strings.ToValidUTF8(s[:maxExplanationBytes], "")
-	}
-	return s
-}
-
-// sameApproval reports whether two resolutions of a gated call approve
-// the same call (a restart of the same input), whoever gave them and with
-// whatever note: the session's restart sent again after the inbox approved
-// the call answers the approval's outcome (or retries its failed call).
-func sameApproval(a, b json.RawMessage) bool {
-	var x, y struct {
-		Restart bool            `json:"restart"`
-		Input   json.RawMessage `json:"input"`
-	}
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && x.Restart && y.Restart && JSONEqual(x.Input, y.Input)
 }
 
 // checkGatedResume checks a protocol resume's answers to gate interrupts:
@@ -160,14 +64,14 @@ func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool,
 		if step.kind != stepRestart {
 			continue
 		}
-		g := gateOf(last.Content[i])
+		g := approval.GateOf(last.Content[i].Metadata[metaInterrupt])
 		tool := a.tool(last.Content[i].ToolRequest.Name)
 		if g == nil || tool == nil || tool.Approval == nil {
 			continue
 		}
 		name := last.Content[i].ToolRequest.Name
 		if !preclaimed && tool.Approval.MakerChecker() && pending(i) {
-			return Errorf(CodePermissionDenied, "%s needs %d approval(s)%s from someone other than who asked: it is decided in the inbox (POST /api/v1/interrupts/{id}/restart), not by resuming the session", name, tool.Approval.approvals(), scopeNote(tool.Approval.Scope))
+			return Errorf(CodePermissionDenied, "%s needs %d approval(s)%s from someone other than who asked: it is decided in the inbox (POST /api/v1/interrupts/{id}/restart), not by resuming the session", name, tool.Approval.Approvers(), approval.ScopeNote(tool.Approval.Scope))
 		}
 		if !JSONEqual(step.restart.ToolRequest.Input, last.Content[i].ToolRequest.Input) {
 			if !tool.Approval.AllowEdit {
@@ -180,33 +84,6 @@ func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool,
 	}
 	return nil
 }
-
-func scopeNote(scope string) string {
-	if scope == "" {
-		return ""
-	}
-	return " from holders of the scope " + scope
-}
-
-// editedRequest is the history's request with the input an approver
-// edited: the model reads what ran, and the metadata keeps what it asked.
-func editedRequest(p Part, input json.RawMessage) Part {
-	p = p.Clone()
-	meta := CloneMetadata(p.Metadata)
-	if meta == nil {
-		meta = Metadata{}
-	}
-	meta[metaEditedFrom] = rawjson.Or(p.ToolRequest.Input, "null")
-	p.Metadata = meta
-	req := *p.ToolRequest
-	req.Input = input
-	p.ToolRequest = &req
-	return p
-}
-
-// metaEditedFrom keeps, on a request an approver edited, the input the
-// model asked for.
-const metaEditedFrom = "editedFrom"
 
 // gatePending reports whether the interrupt of the base snapshot's request
 // at position i of its last message is still pending; when it cannot tell,
@@ -223,4 +100,51 @@ func (inv *invocation) gatePending(ctx context.Context, last Message) func(i int
 		}
 		return it.Status == InterruptPending
 	}
+}
+
+// voteOf is the vote a decision of c on it records: nil for an interrupt
+// no policy made; for a gated call, the checks of its policy first (the
+// scope, the requester's exclusion).
+func voteOf(c Caller, it *Interrupt, vote string, input json.RawMessage, note string) (*Vote, error) {
+	if it.Policy == nil {
+		return nil, nil
+	}
+	if !c.HasScope(it.Scope) {
+		return nil, Errorf(CodePermissionDenied, "deciding interrupt %s needs the scope %s, which this key does not hold", it.ID, it.Scope)
+	}
+	if it.Policy.MakerChecker() && it.EndUser != "" && c.EndUser == it.EndUser {
+		return nil, Errorf(CodePermissionDenied, "%s asked for this call and cannot approve or deny it: its policy needs someone else", it.EndUser)
+	}
+	return &Vote{Voter: c.Voter(), KeyID: c.KeyID, KeyName: c.KeyName, Vote: vote, Input: input, Note: note}, nil
+}
+
+// checkEdit checks an approver's edit of a gated call's input.
+func checkEdit(it *Interrupt, tool *Tool, input json.RawMessage) error {
+	if it.Policy == nil || !it.Policy.AllowEdit {
+		return Errorf(CodeInvalidArgument, "the approval policy of %s does not allow editing its input", it.Tool)
+	}
+	if err := checkToolInput(tool, &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: input}); err != nil {
+		return Errorf(CodeInvalidArgument, "the edited input does not match the input schema of %s: %s", it.Tool, AsError(err).Message)
+	}
+	return nil
+}
+
+// validateApproval checks a tool's approval policy against its agent: an
+// interrupt never runs (nothing to gate), and a maker-checker policy is
+// decided in the inbox, which only server-managed sessions reach.
+func (a *Agent) validateApproval(t *Tool) error {
+	p := t.Approval
+	if p == nil {
+		return nil
+	}
+	if t.Interrupt {
+		return fmt.Errorf("agent %q: tool %q is an interrupt, which never runs: it takes no approval policy", a.Name, t.Name)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("agent %q: tool %q: approval policy: %w", a.Name, t.Name, err)
+	}
+	if p.MakerChecker() && !a.ServerManaged {
+		return fmt.Errorf("agent %q: tool %q: a policy with a scope or several approvals is decided in the inbox, which a client-managed agent's sessions never reach", a.Name, t.Name)
+	}
+	return nil
 }

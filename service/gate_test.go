@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // transfers records what a gated tool ran with.
@@ -29,7 +30,7 @@ func (tr *transfers) ran() []string {
 // transferMoney directly (no userApproval first) with the amount the user
 // message names: the platform's policy is all that stands between the
 // model and the money.
-func gatedAgent(t *testing.T, rt *service.Runtime, name string, policy *service.ApprovalPolicy) *transfers {
+func gatedAgent(t *testing.T, rt *service.Runtime, name string, policy *approval.Policy) *transfers {
 	t.Helper()
 	tr := &transfers{}
 	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
@@ -93,7 +94,7 @@ func TestSteeredModelCannotRunAGatedTool(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	tr := gatedAgent(t, rt, "gated", &service.ApprovalPolicy{})
+	tr := gatedAgent(t, rt, "gated", &approval.Policy{})
 	out, it := pauseOnGate(t, rt, "gated", "s-gate", "5000")
 	if len(tr.ran()) != 0 {
 		t.Fatal("the gated tool ran before approval")
@@ -140,7 +141,7 @@ func TestApprovalConditionIsPerCall(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	tr := gatedAgent(t, rt, "cond", &service.ApprovalPolicy{When: func(_ context.Context, in json.RawMessage) (bool, error) {
+	tr := gatedAgent(t, rt, "cond", &approval.Policy{When: func(_ context.Context, in json.RawMessage) (bool, error) {
 		var v struct{ Amount float64 }
 		err := json.Unmarshal(in, &v)
 		return v.Amount > 1000, err
@@ -162,7 +163,7 @@ func TestFourEyes(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	tr := gatedAgent(t, rt, "fourEyes", &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2})
+	tr := gatedAgent(t, rt, "fourEyes", &approval.Policy{Scope: "approve:payments", Approvals: 2})
 	_, it := pauseOnGate(t, rt, "fourEyes", "s-4eyes", "9000")
 
 	// The requester cannot approve through the protocol.
@@ -237,7 +238,7 @@ func TestOneDenialEndsIt(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	tr := gatedAgent(t, rt, "denied", &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2})
+	tr := gatedAgent(t, rt, "denied", &approval.Policy{Scope: "approve:payments", Approvals: 2})
 	_, it := pauseOnGate(t, rt, "denied", "s-deny", "9000")
 	if _, err := rt.ApproveInterrupt(ctx, approver("bob", "approve:payments"), it.ID, nil, ""); err != nil {
 		t.Fatal(err)
@@ -259,7 +260,7 @@ func TestApproverEdit(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	tr := gatedAgent(t, rt, "editable", &service.ApprovalPolicy{Scope: "approve:payments", AllowEdit: true})
+	tr := gatedAgent(t, rt, "editable", &approval.Policy{Scope: "approve:payments", AllowEdit: true})
 	_, it := pauseOnGate(t, rt, "editable", "s-edit", "9000")
 	bob := approver("bob", "approve:payments")
 	_, err := rt.ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory"}`), "")
@@ -276,7 +277,7 @@ func TestApproverEdit(t *testing.T) {
 		t.Fatalf("the edit is not recorded: votes %+v resolution %s", d.Votes, d.Resolution)
 	}
 
-	fixed := gatedAgent(t, rt, "fixed", &service.ApprovalPolicy{Scope: "approve:payments"})
+	fixed := gatedAgent(t, rt, "fixed", &approval.Policy{Scope: "approve:payments"})
 	_, it = pauseOnGate(t, rt, "fixed", "s-fixed", "9000")
 	_, err = rt.ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory","amount":1}`), "")
 	wantCode(t, "an edit the policy forbids", err, service.CodeInvalidArgument)

@@ -11,6 +11,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/internal/rawjson"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/schema"
 )
 
@@ -191,7 +192,7 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 	var responses []Part
 	interrupted := false
 	ran := false // a tool of this round ran
-	explanation := explanationOf(msg)
+	explanation := approval.Explanation(msg)
 	for _, i := range requests {
 		part := msg.Content[i]
 		out, irq, err := inv.runTool(ctx, t, toolRun{key: callKey(round, i, part.ToolRequest), part: part, explanation: explanation})
@@ -243,8 +244,8 @@ func (inv *invocation) newInterrupt(req *ToolRequest, meta json.RawMessage) NewI
 		ni.ExpiresIn = tool.ExpiresAfter
 		ni.OnExpire = tool.onExpireJSON()
 	}
-	if tool.Approval != nil && gateOf(Part{Metadata: Metadata{metaInterrupt: meta}}) != nil {
-		ni.Policy, _ = json.Marshal(tool.Approval.stored())
+	if tool.Approval != nil && approval.GateOf(meta) != nil {
+		ni.Policy, _ = json.Marshal(tool.Approval.Stored())
 	}
 	return ni
 }
@@ -354,7 +355,7 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	}
 	if err != nil {
 		if ie, ok := asInterrupt(err); ok {
-			return nil, interruptedPart(part, stripGate(ie.Metadata)), nil
+			return nil, interruptedPart(part, approval.StripGate(ie.Metadata)), nil
 		}
 		if errors.Is(err, ErrMayHaveRun) {
 			// Kept in the chain: the call is recorded unknown.
@@ -401,7 +402,7 @@ func validateResumeAgainstHistory(res *Resume, history []Message) error {
 		}
 		// A gate that allows edits takes an edited input (checked
 		// against the policy and the schema by checkGatedResume).
-		if g := gateOf(*match); !JSONEqual(tr.Input, match.ToolRequest.Input) && (g == nil || !g.AllowEdit) {
+		if g := approval.GateOf(match.Metadata[metaInterrupt]); !JSONEqual(tr.Input, match.ToolRequest.Input) && (g == nil || !g.AllowEdit) {
 			return Errorf(CodeInvalidArgument, "resume.restart for tool '%s'%s has modified inputs that do not match the original tool request in session history. Restart inputs must exactly match the interrupted tool request.", tr.Name, refNote(tr.Ref))
 		}
 	}
@@ -613,7 +614,7 @@ func (inv *invocation) restartStep(ctx context.Context, t *Turn, i int, p Part, 
 		resumed = nil
 	}
 	if !JSONEqual(restart.ToolRequest.Input, p.ToolRequest.Input) {
-		p = editedRequest(p, restart.ToolRequest.Input)
+		p = approval.Edited(p, restart.ToolRequest.Input)
 	}
 	out, irq, err := inv.runTool(ctx, t, toolRun{key: "restart:" + callKey(-1, i, restart.ToolRequest), part: restart.Clone(), restart: true, resumed: resumed})
 	if err != nil {

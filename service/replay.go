@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // replayed is the answer of a resume sent again: the outcome of the turn
@@ -47,7 +49,7 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 			mine = &claims[i]
 		}
 	}
-	if mine == nil || !(JSONEqual(mine.Resolution, it.Resolution) || it.Policy != nil && sameApproval(mine.Resolution, it.Resolution)) || it.ResumedSnapshotID == "" {
+	if mine == nil || !(JSONEqual(mine.Resolution, it.Resolution) || it.Policy != nil && approval.Same(mine.Resolution, it.Resolution)) || it.ResumedSnapshotID == "" {
 		return alreadyDecided(refusal, it)
 	}
 	snap, err := inv.rt.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: inv.caller.Scope(), Agent: inv.agent.Name, ID: it.ResumedSnapshotID, WithState: true})

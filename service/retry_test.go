@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // flakyTransfers is a gated transfer tool that fails its first failures
@@ -25,7 +26,7 @@ func (f *flakyTransfers) runs() []string {
 	return append([]string(nil), f.ids...)
 }
 
-func flakyAgent(t *testing.T, rt *service.Runtime, name string, failures int32, policy *service.ApprovalPolicy) *flakyTransfers {
+func flakyAgent(t *testing.T, rt *service.Runtime, name string, failures int32, policy *approval.Policy) *flakyTransfers {
 	t.Helper()
 	f := &flakyTransfers{}
 	f.failures.Store(failures)
@@ -82,7 +83,7 @@ func TestApprovedCallThatFailsIsRetriedFromTheProtocol(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	f := flakyAgent(t, rt, "flakyProto", 1, &service.ApprovalPolicy{})
+	f := flakyAgent(t, rt, "flakyProto", 1, &approval.Policy{})
 	_, it := pauseOnGate(t, rt, "flakyProto", "s-proto", "70")
 	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "transferMoney", Ref: "t1", Input: it.Input}}}}}
 	out, err := rt.InvokeOne(ctx, requester, "flakyProto", service.AgentInit{SessionID: "s-proto"}, restart, nil)
@@ -117,7 +118,7 @@ func TestApprovedCallRetriesAreBounded(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	f := flakyAgent(t, rt, "flakyInbox", 5, &service.ApprovalPolicy{Attempts: 3})
+	f := flakyAgent(t, rt, "flakyInbox", 5, &approval.Policy{Attempts: 3})
 	_, first := failApproved(t, rt, "flakyInbox", "s-inbox")
 	ops := approver("ops", "*")
 	var wg sync.WaitGroup
@@ -171,7 +172,7 @@ func TestInboxApprovedCallIsRetriedByTheRequester(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	f := flakyAgent(t, rt, "flakyChecked", 1, &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2})
+	f := flakyAgent(t, rt, "flakyChecked", 1, &approval.Policy{Scope: "approve:payments", Approvals: 2})
 	_, it := pauseOnGate(t, rt, "flakyChecked", "s-checked", "70")
 	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "transferMoney", Ref: "t1", Input: it.Input}}}}}
 	_, err := rt.InvokeOne(ctx, requester, "flakyChecked", service.AgentInit{SessionID: "s-checked"}, restart, nil)

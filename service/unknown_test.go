@@ -83,7 +83,7 @@ func approverAgent(t *testing.T, rt *service.Runtime, paid *payLog, block <-chan
 	}
 }
 
-func approval(detach bool) service.AgentInput {
+func approvedResume(detach bool) service.AgentInput {
 	return service.AgentInput{Detach: detach, Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{
 		Name: "approve", Ref: "r1", Output: json.RawMessage(`{"approved":true}`)}}}}}
 }
@@ -128,7 +128,7 @@ func lostOutcome(t *testing.T, session string) *lostCase {
 	if err := lc.admin.QueryRow(ctx, `SELECT id FROM interrupts WHERE snapshot_id = $1`, lc.paused).Scan(&lc.interrupt); err != nil {
 		t.Fatal(err)
 	}
-	out, err = rtA.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: lc.paused}, approval(true), nil)
+	out, err = rtA.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: lc.paused}, approvedResume(true), nil)
 	if err != nil || out.FinishReason != "detached" {
 		t.Fatalf("detached resume: %v %+v", err, out)
 	}
@@ -196,11 +196,11 @@ func TestLostOutcomeIsNeverRunTwice(t *testing.T) {
 	}
 	// The same resume again answers the first attempt's outcome: its turn
 	// failed on a call that may have run, which a human decides.
-	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: lc.paused}, approval(false), nil); err != nil ||
+	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: lc.paused}, approvedResume(false), nil); err != nil ||
 		out.FinishReason != service.FinishFailed || out.Error == nil || out.Error.Status != service.CodeAborted || !strings.Contains(out.Error.Message, "may have run") {
 		t.Fatalf("repeating the resume: %v %+v", err, out)
 	}
-	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: lc.session}, approval(false), nil); err != nil ||
+	if out, err := lc.rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: lc.session}, approvedResume(false), nil); err != nil ||
 		out.FinishReason != service.FinishFailed || out.Error == nil || out.Error.Status != service.CodeAborted {
 		t.Fatalf("repeating the resume by session: %v %+v", err, out)
 	}

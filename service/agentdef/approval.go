@@ -9,8 +9,9 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // Bounds of an approval condition: its length, and what one evaluation
@@ -23,7 +24,7 @@ const (
 
 // Approval is an HTTP tool's approval policy: the platform pauses each call
 // (or each one its condition picks) before it runs, until humans approve it
-// (see service.ApprovalPolicy). `approval: true` is the empty policy: every
+// (see approval.Policy). `approval: true` is the empty policy: every
 // call, one approval by whoever may decide the session's interrupts.
 type Approval struct {
 	// When is a CEL condition over the tool's input (the variable input,
@@ -54,7 +55,7 @@ type Escalation struct {
 // Policy is the runtime's policy of a, with its condition compiled: build
 // it once per agent version (compiling costs more than evaluating). tool
 // names the tool in errors.
-func (a *Approval) Policy(tool string) (*service.ApprovalPolicy, error) {
+func (a *Approval) Policy(tool string) (*approval.Policy, error) {
 	p := a.bounds()
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("tool %s: approval: %w", tool, err)
@@ -67,7 +68,7 @@ func (a *Approval) Policy(tool string) (*service.ApprovalPolicy, error) {
 		p.When = func(ctx context.Context, input json.RawMessage) (bool, error) {
 			ok, err := c.Eval(ctx, input)
 			if err != nil {
-				return false, service.Errorf(service.CodeFailedPrecondition, "tool %s: its approval condition could not be evaluated: %v", tool, err)
+				return false, store.Errorf(store.CodeFailedPrecondition, "tool %s: its approval condition could not be evaluated: %v", tool, err)
 			}
 			return ok, nil
 		}
@@ -76,10 +77,10 @@ func (a *Approval) Policy(tool string) (*service.ApprovalPolicy, error) {
 }
 
 // bounds is the runtime's policy of a without its condition.
-func (a *Approval) bounds() *service.ApprovalPolicy {
-	p := &service.ApprovalPolicy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
+func (a *Approval) bounds() *approval.Policy {
+	p := &approval.Policy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
 	if a.Escalate != nil {
-		p.Escalate = &service.Escalation{After: a.Escalate.After, Scope: a.Escalate.Scope}
+		p.Escalate = &approval.Escalation{After: a.Escalate.After, Scope: a.Escalate.Scope}
 	}
 	return p
 }
@@ -188,7 +189,7 @@ func (b *builder) approvalPolicy(m map[string]any, p path, tool string) (*Approv
 	if a.Scope, err = b.scope(m, p, "scope", true); err != nil {
 		return nil, err
 	}
-	if a.Approvals, err = b.count(m, p, "approvals", service.MaxApprovals); err != nil {
+	if a.Approvals, err = b.count(m, p, "approvals", approval.MaxApprovals); err != nil {
 		return nil, err
 	}
 	if v := m["allowEdit"]; v != nil {
@@ -198,7 +199,7 @@ func (b *builder) approvalPolicy(m map[string]any, p path, tool string) (*Approv
 		}
 		a.AllowEdit = e
 	}
-	if a.Attempts, err = b.count(m, p, "attempts", service.MaxApprovalAttempts); err != nil {
+	if a.Attempts, err = b.count(m, p, "attempts", approval.MaxAttempts); err != nil {
 		return nil, err
 	}
 	if a.Escalate, err = b.escalation(m, p); err != nil {

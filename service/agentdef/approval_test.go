@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentdef"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 func TestParseApprovalPolicy(t *testing.T) {
@@ -73,7 +74,7 @@ func TestApprovalPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Scope != a.Scope || p.Approvals != 2 || !p.AllowEdit || p.Attempts != 5 || p.Escalate == nil ||
-		*p.Escalate != (service.Escalation{After: time.Hour, Scope: "approve:lead"}) || p.When == nil {
+		*p.Escalate != (approval.Escalation{After: time.Hour, Scope: "approve:lead"}) || p.When == nil {
 		t.Fatalf("policy = %+v", p)
 	}
 	for in, want := range map[string]bool{`{"amount": 500}`: false, `{"amount": 5000}`: true, `{"amount": 1000.5}`: true, `{"amount": 1000}`: false} {

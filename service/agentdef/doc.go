@@ -7,8 +7,11 @@
 // .prompt file and the field at fault.
 //
 // The package only reads and checks: the caller resolves the model, applies
-// its policy to the URLs of HTTP tools and builds the runtime's agent. Like
-// the rest of service, it imports neither pgx, nor db, nor httpapi, nor Echo.
+// its policy to the URLs of HTTP tools and builds the runtime's agent. It
+// is a feature beside the engine: it imports the foundation only (an HTTP
+// tool's approval becomes an approval.Policy of service/approval), nothing
+// of the engine (package service), and neither pgx, nor db, nor httpapi,
+// nor Echo.
 //
 // # The .prompt form
 //

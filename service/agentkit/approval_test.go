@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentkit"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // TestToolApprovalPolicy checks a tool's Approval becomes the runtime
@@ -27,7 +28,7 @@ func TestToolApprovalPolicy(t *testing.T) {
 				return in.Amount > 1000
 			},
 			Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 4,
-			Escalate: &service.Escalation{After: time.Hour, Scope: "approve:payments-lead"},
+			Escalate: &approval.Escalation{After: time.Hour, Scope: "approve:payments-lead"},
 		},
 	}.ServiceTool()
 	if err != nil {
@@ -35,7 +36,7 @@ func TestToolApprovalPolicy(t *testing.T) {
 	}
 	p := tool.Approval
 	if p == nil || p.Scope != "approve:payments" || p.Approvals != 2 || !p.AllowEdit || p.Attempts != 4 || p.When == nil ||
-		p.Escalate == nil || *p.Escalate != (service.Escalation{After: time.Hour, Scope: "approve:payments-lead"}) {
+		p.Escalate == nil || *p.Escalate != (approval.Escalation{After: time.Hour, Scope: "approve:payments-lead"}) {
 		t.Fatalf("policy = %+v", p)
 	}
 	for in, want := range map[string]bool{`{"amount":500,"toAccount":"1"}`: false, `{"amount":5000,"toAccount":"2"}`: true} {
@@ -78,8 +79,8 @@ func TestBadApprovalPolicyIsRefused(t *testing.T) {
 		{agentkit.Approval[Transfer]{Approvals: -1}, "approvals must be between"},
 		{agentkit.Approval[Transfer]{Attempts: 21}, "attempts must be between 1 and 20"},
 		{agentkit.Approval[Transfer]{Scope: "approve payments"}, "must be 1-64 letters"},
-		{agentkit.Approval[Transfer]{Escalate: &service.Escalation{Scope: "lead"}}, "escalate.after must be a positive duration"},
-		{agentkit.Approval[Transfer]{Escalate: &service.Escalation{After: time.Minute}}, "escalate.scope"},
+		{agentkit.Approval[Transfer]{Escalate: &approval.Escalation{Scope: "lead"}}, "escalate.after must be a positive duration"},
+		{agentkit.Approval[Transfer]{Escalate: &approval.Escalation{After: time.Minute}}, "escalate.scope"},
 	} {
 		a := tc.approval
 		def := agentkit.Agent{Name: "payer", Tools: []agentkit.ToolDef{agentkit.Tool[Transfer, Receipt]{Name: "pay", Run: noop, Approval: &a}}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentkit"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // Approval is what the model sends to ask for an approval, and what the
@@ -102,7 +103,7 @@ func ExampleApproval() {
 			Scope:     "approve:payments",
 			Approvals: 2,
 			AllowEdit: true,
-			Escalate:  &service.Escalation{After: time.Hour, Scope: "approve:payments-lead"},
+			Escalate:  &approval.Escalation{After: time.Hour, Scope: "approve:payments-lead"},
 		},
 	}
 	tool, err := transferMoney.ServiceTool()

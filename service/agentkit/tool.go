@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // ToolDef is a tool or an interrupt an agent offers its model: a [Tool] or
@@ -90,8 +91,8 @@ type Tool[In, Out any] struct {
 // Approval is a tool's approval policy: the platform pauses a call the
 // policy picks before the tool runs, on an approval interrupt whose input
 // is the call, and runs it once enough humans approve (see
-// service.ApprovalPolicy). The zero Approval asks for every call, one
-// approval from whoever may decide the session's interrupts.
+// approval.Policy). The zero Approval asks for every call, one approval
+// from whoever may decide the session's interrupts.
 type Approval[In any] struct {
 	// When picks the calls that need approval, from their input (already
 	// valid against In's schema); nil: every call does. It runs before
@@ -104,22 +105,21 @@ type Approval[In any] struct {
 	// never counts.
 	Scope string
 	// Approvals is how many distinct approvers are needed (0: one; at
-	// most service.MaxApprovals). One denial ends the call.
+	// most approval.MaxApprovals). One denial ends the call.
 	Approvals int
 	// AllowEdit lets an approver change the input before approving; the
 	// edited input is what Run gets.
 	AllowEdit bool
 	// Attempts bounds how many times an approved call runs (0:
-	// service.DefaultApprovalAttempts; at most
-	// service.MaxApprovalAttempts).
+	// approval.DefaultAttempts; at most approval.MaxAttempts).
 	Attempts int
 	// Escalate hands a call still pending after a while to another scope.
-	Escalate *service.Escalation
+	Escalate *approval.Escalation
 }
 
 // policy is the runtime's policy of a, for the tool named name.
-func (a *Approval[In]) policy(name string) (*service.ApprovalPolicy, error) {
-	p := &service.ApprovalPolicy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
+func (a *Approval[In]) policy(name string) (*approval.Policy, error) {
+	p := &approval.Policy{Scope: a.Scope, Approvals: a.Approvals, AllowEdit: a.AllowEdit, Attempts: a.Attempts}
 	if a.Escalate != nil {
 		e := *a.Escalate
 		p.Escalate = &e
@@ -152,7 +152,7 @@ func (t Tool[In, Out]) ServiceTool() (*service.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: output: %w", t.Name, err)
 	}
-	var approval *service.ApprovalPolicy
+	var approval *approval.Policy
 	if t.Approval != nil {
 		if approval, err = t.Approval.policy(t.Name); err != nil {
 			return nil, err

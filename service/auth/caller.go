@@ -19,7 +19,7 @@ type Caller struct {
 	// dashboard session's key included); empty for others (user tokens,
 	// the CLI, the system).
 	KeyID, KeyName string
-	// Scopes are the key's scopes (see service.ApprovalPolicy.Scope).
+	// Scopes are the key's scopes (see approval.Policy.Scope).
 	Scopes []string
 }
 

@@ -7,7 +7,7 @@
 //
 // The payments agent runs on a stub model steered to act at once: it calls
 // payVendor and refund without asking anyone, and the platform's approval
-// policies (service.ApprovalPolicy) are what pause them: a payment above
+// policies (approval.Policy) are what pause them: a payment above
 // $1,000 waits for two approvers holding approve:payments, every refund for
 // a confirmation.
 //

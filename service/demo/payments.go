@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // PaymentsAgentName is the route name of the demo payments agent.
@@ -63,8 +64,8 @@ var (
 // PaymentApprovalThreshold needs two distinct approvers holding
 // PaymentsScope (never the user who asked), who may lower or redirect it
 // before approving.
-func PayVendorApproval() *service.ApprovalPolicy {
-	return &service.ApprovalPolicy{
+func PayVendorApproval() *approval.Policy {
+	return &approval.Policy{
 		Scope:     PaymentsScope,
 		Approvals: 2,
 		AllowEdit: true,
@@ -109,7 +110,7 @@ func PaymentsAgent(model service.Model) *service.Agent {
 				InputSchema:  refundInput,
 				OutputSchema: refundOutput,
 				// A confirmation: no scope, one approval.
-				Approval: &service.ApprovalPolicy{},
+				Approval: &approval.Policy{},
 				Run:      runRefund,
 			},
 		},

@@ -804,7 +804,7 @@ type StoredPolicy struct {
 }
 
 // MakerChecker reports whether the stored policy excludes the requester
-// and the protocol (see ApprovalPolicy.MakerChecker).
+// and the protocol (see approval.Policy.MakerChecker).
 func (s *StoredPolicy) MakerChecker() bool {
 	return s != nil && (s.Scope != "" || s.Approvals > 1)
 }

@@ -25,7 +25,7 @@ type APIKey struct {
 	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
 	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
 	// Scopes are what the key may decide beyond any operator (see
-	// ApprovalPolicy.Scope); "*" is every scope. Never null.
+	// approval.Policy.Scope); "*" is every scope. Never null.
 	Scopes []string `json:"scopes"`
 }
 

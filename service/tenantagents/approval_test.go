@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 )
 
 // gatedPrompt is an agent whose pay tool is gated above 1000, and whose
@@ -65,7 +66,7 @@ func TestHTTPToolApprovalPolicy(t *testing.T) {
 	}
 	p := pay.Approval
 	if p == nil || pay.Idempotent || p.Scope != "approve:payments" || p.Approvals != 2 || !p.AllowEdit || p.Attempts != 4 ||
-		p.Escalate == nil || *p.Escalate != (service.Escalation{After: 30 * time.Minute, Scope: "approve:payments-lead"}) || p.When == nil {
+		p.Escalate == nil || *p.Escalate != (approval.Escalation{After: 30 * time.Minute, Scope: "approve:payments-lead"}) || p.When == nil {
 		t.Fatalf("pay = %+v, policy %+v: want the definition's policy, not idempotent", pay, p)
 	}
 	for in, want := range map[string]bool{`{"amount":500,"to":"a"}`: false, `{"amount":5000,"to":"a"}`: true} {

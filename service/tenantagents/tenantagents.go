@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentdef"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
 )
@@ -241,7 +242,7 @@ func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, 
 		if !offered(h.Name) {
 			continue
 		}
-		var approval *service.ApprovalPolicy
+		var approval *approval.Policy
 		if h.Approval != nil {
 			var err error
 			if approval, err = h.Approval.Policy(h.Name); err != nil {

@@ -8,12 +8,13 @@
 // service/readiness, whether the instance may take work; service/observe,
 // the Observer the engine reports to; service/limits, the bounds on what a
 // client sends; service/requestid, the id of the request a context
-// serves), the features (service/webhooks, service/retention and
-// service/streams, the durable streams of streamed turns, which own their
-// records and store interfaces; service/tenants, the tenants and their
-// credentials; service/genkitmodel, the model adapters; service/telemetry,
-// metrics and tracing; service/eventhub, the live events' fan-out: none
-// imports anything of the engine), the engine
+// serves; service/approval, a tool's approval policy), the features
+// (service/webhooks, service/retention and service/streams, the durable
+// streams of streamed turns, which own their records and store interfaces;
+// service/tenants, the tenants and their credentials; service/genkitmodel,
+// the model adapters; service/telemetry, metrics and tracing;
+// service/eventhub, the live events' fan-out; service/agentdef, the agents
+// tenants define as data: none imports anything of the engine), the engine
 // (package service, the turn engine, and the packages that build on it),
 // and the store (service/pgstore, the one package that speaks SQL, which
 // implements the foundation's and the features' interfaces without

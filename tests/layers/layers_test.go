@@ -25,21 +25,20 @@ type rule struct {
 // them, the foundation, or the PostgreSQL store.
 var engine = []string{
 	module + "/service",
-	module + "/service/agentdef/...", module + "/service/agentkit/...", module + "/service/demo/...",
-	module + "/service/tenantagents/...",
+	module + "/service/agentkit/...", module + "/service/demo/...", module + "/service/tenantagents/...",
 }
 
 // The foundation: the wire types and the Model interface, the event names,
 // JSON Schema validation, the store's interfaces and records, who a call
 // acts for, the tenants' signing keys, the HTTP client that calls out, the
-// instance's readiness, the Observer the engine reports to and the bounds
-// on what a client sends and the request id a context carries, which the
-// engine, the features and the store import.
+// instance's readiness, the Observer the engine reports to, the bounds on
+// what a client sends, the request id a context carries and a tool's
+// approval policy, which the engine, the features and the store import.
 var foundation = []string{
 	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
 	module + "/service/store/...", module + "/service/auth/...", module + "/service/keys/...",
 	module + "/service/httptool/...", module + "/service/readiness/...", module + "/service/observe/...",
-	module + "/service/limits/...", module + "/service/requestid/...",
+	module + "/service/limits/...", module + "/service/requestid/...", module + "/service/approval/...",
 }
 
 // The features beside the engine: each owns its records and its store
@@ -49,11 +48,14 @@ var foundation = []string{
 // foundation's Model and Observer without the engine; the event hub reads
 // the store's event log for the live event streams; the durable streams
 // (streams) keep a streamed turn's frames for the clients that rejoin it,
-// which the engine hands them without knowing them (service.DetachedStream).
+// which the engine hands them without knowing them (service.DetachedStream);
+// agentdef reads the agents tenants define as data into the foundation's
+// types (an approval.Policy for a gated HTTP tool), which tenantagents
+// builds into the engine's agents.
 var features = []string{
 	module + "/service/webhooks/...", module + "/service/retention/...", module + "/service/tenants/...",
 	module + "/service/genkitmodel/...", module + "/service/telemetry/...", module + "/service/eventhub/...",
-	module + "/service/streams/...",
+	module + "/service/streams/...", module + "/service/agentdef/...",
 }
 
 // The store: the one package that speaks SQL.

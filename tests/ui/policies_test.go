@@ -17,6 +17,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -82,8 +83,8 @@ func payAgent(runs *atomic.Int32) *service.Agent {
 	return &service.Agent{Name: "payAgent", ServerManaged: true, Model: payModel{}, Tools: []*service.Tool{{
 		Name:        "payOut",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"amount":{"type":"number"}},"required":["to","amount"]}`),
-		Approval: &service.ApprovalPolicy{Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 3,
-			Escalate: &service.Escalation{After: time.Hour, Scope: "approve:treasury"}},
+		Approval: &approval.Policy{Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 3,
+			Escalate: &approval.Escalation{After: time.Hour, Scope: "approve:treasury"}},
 		Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
 			if runs.Add(1) == 1 {
 				return nil, errors.New("the bank is down")
