@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -41,15 +40,7 @@ type Approval struct {
 	// platform's default).
 	Attempts int
 	// Escalate hands a call still pending after a while to another scope.
-	Escalate *Escalation
-}
-
-// Escalation hands a pending approval to another scope.
-type Escalation struct {
-	// After is how long the approval waits first; positive.
-	After time.Duration
-	// Scope is the scope that decides it then; required.
-	Scope string
+	Escalate *approval.Escalation
 }
 
 // Policy is the runtime's policy of a, with its condition compiled: build
@@ -212,7 +203,7 @@ func (b *builder) approvalPolicy(m map[string]any, p path, tool string) (*Approv
 }
 
 // escalation reads approval.escalate.
-func (b *builder) escalation(m map[string]any, p path) (*Escalation, error) {
+func (b *builder) escalation(m map[string]any, p path) (*approval.Escalation, error) {
 	em, err := b.mapping(m, p, "escalate")
 	if err != nil || em == nil {
 		return nil, err
@@ -221,7 +212,7 @@ func (b *builder) escalation(m map[string]any, p path) (*Escalation, error) {
 	if err := b.checkKeys(em, ep, allowOnly("after", "scope")); err != nil {
 		return nil, err
 	}
-	e := &Escalation{}
+	e := &approval.Escalation{}
 	v := em["after"]
 	if v == nil {
 		return nil, b.missing(ep, "after")

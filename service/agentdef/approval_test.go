@@ -20,7 +20,7 @@ func TestParseApprovalPolicy(t *testing.T) {
 		t.Fatalf("HTTPTools = %+v", d.HTTPTools)
 	}
 	want := agentdef.Approval{When: "input.amount > 1000 || input.currency != 'EUR'", Scope: "approve:payments", Approvals: 2,
-		AllowEdit: true, Attempts: 3, Escalate: &agentdef.Escalation{After: 30 * time.Minute, Scope: "approve:payments-lead"}}
+		AllowEdit: true, Attempts: 3, Escalate: &approval.Escalation{After: 30 * time.Minute, Scope: "approve:payments-lead"}}
 	got := d.HTTPTools[0].Approval
 	if got == nil || got.When != want.When || got.Scope != want.Scope || got.Approvals != want.Approvals || !got.AllowEdit ||
 		got.Attempts != want.Attempts || got.Escalate == nil || *got.Escalate != *want.Escalate {
@@ -68,7 +68,7 @@ func TestApprovalPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a := &agentdef.Approval{When: "input.amount > 1000", Scope: "approve:payments", Approvals: 2, AllowEdit: true, Attempts: 5,
-		Escalate: &agentdef.Escalation{After: time.Hour, Scope: "approve:lead"}}
+		Escalate: &approval.Escalation{After: time.Hour, Scope: "approve:lead"}}
 	p, err := a.Policy("pay")
 	if err != nil {
 		t.Fatal(err)
