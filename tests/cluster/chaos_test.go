@@ -184,6 +184,7 @@ type chaosSlot struct {
 	mu   sync.Mutex
 	s    *server
 	gen  int
+	all  []*server // every process the slot started, for the report
 }
 
 func (sl *chaosSlot) current() *server {
@@ -202,6 +203,7 @@ func (sl *chaosSlot) start(t *testing.T) {
 	s := startServer(t, name, sl.url, sl.opts)
 	sl.mu.Lock()
 	sl.s = s
+	sl.all = append(sl.all, s)
 	sl.mu.Unlock()
 }
 
@@ -1017,8 +1019,45 @@ func (r *chaosRun) report(t *testing.T, pool *pgxpool.Pool, l chaosLedger, f cha
 					r.sessionRows(t, pool, &b, u.session)
 				}
 			}
+			r.serverLines(t, pool, &b, c.session)
 		}
 		t.Log(b.String())
+	}
+}
+
+// serverLines writes the servers' log lines that name the session, one
+// of its snapshots or one of its interrupts, in the order each server
+// wrote them: what the instances did for the conversation, which the
+// cut tail of each log printed at the end may not hold.
+func (r *chaosRun) serverLines(t *testing.T, pool *pgxpool.Pool, b *strings.Builder, session string) {
+	if session == "" {
+		return
+	}
+	ids := []string{session}
+	scan(t, pool, "SELECT id::text FROM snapshots WHERE session_id = '"+strings.ReplaceAll(session, "'", "''")+"' UNION ALL SELECT id::text FROM interrupts WHERE session_id = '"+strings.ReplaceAll(session, "'", "''")+"'", func(v []string) {
+		ids = append(ids, v[0])
+	})
+	const most = 80
+	for _, sl := range r.slots {
+		sl.mu.Lock()
+		all := slices.Clone(sl.all)
+		sl.mu.Unlock()
+		for _, s := range all {
+			log, _ := os.ReadFile(s.logPath)
+			var lines []string
+			for line := range strings.SplitSeq(string(log), "\n") {
+				if slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(line, id) }) {
+					lines = append(lines, line)
+				}
+			}
+			if len(lines) == 0 {
+				continue
+			}
+			if len(lines) > most {
+				lines = append([]string{fmt.Sprintf("[... %d earlier lines]", len(lines)-most)}, lines[len(lines)-most:]...)
+			}
+			fmt.Fprintf(b, "\n  server %s logged:\n    %s", s.name, strings.Join(lines, "\n    "))
+		}
 	}
 }
 
