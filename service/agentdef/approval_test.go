@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentdef"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 func TestParseApprovalPolicy(t *testing.T) {
@@ -95,7 +95,7 @@ func TestApprovalPolicy(t *testing.T) {
 			t.Fatalf("%s: %v", tc.when, err)
 		}
 		_, err = p.When(ctx, json.RawMessage(tc.input))
-		var se *service.Error
+		var se *store.Error
 		if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "tool pay") || !errors.As(err, &se) {
 			t.Errorf("When %q on %s: %v, want a service error with %q", tc.when, tc.input, err, tc.msg)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // Definition is an agent to serve: an [Agent] or a [CustomAgent].
@@ -17,7 +18,7 @@ type Definition interface {
 	ModelNames() []string
 	// ServiceAgent builds the runtime's agent; model returns the resolved
 	// model of each name ModelNames listed.
-	ServiceAgent(model func(name string) service.Model) (*service.Agent, error)
+	ServiceAgent(model func(name string) protocol.Model) (*service.Agent, error)
 }
 
 // Agent is a prompt agent: each turn the model answers the conversation,
@@ -57,7 +58,7 @@ func (a Agent) AgentName() string { return a.Name }
 func (a Agent) ModelNames() []string { return []string{a.Model} }
 
 // ServiceAgent implements [Definition].
-func (a Agent) ServiceAgent(model func(string) service.Model) (*service.Agent, error) {
+func (a Agent) ServiceAgent(model func(string) protocol.Model) (*service.Agent, error) {
 	if a.Name == "" {
 		return nil, fmt.Errorf("agent: %w", errNoName)
 	}
@@ -109,7 +110,7 @@ func (a CustomAgent) AgentName() string { return a.Name }
 func (a CustomAgent) ModelNames() []string { return nil }
 
 // ServiceAgent implements [Definition].
-func (a CustomAgent) ServiceAgent(func(string) service.Model) (*service.Agent, error) {
+func (a CustomAgent) ServiceAgent(func(string) protocol.Model) (*service.Agent, error) {
 	if a.Name == "" {
 		return nil, fmt.Errorf("custom agent: %w", errNoName)
 	}
@@ -163,16 +164,16 @@ func (i Interrupt[In, Out]) Ask(t *service.Turn, ref string, in In, text string)
 	if err != nil {
 		return "", fmt.Errorf("interrupt %s: encoding its input: %w", i.Name, err)
 	}
-	msg := service.Message{Role: service.RoleModel}
+	msg := protocol.Message{Role: protocol.RoleModel}
 	if text != "" {
-		msg.Content = append(msg.Content, service.TextPart(text))
+		msg.Content = append(msg.Content, protocol.TextPart(text))
 	}
-	msg.Content = append(msg.Content, service.Part{
-		ToolRequest: &service.ToolRequest{Name: i.Name, Ref: ref, Input: raw},
-		Metadata:    service.Metadata{"interrupt": json.RawMessage("true")},
+	msg.Content = append(msg.Content, protocol.Part{
+		ToolRequest: &protocol.ToolRequest{Name: i.Name, Ref: ref, Input: raw},
+		Metadata:    protocol.Metadata{"interrupt": json.RawMessage("true")},
 	})
 	t.AddMessages(msg)
-	return service.FinishInterrupted, nil
+	return protocol.FinishInterrupted, nil
 }
 
 // Answer returns the answer to the interrupt that the turn was resumed
@@ -185,7 +186,7 @@ func (i Interrupt[In, Out]) Answer(t *service.Turn) (out Out, ref string, ok boo
 		return out, "", false, nil
 	}
 	last := msgs[len(msgs)-1]
-	if last.Role != service.RoleTool {
+	if last.Role != protocol.RoleTool {
 		return out, "", false, nil
 	}
 	for _, p := range last.Content {

@@ -11,6 +11,9 @@ import (
 	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentkit"
+	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 type recursive struct {
@@ -88,7 +91,7 @@ func TestDefinitionErrorsNameAgentAndTool(t *testing.T) {
 		{agentkit.CustomAgent{Name: "c2"}, []string{"custom agent c2", "Turn is nil"}},
 	}
 	for _, c := range cases {
-		_, err := c.def.ServiceAgent(func(string) service.Model { return nil })
+		_, err := c.def.ServiceAgent(func(string) protocol.Model { return nil })
 		if err == nil {
 			t.Errorf("%s: no error", c.def.AgentName())
 			continue
@@ -107,14 +110,14 @@ type scripted struct{}
 
 func (scripted) Name() string { return "scripted" }
 
-func (scripted) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+func (scripted) Generate(_ context.Context, req *protocol.ModelRequest, _ func(protocol.ModelChunk)) (*protocol.ModelResponse, error) {
 	last := req.Messages[len(req.Messages)-1]
-	if last.Role == service.RoleUser {
-		return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{
-			{ToolRequest: &service.ToolRequest{Name: "transfer", Ref: "t1", Input: json.RawMessage(last.Text())}}}}}, nil
+	if last.Role == protocol.RoleUser {
+		return &protocol.ModelResponse{Message: protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{
+			{ToolRequest: &protocol.ToolRequest{Name: "transfer", Ref: "t1", Input: json.RawMessage(last.Text())}}}}}, nil
 	}
-	return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{
-		service.TextPart("got " + string(last.Content[0].ToolResponse.Output))}}, FinishReason: "stop"}, nil
+	return &protocol.ModelResponse{Message: protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{
+		protocol.TextPart("got " + string(last.Content[0].ToolResponse.Output))}}, FinishReason: "stop"}, nil
 }
 
 // TestTypedToolInTheRuntime runs a typed tool through the runtime: bad
@@ -144,7 +147,7 @@ func TestTypedToolInTheRuntime(t *testing.T) {
 			return Receipt{Success: true, TransactionID: "tx-" + agentkit.RefOf(ctx)}, nil
 		},
 	}}}
-	agent, err := def.ServiceAgent(func(name string) service.Model {
+	agent, err := def.ServiceAgent(func(name string) protocol.Model {
 		if name == "scripted" {
 			return scripted{}
 		}
@@ -156,17 +159,17 @@ func TestTypedToolInTheRuntime(t *testing.T) {
 	if err := rt.Register(agent); err != nil {
 		t.Fatal(err)
 	}
-	caller := service.Caller{TenantID: "default", Actor: "test"}
-	send := func(session, input string) *service.AgentOutput {
+	caller := auth.Caller{TenantID: "default", Actor: "test"}
+	send := func(session, input string) *protocol.AgentOutput {
 		t.Helper()
-		out, err := rt.InvokeOne(context.Background(), caller, "typed", service.AgentInit{SessionID: session},
-			service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(input)}}}, nil)
+		out, err := rt.InvokeOne(context.Background(), caller, "typed", protocol.AgentInit{SessionID: session},
+			protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(input)}}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
-	if out := send("bad", `{"amount":"ten","toAccount":"1"}`); out.Error == nil || out.Error.Status != service.CodeInvalidArgument || runs.Load() != 0 {
+	if out := send("bad", `{"amount":"ten","toAccount":"1"}`); out.Error == nil || out.Error.Status != store.CodeInvalidArgument || runs.Load() != 0 {
 		t.Fatalf("bad input: %+v, %d runs", out.Error, runs.Load())
 	}
 	if out := send("small", `{"amount":10,"toAccount":"1"}`); out.Message.Text() != `got {"success":true,"transactionId":"tx-t1"}` {
@@ -176,10 +179,10 @@ func TestTypedToolInTheRuntime(t *testing.T) {
 	if big.FinishReason != "interrupted" || string(big.Message.Content[0].Metadata["interrupt"]) != `{"limit":100}` {
 		t.Fatalf("big transfer: %+v", big.Message)
 	}
-	restart := func(resumed string) *service.AgentOutput {
-		out, err := rt.InvokeOne(context.Background(), caller, "typed", service.AgentInit{SessionID: "big"}, service.AgentInput{Resume: &service.Resume{
-			Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "transfer", Ref: "t1", Input: json.RawMessage(`{"amount":500,"toAccount":"2"}`)},
-				Metadata: service.Metadata{"resumed": json.RawMessage(resumed)}}}}}, nil)
+	restart := func(resumed string) *protocol.AgentOutput {
+		out, err := rt.InvokeOne(context.Background(), caller, "typed", protocol.AgentInit{SessionID: "big"}, protocol.AgentInput{Resume: &protocol.Resume{
+			Restart: []protocol.Part{{ToolRequest: &protocol.ToolRequest{Name: "transfer", Ref: "t1", Input: json.RawMessage(`{"amount":500,"toAccount":"2"}`)},
+				Metadata: protocol.Metadata{"resumed": json.RawMessage(resumed)}}}}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +194,7 @@ func TestTypedToolInTheRuntime(t *testing.T) {
 	if out := restart(`{"code":"ok"}`); out.FinishReason != "stop" {
 		t.Fatalf("confirmed restart: %+v", out)
 	}
-	snap, err := rt.GetSnapshot(context.Background(), caller, "typed", service.SnapshotLookup{SessionID: "big"})
+	snap, err := rt.GetSnapshot(context.Background(), caller, "typed", protocol.SnapshotLookup{SessionID: "big"})
 	if err != nil || string(snap.State.Custom) != `{"last":"2"}` {
 		t.Fatalf("custom state after the transfer: %v %s", err, snap.State.Custom)
 	}

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentkit"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // TestToolApprovalPolicy checks a tool's Approval becomes the runtime
@@ -49,8 +50,8 @@ func TestToolApprovalPolicy(t *testing.T) {
 	}
 	// An input that does not decode into In is an error, not a decision.
 	_, err = p.When(ctx, json.RawMessage(`{"amount":"lots"}`))
-	var se *service.Error
-	if !errors.As(err, &se) || se.Status != service.CodeInvalidArgument || !strings.Contains(se.Message, "tool transferMoney: input") {
+	var se *store.Error
+	if !errors.As(err, &se) || se.Status != store.CodeInvalidArgument || !strings.Contains(se.Message, "tool transferMoney: input") {
 		t.Errorf("When on a bad input: %v", err)
 	}
 
@@ -84,7 +85,7 @@ func TestBadApprovalPolicyIsRefused(t *testing.T) {
 	} {
 		a := tc.approval
 		def := agentkit.Agent{Name: "payer", Tools: []agentkit.ToolDef{agentkit.Tool[Transfer, Receipt]{Name: "pay", Run: noop, Approval: &a}}}
-		_, err := def.ServiceAgent(func(string) service.Model { return nil })
+		_, err := def.ServiceAgent(func(string) protocol.Model { return nil })
 		if err == nil || !strings.Contains(err.Error(), "agent payer") || !strings.Contains(err.Error(), "tool pay: approval: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.approval, err, tc.want)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // ToolDef is a tool or an interrupt an agent offers its model: a [Tool] or
@@ -79,7 +80,7 @@ type Tool[In, Out any] struct {
 	// (a confirmation it decides on as it runs; an approval before it
 	// runs is the Approval field's), and learns with
 	// [Resumed] whether it runs again after a restart. An error of type
-	// *service.Error reaches the client as it is; any other error is
+	// *store.Error reaches the client as it is; any other error is
 	// logged and the client gets a generic message.
 	Run func(ctx context.Context, in In) (Out, error)
 	// Approval makes the platform ask a human before Run runs (nil: it
@@ -131,7 +132,7 @@ func (a *Approval[In]) policy(name string) (*approval.Policy, error) {
 		p.When = func(ctx context.Context, input json.RawMessage) (bool, error) {
 			var v In
 			if err := decodeInput(input, &v); err != nil {
-				return false, service.Errorf(service.CodeInvalidArgument, "tool %s: input: %v", name, err)
+				return false, store.Errorf(store.CodeInvalidArgument, "tool %s: input: %v", name, err)
 			}
 			return when(ctx, v), nil
 		}
@@ -165,7 +166,7 @@ func (t Tool[In, Out]) ServiceTool() (*service.Tool, error) {
 		Run: func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
 			var v In
 			if err := decodeInput(call.Input, &v); err != nil {
-				return nil, service.Errorf(service.CodeInvalidArgument, "tool %s: input: %v", name, err)
+				return nil, store.Errorf(store.CodeInvalidArgument, "tool %s: input: %v", name, err)
 			}
 			result, err := run(context.WithValue(ctx, callKey{}, &call), v)
 			if err != nil {
@@ -216,7 +217,7 @@ func Resumed[T any](ctx context.Context) (value T, ok bool, err error) {
 		return value, false, nil
 	}
 	if err := json.Unmarshal(c.Resumed, &value); err != nil {
-		return value, true, service.Errorf(service.CodeInvalidArgument, "tool %s: the restart's metadata.resumed does not decode: %v", c.Name, err)
+		return value, true, store.Errorf(store.CodeInvalidArgument, "tool %s: the restart's metadata.resumed does not decode: %v", c.Name, err)
 	}
 	return value, true, nil
 }

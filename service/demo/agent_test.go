@@ -10,10 +10,13 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
-var caller = service.Caller{TenantID: "default", Actor: "test"}
+var caller = auth.Caller{TenantID: "default", Actor: "test"}
 
 // demoRuntime runs both demo agents on the demo model (without its
 // streaming pauses) over a fresh database.
@@ -36,8 +39,8 @@ func demoRuntime(t *testing.T) *service.Runtime {
 }
 
 // interrupted returns the interrupted tool requests of an answer.
-func interrupted(out *service.AgentOutput) []*service.ToolRequest {
-	var reqs []*service.ToolRequest
+func interrupted(out *protocol.AgentOutput) []*protocol.ToolRequest {
+	var reqs []*protocol.ToolRequest
 	if out.Message == nil {
 		return nil
 	}
@@ -49,16 +52,16 @@ func interrupted(out *service.AgentOutput) []*service.ToolRequest {
 	return reqs
 }
 
-func respond(req *service.ToolRequest, output string) service.Part {
-	return service.Part{ToolResponse: &service.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(output)}}
+func respond(req *protocol.ToolRequest, output string) protocol.Part {
+	return protocol.Part{ToolResponse: &protocol.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(output)}}
 }
 
 // restart restarts a request with `resumed` metadata, as the demo's
 // transfer over the limit wants (a plain restart reaches the tool without
 // it, and pauses again).
-func restart(req *service.ToolRequest) service.Part {
-	return service.Part{ToolRequest: &service.ToolRequest{Name: req.Name, Ref: req.Ref, Input: req.Input},
-		Metadata: service.Metadata{"resumed": json.RawMessage(`{"confirmed":true}`)}}
+func restart(req *protocol.ToolRequest) protocol.Part {
+	return protocol.Part{ToolRequest: &protocol.ToolRequest{Name: req.Name, Ref: req.Ref, Input: req.Input},
+		Metadata: protocol.Metadata{"resumed": json.RawMessage(`{"confirmed":true}`)}}
 }
 
 // sessionTransfers is the custom state's list of transfers.
@@ -82,12 +85,12 @@ func TestSeveralTransfersOneApprovalEach(t *testing.T) {
 	t.Parallel()
 	rt := demoRuntime(t)
 	ctx := context.Background()
-	init := service.AgentInit{SessionID: "multi"}
-	send := func(in service.AgentInput, chunks *[]service.StreamChunk) *service.AgentOutput {
+	init := protocol.AgentInit{SessionID: "multi"}
+	send := func(in protocol.AgentInput, chunks *[]protocol.StreamChunk) *protocol.AgentOutput {
 		t.Helper()
-		var sink func(service.StreamChunk)
+		var sink func(protocol.StreamChunk)
 		if chunks != nil {
-			sink = func(c service.StreamChunk) { *chunks = append(*chunks, c) }
+			sink = func(c protocol.StreamChunk) { *chunks = append(*chunks, c) }
 		}
 		out, err := rt.InvokeOne(ctx, caller, BankingAgentName, init, in, sink)
 		if err != nil {
@@ -96,10 +99,10 @@ func TestSeveralTransfersOneApprovalEach(t *testing.T) {
 		return out
 	}
 
-	first := send(service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{
-		service.TextPart("Could you please transfer $50 to my savings account, €20 to Bob and 1,250.75 dollars to acct 12345?")}}}, nil)
+	first := send(protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{
+		protocol.TextPart("Could you please transfer $50 to my savings account, €20 to Bob and 1,250.75 dollars to acct 12345?")}}}, nil)
 	asks := interrupted(first)
-	if first.FinishReason != service.FinishInterrupted || len(asks) != 3 {
+	if first.FinishReason != protocol.FinishInterrupted || len(asks) != 3 {
 		t.Fatalf("first turn: %s with %d interrupts, want 3", first.FinishReason, len(asks))
 	}
 	var details []string
@@ -111,7 +114,7 @@ func TestSeveralTransfersOneApprovalEach(t *testing.T) {
 	if got := strings.Join(details, " | "); got != "Transfer $50.00 to your savings account | Transfer €20.00 to Bob | Transfer $1,250.75 to account 12345" {
 		t.Fatalf("approval details: %s", got)
 	}
-	inbox, err := rt.ListInterrupts(ctx, caller, service.InterruptFilter{SessionID: "multi"})
+	inbox, err := rt.ListInterrupts(ctx, caller, store.InterruptFilter{SessionID: "multi"})
 	if err != nil || len(inbox) != 3 {
 		t.Fatalf("inbox: %v %d", err, len(inbox))
 	}
@@ -122,23 +125,23 @@ func TestSeveralTransfersOneApprovalEach(t *testing.T) {
 	}
 
 	// Answering only some of them is refused, and changes nothing.
-	partial := send(service.AgentInput{Resume: &service.Resume{Respond: []service.Part{respond(asks[0], `{"approved":true}`)}}}, nil)
-	if partial.Error == nil || partial.Error.Status != service.CodeInvalidArgument || !strings.Contains(partial.Error.Message, asks[1].Ref) {
+	partial := send(protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{respond(asks[0], `{"approved":true}`)}}}, nil)
+	if partial.Error == nil || partial.Error.Status != store.CodeInvalidArgument || !strings.Contains(partial.Error.Message, asks[1].Ref) {
 		t.Fatalf("partial resume: %+v", partial)
 	}
 
 	// Approve the first, deny Bob's, restart the third: it asks again.
-	again := send(service.AgentInput{Resume: &service.Resume{
-		Respond: []service.Part{respond(asks[0], `{"approved":true}`), respond(asks[1], `{"approved":false,"feedback":"not Bob"}`)},
-		Restart: []service.Part{restart(asks[2])},
+	again := send(protocol.AgentInput{Resume: &protocol.Resume{
+		Respond: []protocol.Part{respond(asks[0], `{"approved":true}`), respond(asks[1], `{"approved":false,"feedback":"not Bob"}`)},
+		Restart: []protocol.Part{restart(asks[2])},
 	}}, nil)
-	if reasked := interrupted(again); again.FinishReason != service.FinishInterrupted || len(reasked) != 1 || reasked[0].Ref != asks[2].Ref {
+	if reasked := interrupted(again); again.FinishReason != protocol.FinishInterrupted || len(reasked) != 1 || reasked[0].Ref != asks[2].Ref {
 		t.Fatalf("restart of an approval: %s %+v", again.FinishReason, reasked)
 	}
 	before := len(Transfers())
-	var chunks []service.StreamChunk
-	done := send(service.AgentInput{Resume: &service.Resume{Respond: []service.Part{respond(asks[2], `{"approved":true}`)}}}, &chunks)
-	if done.FinishReason != service.FinishStop {
+	var chunks []protocol.StreamChunk
+	done := send(protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{respond(asks[2], `{"approved":true}`)}}}, &chunks)
+	if done.FinishReason != protocol.FinishStop {
 		t.Fatalf("last approval: %+v", done)
 	}
 	text := done.Message.Text()
@@ -154,7 +157,7 @@ func TestSeveralTransfersOneApprovalEach(t *testing.T) {
 	if ran != 2 {
 		t.Fatalf("%d of the answer's transfers executed, want 2", ran)
 	}
-	snap, err := rt.GetSnapshot(ctx, caller, BankingAgentName, service.SnapshotLookup{SessionID: "multi"})
+	snap, err := rt.GetSnapshot(ctx, caller, BankingAgentName, protocol.SnapshotLookup{SessionID: "multi"})
 	if err != nil || snap.SnapshotID != done.SnapshotID {
 		t.Fatalf("latest snapshot: %v", err)
 	}
@@ -197,13 +200,13 @@ func TestOverLimitTransferNeedsRestart(t *testing.T) {
 	t.Parallel()
 	rt := demoRuntime(t)
 	ctx := context.Background()
-	init := service.AgentInit{SessionID: "limit"}
-	out, err := rt.InvokeOne(ctx, caller, BankingAgentName, init, service.AgentInput{Message: &service.Message{Role: service.RoleUser,
-		Content: []service.Part{service.TextPart("Send €25,000 to account 777")}}}, nil)
+	init := protocol.AgentInit{SessionID: "limit"}
+	out, err := rt.InvokeOne(ctx, caller, BankingAgentName, init, protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser,
+		Content: []protocol.Part{protocol.TextPart("Send €25,000 to account 777")}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = rt.InvokeOne(ctx, caller, BankingAgentName, init, service.AgentInput{Resume: &service.Resume{Respond: []service.Part{respond(interrupted(out)[0], `{"approved":true}`)}}}, nil)
+	out, err = rt.InvokeOne(ctx, caller, BankingAgentName, init, protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{respond(interrupted(out)[0], `{"approved":true}`)}}}, nil)
 	if err != nil || len(interrupted(out)) != 1 || interrupted(out)[0].Name != ToolTransferMoney {
 		t.Fatalf("approved over-limit transfer: %v %+v", err, out)
 	}
@@ -211,11 +214,11 @@ func TestOverLimitTransferNeedsRestart(t *testing.T) {
 	if string(transfer.Input) != `{"amount":25000,"toAccount":"777","currency":"EUR"}` {
 		t.Fatalf("transfer input %s", transfer.Input)
 	}
-	out, err = rt.InvokeOne(ctx, caller, BankingAgentName, init, service.AgentInput{Resume: &service.Resume{Restart: []service.Part{restart(transfer)}}}, nil)
-	if err != nil || out.FinishReason != service.FinishStop || !strings.HasPrefix(out.Message.Text(), "Done: transferred €25,000.00 to account 777") {
+	out, err = rt.InvokeOne(ctx, caller, BankingAgentName, init, protocol.AgentInput{Resume: &protocol.Resume{Restart: []protocol.Part{restart(transfer)}}}, nil)
+	if err != nil || out.FinishReason != protocol.FinishStop || !strings.HasPrefix(out.Message.Text(), "Done: transferred €25,000.00 to account 777") {
 		t.Fatalf("restart: %v %+v", err, out)
 	}
-	snap, err := rt.GetSnapshot(ctx, caller, BankingAgentName, service.SnapshotLookup{SnapshotID: out.SnapshotID})
+	snap, err := rt.GetSnapshot(ctx, caller, BankingAgentName, protocol.SnapshotLookup{SnapshotID: out.SnapshotID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,9 +234,9 @@ func TestClientTwinRoundTripsTheState(t *testing.T) {
 	t.Parallel()
 	rt := demoRuntime(t)
 	ctx := context.Background()
-	turn := func(state *service.SessionState, in service.AgentInput) *service.AgentOutput {
+	turn := func(state *protocol.SessionState, in protocol.AgentInput) *protocol.AgentOutput {
 		t.Helper()
-		out, err := rt.InvokeOne(ctx, caller, BankingAgentClientName, service.AgentInit{State: state}, in, nil)
+		out, err := rt.InvokeOne(ctx, caller, BankingAgentClientName, protocol.AgentInit{State: state}, in, nil)
 		if err != nil || out.Error != nil {
 			t.Fatalf("turn: %v %+v", err, out)
 		}
@@ -242,15 +245,15 @@ func TestClientTwinRoundTripsTheState(t *testing.T) {
 		}
 		return out
 	}
-	user := func(s string) service.AgentInput {
-		return service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(s)}}}
+	user := func(s string) protocol.AgentInput {
+		return protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(s)}}}
 	}
 	one := turn(nil, user("Pay Alice $12"))
 	if len(interrupted(one)) != 1 {
 		t.Fatalf("first turn: %+v", one)
 	}
-	two := turn(one.State, service.AgentInput{Resume: &service.Resume{Respond: []service.Part{respond(interrupted(one)[0], `{"approved":true}`)}}})
-	if two.FinishReason != service.FinishStop || !strings.HasPrefix(two.Message.Text(), "Done: transferred $12.00 to Alice") {
+	two := turn(one.State, protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{respond(interrupted(one)[0], `{"approved":true}`)}}})
+	if two.FinishReason != protocol.FinishStop || !strings.HasPrefix(two.Message.Text(), "Done: transferred $12.00 to Alice") {
 		t.Fatalf("second turn: %+v", two.Message)
 	}
 	three := turn(two.State, user("Now move 7 euros into checking"))
@@ -260,7 +263,7 @@ func TestClientTwinRoundTripsTheState(t *testing.T) {
 	if list := sessionTransfers(t, three.State.Custom); len(list) != 1 || list[0].ToAccount != "Alice" {
 		t.Fatalf("custom transfers %+v", list)
 	}
-	if items, err := rt.ListInterrupts(ctx, caller, service.InterruptFilter{}); err != nil || len(items) != 0 {
+	if items, err := rt.ListInterrupts(ctx, caller, store.InterruptFilter{}); err != nil || len(items) != 0 {
 		t.Fatalf("a client-managed agent left interrupt rows: %v %+v", err, items)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // BankingAgentName is the route name of the demo banking agent.
@@ -67,7 +69,7 @@ const DefaultApprovalDeadline = 24 * time.Hour
 // client restarts it. It keeps the session's executed transfers as custom
 // state ({"transfers": [...]}, streamed as customPatch chunks) and a
 // "statement" artifact listing them.
-func BankingAgent(model service.Model) *service.Agent {
+func BankingAgent(model protocol.Model) *service.Agent {
 	deadline, _ := approvalDeadlineFromEnv()
 	return &service.Agent{
 		Name:          BankingAgentName,
@@ -115,7 +117,7 @@ const BankingAgentClientName = "bankingAgentClient"
 // sends it back with the next turn. Only an approval of a state the server
 // signed is honoured. Its approvals have no deadline: nothing is stored
 // that a deadline could act on.
-func BankingAgentClient(model service.Model) *service.Agent {
+func BankingAgentClient(model protocol.Model) *service.Agent {
 	a := BankingAgent(model)
 	a.Name = BankingAgentClientName
 	a.Description = "Demo banking assistant with client-managed (signed) state: transfers money after a human approves each transfer."
@@ -129,14 +131,14 @@ func BankingAgentClient(model service.Model) *service.Agent {
 // Agents returns the demo agents: the banking agents answered by model
 // (the demo model or a real provider), and the payments agent on its
 // steered stub (see paymentsModelFor).
-func Agents(model service.Model) []*service.Agent {
+func Agents(model protocol.Model) []*service.Agent {
 	return []*service.Agent{BankingAgent(model), BankingAgentClient(model), PaymentsAgent(paymentsModelFor(model))}
 }
 
 // Register registers the demo agents on rt (Agents). It fails when
 // HOLDPOINT_DEMO_APPROVAL_DEADLINE is set to something that is not a
 // positive duration.
-func Register(rt *service.Runtime, model service.Model) error {
+func Register(rt *service.Runtime, model protocol.Model) error {
 	if err := CheckKnobs(); err != nil {
 		return err
 	}
@@ -198,11 +200,11 @@ type transferOutput struct {
 func runTransferMoney(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
 	var in transferInput
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Amount == nil || in.ToAccount == "" {
-		return nil, service.Errorf(service.CodeInvalidArgument, "transferMoney: input must be {amount: number, toAccount: string}")
+		return nil, store.Errorf(store.CodeInvalidArgument, "transferMoney: input must be {amount: number, toAccount: string}")
 	}
 	amount := *in.Amount
 	if math.IsNaN(amount) || math.IsInf(amount, 0) || amount <= 0 {
-		return nil, service.Errorf(service.CodeInvalidArgument, "transferMoney: amount must be a positive number")
+		return nil, store.Errorf(store.CodeInvalidArgument, "transferMoney: amount must be a positive number")
 	}
 	if amount > DailyLimit && !confirmed(call.Resumed) {
 		// Over the limit the transfer needs a second, explicit confirmation:
@@ -297,9 +299,9 @@ func recordInSession(s *service.ToolSession, t Transfer) error {
 	if err != nil {
 		return err
 	}
-	s.AddArtifacts(service.Artifact{
+	s.AddArtifacts(protocol.Artifact{
 		Name:     StatementArtifact,
-		Parts:    []service.Part{service.TextPart(statementText(list))},
+		Parts:    []protocol.Part{protocol.TextPart(statementText(list))},
 		Metadata: mustJSON(map[string]any{"transfers": len(list)}),
 	})
 	return nil

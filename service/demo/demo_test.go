@@ -11,29 +11,31 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // conversation builds a model request for the banking agent: its system
 // prompt, the given history and its tools.
-func conversation(msgs ...service.Message) *service.ModelRequest {
+func conversation(msgs ...protocol.Message) *protocol.ModelRequest {
 	agent := BankingAgent(NewModel())
-	req := &service.ModelRequest{
-		Messages: append([]service.Message{{Role: service.RoleSystem, Content: []service.Part{service.TextPart(agent.System)}}}, msgs...),
+	req := &protocol.ModelRequest{
+		Messages: append([]protocol.Message{{Role: protocol.RoleSystem, Content: []protocol.Part{protocol.TextPart(agent.System)}}}, msgs...),
 	}
 	for _, t := range agent.Tools {
-		req.Tools = append(req.Tools, service.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema})
+		req.Tools = append(req.Tools, protocol.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema})
 	}
 	return req
 }
 
-func user(text string) service.Message {
-	return service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}
+func user(text string) protocol.Message {
+	return protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(text)}}
 }
 
-func modelMsg(r reply) service.Message { return r.message() }
+func modelMsg(r reply) protocol.Message { return r.message() }
 
-func toolMsg(name, ref, output string) service.Message {
-	return service.Message{Role: service.RoleTool, Content: []service.Part{{ToolResponse: &service.ToolResponse{Name: name, Ref: ref, Output: json.RawMessage(output)}}}}
+func toolMsg(name, ref, output string) protocol.Message {
+	return protocol.Message{Role: protocol.RoleTool, Content: []protocol.Part{{ToolResponse: &protocol.ToolResponse{Name: name, Ref: ref, Output: json.RawMessage(output)}}}}
 }
 
 func jsonEqual(t *testing.T, got json.RawMessage, want string) {
@@ -241,8 +243,8 @@ func TestFormatMoney(t *testing.T) {
 func TestGenerateStreamsTextThenToolRequest(t *testing.T) {
 	t.Parallel()
 	m := &Model{}
-	var chunks []service.ModelChunk
-	resp, err := m.Generate(context.Background(), conversation(user("Transfer $50 to account 12345")), func(c service.ModelChunk) { chunks = append(chunks, c) })
+	var chunks []protocol.ModelChunk
+	resp, err := m.Generate(context.Background(), conversation(user("Transfer $50 to account 12345")), func(c protocol.ModelChunk) { chunks = append(chunks, c) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestGenerateStreamsTextThenToolRequest(t *testing.T) {
 	}
 	var streamed string
 	for _, c := range chunks[:len(chunks)-1] {
-		if c.Role != service.RoleModel || len(c.Content) != 1 || c.Content[0].Text == nil {
+		if c.Role != protocol.RoleModel || len(c.Content) != 1 || c.Content[0].Text == nil {
 			t.Fatalf("want a model text chunk, got %+v", c)
 		}
 		streamed += *c.Content[0].Text
@@ -263,7 +265,7 @@ func TestGenerateStreamsTextThenToolRequest(t *testing.T) {
 	if lastChunk.Content[0].ToolRequest == nil || lastChunk.Content[0].ToolRequest.Name != ToolUserApproval {
 		t.Fatalf("last chunk is not the tool request: %+v", lastChunk)
 	}
-	if resp.Message.Role != service.RoleModel || len(resp.Message.Content) != 2 || resp.Message.Content[1].ToolRequest == nil {
+	if resp.Message.Role != protocol.RoleModel || len(resp.Message.Content) != 2 || resp.Message.Content[1].ToolRequest == nil {
 		t.Fatalf("want text + toolRequest, got %+v", resp.Message)
 	}
 }
@@ -286,7 +288,7 @@ func TestGenerateHonoursCancellation(t *testing.T) {
 	n := 0
 	done := make(chan error, 1)
 	go func() {
-		_, err := m.Generate(ctx, conversation(user("Prepare my yearly statement")), func(service.ModelChunk) { n++ })
+		_, err := m.Generate(ctx, conversation(user("Prepare my yearly statement")), func(protocol.ModelChunk) { n++ })
 		done <- err
 	}()
 	cancel()
@@ -356,8 +358,8 @@ func TestTransferMoneyRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{`{}`, `{"amount":"50","toAccount":"1"}`, `{"amount":-5,"toAccount":"1"}`, `{"amount":5}`, `[]`} {
 		_, err := runTransferMoney(context.Background(), service.ToolCall{Name: ToolTransferMoney, Input: json.RawMessage(in)})
-		var e *service.Error
-		if !errors.As(err, &e) || e.Status != service.CodeInvalidArgument {
+		var e *store.Error
+		if !errors.As(err, &e) || e.Status != store.CodeInvalidArgument {
 			t.Errorf("input %s: want INVALID_ARGUMENT, got %v", in, err)
 		}
 	}
@@ -419,11 +421,11 @@ func TestLedgerFileKnob(t *testing.T) {
 func TestToolDelayKnob(t *testing.T) {
 	t.Setenv(EnvToolDelay, "300ms")
 	m := NewModel()
-	afterTool := conversation(user("Transfer $50 to account 12345"), service.Message{Role: service.RoleTool, Content: []service.Part{{
-		ToolResponse: &service.ToolResponse{Name: ToolTransferMoney, Ref: "r", Output: json.RawMessage(`{"success":true,"transactionId":"tx-1"}`)},
+	afterTool := conversation(user("Transfer $50 to account 12345"), protocol.Message{Role: protocol.RoleTool, Content: []protocol.Part{{
+		ToolResponse: &protocol.ToolResponse{Name: ToolTransferMoney, Ref: "r", Output: json.RawMessage(`{"success":true,"transactionId":"tx-1"}`)},
 	}}})
 	start := time.Now()
-	if _, err := m.Generate(context.Background(), afterTool, func(service.ModelChunk) {}); err != nil {
+	if _, err := m.Generate(context.Background(), afterTool, func(protocol.ModelChunk) {}); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
@@ -434,16 +436,16 @@ func TestToolDelayKnob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	t.Setenv(EnvToolDelay, "1h")
-	if _, err := NewModel().Generate(ctx, afterTool, func(service.ModelChunk) {}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := NewModel().Generate(ctx, afterTool, func(protocol.ModelChunk) {}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's", err)
 	}
 
 	t.Setenv(EnvToolDelay, "soon")
-	if _, err := NewModel().Generate(context.Background(), afterTool, func(service.ModelChunk) {}); err == nil || !strings.Contains(err.Error(), EnvToolDelay) {
+	if _, err := NewModel().Generate(context.Background(), afterTool, func(protocol.ModelChunk) {}); err == nil || !strings.Contains(err.Error(), EnvToolDelay) {
 		t.Fatalf("err = %v, want one naming %s", err, EnvToolDelay)
 	}
 	// A user message is answered without the delay, whatever the knob says.
-	if _, err := NewModel().Generate(context.Background(), conversation(user("hello")), func(service.ModelChunk) {}); err != nil {
+	if _, err := NewModel().Generate(context.Background(), conversation(user("hello")), func(protocol.ModelChunk) {}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/wait"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // ModelName is the name the demo model reports.
@@ -34,11 +34,11 @@ type Model struct {
 	toolDelay    time.Duration
 	toolDelayErr error
 	// answer decides the reply (nil: decide, the banking assistant's).
-	answer func(*service.ModelRequest) reply
+	answer func(*protocol.ModelRequest) reply
 }
 
 // NewModel returns the demo model.
-func NewModel() service.Model {
+func NewModel() protocol.Model {
 	m := &Model{chunkDelay: 30 * time.Millisecond, slowDelay: 100 * time.Millisecond}
 	m.toolDelay, m.toolDelayErr = toolDelayFromEnv()
 	return m
@@ -50,8 +50,8 @@ func (m *Model) Name() string { return ModelName }
 // Generate answers req: it streams the answer's text in chunks, then its
 // tool request if any, and returns the whole message. It stops early with
 // ctx's error when ctx ends.
-func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk func(service.ModelChunk)) (*service.ModelResponse, error) {
-	if last := lastConversationMessage(req.Messages); last != nil && last.Role == service.RoleTool {
+func (m *Model) Generate(ctx context.Context, req *protocol.ModelRequest, onChunk func(protocol.ModelChunk)) (*protocol.ModelResponse, error) {
+	if last := lastConversationMessage(req.Messages); last != nil && last.Role == protocol.RoleTool {
 		if m.toolDelayErr != nil {
 			return nil, m.toolDelayErr
 		}
@@ -80,16 +80,16 @@ func (m *Model) Generate(ctx context.Context, req *service.ModelRequest, onChunk
 		if err := wait.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
-		onChunk(service.ModelChunk{Role: service.RoleModel, Content: []service.Part{service.TextPart(piece)}})
+		onChunk(protocol.ModelChunk{Role: protocol.RoleModel, Content: []protocol.Part{protocol.TextPart(piece)}})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	msg := r.message()
 	for _, tr := range r.toolRequests {
-		onChunk(service.ModelChunk{Role: service.RoleModel, Content: []service.Part{{ToolRequest: tr}}})
+		onChunk(protocol.ModelChunk{Role: protocol.RoleModel, Content: []protocol.Part{{ToolRequest: tr}}})
 	}
-	return &service.ModelResponse{Message: msg, FinishReason: service.FinishStop}, nil
+	return &protocol.ModelResponse{Message: msg, FinishReason: protocol.FinishStop}, nil
 }
 
 // reply is what the demo model decided to say.
@@ -100,7 +100,7 @@ type reply struct {
 	// gate, when HOLDPOINT_DEMO_STREAM_GATES is set, holds the stream
 	// half way until the gate's file exists (see waitGate).
 	gate         string
-	toolRequests []*service.ToolRequest
+	toolRequests []*protocol.ToolRequest
 }
 
 // chunks splits the text into the pieces streamed to the client; their
@@ -121,14 +121,14 @@ func (r reply) chunks() []string {
 	return out
 }
 
-func (r reply) message() service.Message {
-	msg := service.Message{Role: service.RoleModel}
+func (r reply) message() protocol.Message {
+	msg := protocol.Message{Role: protocol.RoleModel}
 	if r.text != "" {
-		msg.Content = append(msg.Content, service.TextPart(r.text))
+		msg.Content = append(msg.Content, protocol.TextPart(r.text))
 	}
 	for _, req := range r.toolRequests {
 		tr := *req
-		msg.Content = append(msg.Content, service.Part{ToolRequest: &tr})
+		msg.Content = append(msg.Content, protocol.Part{ToolRequest: &tr})
 	}
 	return msg
 }
@@ -146,24 +146,24 @@ const maxTransfersPerMessage = 10
 var statementRE = regexp.MustCompile(`(?i)\b(yearly|annual)\s+statement\b`)
 
 // decide is the demo model's whole policy: a pure function of the request.
-func decide(req *service.ModelRequest) reply {
+func decide(req *protocol.ModelRequest) reply {
 	last := lastConversationMessage(req.Messages)
 	if last == nil {
 		return reply{text: helpText}
 	}
 	switch last.Role {
-	case service.RoleTool:
+	case protocol.RoleTool:
 		return answerToolResults(req, *last)
-	case service.RoleUser:
+	case protocol.RoleUser:
 		return answerUser(req, last.Text())
 	default:
 		return reply{text: helpText}
 	}
 }
 
-func lastConversationMessage(msgs []service.Message) *service.Message {
+func lastConversationMessage(msgs []protocol.Message) *protocol.Message {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != service.RoleSystem {
+		if msgs[i].Role != protocol.RoleSystem {
 			return &msgs[i]
 		}
 	}
@@ -172,7 +172,7 @@ func lastConversationMessage(msgs []service.Message) *service.Message {
 
 // answerUser asks for one approval per transfer the message asks for, all
 // in one answer.
-func answerUser(req *service.ModelRequest, text string) reply {
+func answerUser(req *protocol.ModelRequest, text string) reply {
 	if statementRE.MatchString(text) {
 		r := statementReply()
 		if m := gateRE.FindStringSubmatch(text); m != nil {
@@ -199,7 +199,7 @@ func answerUser(req *service.ModelRequest, text string) reply {
 	var what []string
 	for i, t := range ts {
 		input, _ := json.Marshal(approvalInput{Action: ToolTransferMoney, Details: t.details()})
-		r.toolRequests = append(r.toolRequests, &service.ToolRequest{Name: ToolUserApproval, Ref: newRef(req, ToolUserApproval, i), Input: input})
+		r.toolRequests = append(r.toolRequests, &protocol.ToolRequest{Name: ToolUserApproval, Ref: newRef(req, ToolUserApproval, i), Input: input})
 		what = append(what, t.summary())
 	}
 	if len(ts) == 1 {
@@ -213,7 +213,7 @@ func answerUser(req *service.ModelRequest, text string) reply {
 // answerToolResults reacts to the newest tool message: approval decisions
 // (an approved transfer is executed, a denied one cancelled) and transfer
 // results, in the order of the message.
-func answerToolResults(req *service.ModelRequest, msg service.Message) reply {
+func answerToolResults(req *protocol.ModelRequest, msg protocol.Message) reply {
 	var r reply
 	var approved, sentences []string
 	for _, p := range msg.Content {
@@ -239,7 +239,7 @@ func answerToolResults(req *service.ModelRequest, msg service.Message) reply {
 					in.Currency = t.currency // dollars unless it says otherwise
 				}
 				input, _ := json.Marshal(in)
-				r.toolRequests = append(r.toolRequests, &service.ToolRequest{
+				r.toolRequests = append(r.toolRequests, &protocol.ToolRequest{
 					Name: ToolTransferMoney, Ref: newRef(req, ToolTransferMoney, len(r.toolRequests)), Input: input,
 				})
 				approved = append(approved, t.summary())
@@ -269,7 +269,7 @@ type approvalOutput struct {
 }
 
 // decision is the transfer an approval answered, and the answer.
-func decision(req *service.ModelRequest, resp *service.ToolResponse) (transfer, bool, approvalOutput) {
+func decision(req *protocol.ModelRequest, resp *protocol.ToolResponse) (transfer, bool, approvalOutput) {
 	var out approvalOutput
 	_ = json.Unmarshal(resp.Output, &out)
 	t, ok := approvedTransfer(req, resp.Ref)
@@ -277,7 +277,7 @@ func decision(req *service.ModelRequest, resp *service.ToolResponse) (transfer, 
 }
 
 // transferResult reports one transferMoney result.
-func transferResult(req *service.ModelRequest, resp *service.ToolResponse) string {
+func transferResult(req *protocol.ModelRequest, resp *protocol.ToolResponse) string {
 	var out transferOutput
 	_ = json.Unmarshal(resp.Output, &out)
 	what := "the transfer"
@@ -294,7 +294,7 @@ func transferResult(req *service.ModelRequest, resp *service.ToolResponse) strin
 // approvedTransfer finds the transfer an approval answered: the details of
 // the userApproval request with that ref, else (a single transfer) the
 // newest one the user asked for.
-func approvedTransfer(req *service.ModelRequest, ref string) (transfer, bool) {
+func approvedTransfer(req *protocol.ModelRequest, ref string) (transfer, bool) {
 	if raw, ok := findToolRequest(req.Messages, ToolUserApproval, ref); ok {
 		var in approvalInput
 		if json.Unmarshal(raw, &in) == nil {
@@ -304,7 +304,7 @@ func approvedTransfer(req *service.ModelRequest, ref string) (transfer, bool) {
 		}
 	}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if m := req.Messages[i]; m.Role == service.RoleUser {
+		if m := req.Messages[i]; m.Role == protocol.RoleUser {
 			if ts := parseTransfers(m.Text()); len(ts) == 1 {
 				return ts[0], true
 			}
@@ -315,9 +315,9 @@ func approvedTransfer(req *service.ModelRequest, ref string) (transfer, bool) {
 
 // findToolRequest returns the input of the newest model request for the tool
 // with that ref (any ref when ref is empty).
-func findToolRequest(msgs []service.Message, name, ref string) (json.RawMessage, bool) {
+func findToolRequest(msgs []protocol.Message, name, ref string) (json.RawMessage, bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != service.RoleModel {
+		if msgs[i].Role != protocol.RoleModel {
 			continue
 		}
 		for _, p := range msgs[i].Content {
@@ -331,7 +331,7 @@ func findToolRequest(msgs []service.Message, name, ref string) (json.RawMessage,
 
 // toolTakes reports whether the offered tool's input schema has the
 // property (an agent may offer a transferMoney without a currency).
-func toolTakes(req *service.ModelRequest, tool, property string) bool {
+func toolTakes(req *protocol.ModelRequest, tool, property string) bool {
 	for _, t := range req.Tools {
 		if t.Name == tool {
 			var s struct {
@@ -345,7 +345,7 @@ func toolTakes(req *service.ModelRequest, tool, property string) bool {
 	return false
 }
 
-func offers(req *service.ModelRequest, tool string) bool {
+func offers(req *protocol.ModelRequest, tool string) bool {
 	for _, t := range req.Tools {
 		if t.Name == tool {
 			return true
@@ -357,7 +357,7 @@ func offers(req *service.ModelRequest, tool string) bool {
 // newRef names the i-th tool request of an answer after its position in
 // the conversation: deterministic, and distinct from every earlier request
 // of the session.
-func newRef(req *service.ModelRequest, tool string, i int) string {
+func newRef(req *protocol.ModelRequest, tool string, i int) string {
 	if i == 0 {
 		return fmt.Sprintf("%s-%d", tool, len(req.Messages))
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // PaymentsAgentName is the route name of the demo payments agent.
@@ -88,7 +90,7 @@ func PayVendorApproval() *approval.Policy {
 // the user asks. The platform's approval policies are what stand between
 // it and the money: a large payment waits for two approvals in the inbox,
 // every refund for a confirmation (a restart, by the user or an operator).
-func PaymentsAgent(model service.Model) *service.Agent {
+func PaymentsAgent(model protocol.Model) *service.Agent {
 	return &service.Agent{
 		Name:          PaymentsAgentName,
 		Description:   "Demo payments assistant on a steered model that never asks: the platform's approval policies gate its tools.",
@@ -119,7 +121,7 @@ func PaymentsAgent(model service.Model) *service.Agent {
 
 // NewPaymentsModel returns the payments agent's stub model: deterministic
 // and offline, like NewModel, and steered to call the tools directly.
-func NewPaymentsModel() service.Model {
+func NewPaymentsModel() protocol.Model {
 	m := NewModel().(*Model)
 	m.answer = decidePayment
 	return m
@@ -129,7 +131,7 @@ func NewPaymentsModel() service.Model {
 // agents' model: the demo model with the payments answers (keeping its
 // delays), and the stub for any other model (a real provider would not
 // play the steered model this demo is about).
-func paymentsModelFor(model service.Model) service.Model {
+func paymentsModelFor(model protocol.Model) protocol.Model {
 	if m, ok := model.(*Model); ok {
 		c := *m
 		c.answer = decidePayment
@@ -174,7 +176,7 @@ type vendorAmount struct {
 func execute(ctx context.Context, call service.ToolCall, prefix string) (Payment, error) {
 	var in vendorAmount
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Vendor == "" || in.Amount <= 0 || math.IsInf(in.Amount, 0) {
-		return Payment{}, service.Errorf(service.CodeInvalidArgument, "%s: input must be {vendor: string, amount: positive number}", call.Name)
+		return Payment{}, store.Errorf(store.CodeInvalidArgument, "%s: input must be {vendor: string, amount: positive number}", call.Name)
 	}
 	if err := ctx.Err(); err != nil {
 		return Payment{}, err
@@ -196,7 +198,7 @@ func runPayVendor(ctx context.Context, call service.ToolCall) (json.RawMessage, 
 	var in vendorAmount
 	if json.Unmarshal(call.Input, &in) == nil && strings.HasPrefix(in.Vendor, "flaky") {
 		if _, seen := flakyCalls.LoadOrStore(call.ID, true); !seen {
-			return nil, service.Errorf(service.CodeUnavailable, "payVendor: the bank of %s did not answer; the approved payment can be retried", in.Vendor)
+			return nil, store.Errorf(store.CodeUnavailable, "payVendor: the bank of %s did not answer; the approved payment can be retried", in.Vendor)
 		}
 	}
 	p, err := execute(ctx, call, "pay-")
@@ -258,15 +260,15 @@ func parsePayment(text string) (tool string, in vendorAmount, ok bool) {
 // the user asks for is called at once, with a sentence saying so (the
 // explanation the inbox shows beside a gated call); a tool result is
 // reported.
-func decidePayment(req *service.ModelRequest) reply {
+func decidePayment(req *protocol.ModelRequest) reply {
 	last := lastConversationMessage(req.Messages)
 	if last == nil {
 		return reply{text: paymentsHelpText}
 	}
-	if last.Role == service.RoleTool {
+	if last.Role == protocol.RoleTool {
 		return reportPayments(req, *last)
 	}
-	if last.Role != service.RoleUser {
+	if last.Role != protocol.RoleUser {
 		return reply{text: paymentsHelpText}
 	}
 	tool, in, ok := parsePayment(last.Text())
@@ -281,7 +283,7 @@ func decidePayment(req *service.ModelRequest) reply {
 	if tool == ToolRefund {
 		text = "Refunding " + what + " right away, as you asked."
 	}
-	return reply{text: text, toolRequests: []*service.ToolRequest{{Name: tool, Ref: newRef(req, tool, 0), Input: mustJSON(in)}}}
+	return reply{text: text, toolRequests: []*protocol.ToolRequest{{Name: tool, Ref: newRef(req, tool, 0), Input: mustJSON(in)}}}
 }
 
 // paymentResult is the output of payVendor and refund (and of a denial).
@@ -297,7 +299,7 @@ type paymentResult struct {
 
 // reportPayments names the outcome of each payment and refund of the tool
 // message: what ran (an approver's edit included), or that it was denied.
-func reportPayments(req *service.ModelRequest, msg service.Message) reply {
+func reportPayments(req *protocol.ModelRequest, msg protocol.Message) reply {
 	var sentences []string
 	for _, p := range msg.Content {
 		tr := p.ToolResponse

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 func TestPaymentsGrammar(t *testing.T) {
@@ -47,10 +48,10 @@ func paymentsTo(vendor string) []Payment {
 	return out
 }
 
-func payTurn(t *testing.T, rt *service.Runtime, session, text string) *service.AgentOutput {
+func payTurn(t *testing.T, rt *service.Runtime, session, text string) *protocol.AgentOutput {
 	t.Helper()
-	out, err := rt.InvokeOne(context.Background(), caller, PaymentsAgentName, service.AgentInit{SessionID: session},
-		service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}}, nil)
+	out, err := rt.InvokeOne(context.Background(), caller, PaymentsAgentName, protocol.AgentInit{SessionID: session},
+		protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(text)}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +68,13 @@ func TestPaymentsAgentIsGated(t *testing.T) {
 	ctx := context.Background()
 
 	out := payTurn(t, rt, "pay-small", "pay 500 to small-vendor")
-	if out.FinishReason != service.FinishStop || !strings.HasPrefix(out.Message.Text(), "Paid $500.00 to small-vendor (payment pay-") || len(paymentsTo("small-vendor")) != 1 {
+	if out.FinishReason != protocol.FinishStop || !strings.HasPrefix(out.Message.Text(), "Paid $500.00 to small-vendor (payment pay-") || len(paymentsTo("small-vendor")) != 1 {
 		t.Fatalf("a small payment: %+v %q", out, out.Message.Text())
 	}
 
 	out = payTurn(t, rt, "pay-large", "pay 5000 to large-vendor")
 	reqs := interrupted(out)
-	if out.FinishReason != service.FinishInterrupted || len(reqs) != 1 || reqs[0].Name != ToolPayVendor || len(paymentsTo("large-vendor")) != 0 {
+	if out.FinishReason != protocol.FinishInterrupted || len(reqs) != 1 || reqs[0].Name != ToolPayVendor || len(paymentsTo("large-vendor")) != 0 {
 		t.Fatalf("a large payment: %+v", out)
 	}
 	var meta struct {
@@ -97,13 +98,13 @@ func TestPaymentsAgentIsGated(t *testing.T) {
 
 	out = payTurn(t, rt, "refund", "refund 40 to refunded-vendor")
 	reqs = interrupted(out)
-	if out.FinishReason != service.FinishInterrupted || len(reqs) != 1 || reqs[0].Name != ToolRefund {
+	if out.FinishReason != protocol.FinishInterrupted || len(reqs) != 1 || reqs[0].Name != ToolRefund {
 		t.Fatalf("a refund: %+v", out)
 	}
-	plain := service.Part{ToolRequest: &service.ToolRequest{Name: reqs[0].Name, Ref: reqs[0].Ref, Input: reqs[0].Input}}
-	done, err := rt.InvokeOne(ctx, caller, PaymentsAgentName, service.AgentInit{SessionID: "refund"},
-		service.AgentInput{Resume: &service.Resume{Restart: []service.Part{plain}}}, nil)
-	if err != nil || done.FinishReason != service.FinishStop || !strings.HasPrefix(done.Message.Text(), "Refunded $40.00 to refunded-vendor (refund rf-") {
+	plain := protocol.Part{ToolRequest: &protocol.ToolRequest{Name: reqs[0].Name, Ref: reqs[0].Ref, Input: reqs[0].Input}}
+	done, err := rt.InvokeOne(ctx, caller, PaymentsAgentName, protocol.AgentInit{SessionID: "refund"},
+		protocol.AgentInput{Resume: &protocol.Resume{Restart: []protocol.Part{plain}}}, nil)
+	if err != nil || done.FinishReason != protocol.FinishStop || !strings.HasPrefix(done.Message.Text(), "Refunded $40.00 to refunded-vendor (refund rf-") {
 		t.Fatalf("the confirmed refund: %v %+v", err, done)
 	}
 	if got := paymentsTo("refunded-vendor"); len(got) != 1 || got[0].Tool != ToolRefund {

@@ -10,7 +10,8 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // TestClaimsLookInterruptsUpByKey checks the plans of the two statements
@@ -35,8 +36,8 @@ func TestClaimsLookInterruptsUpByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := New(pool)
-	defer store.Close()
+	ps := New(pool)
+	defer ps.Close()
 
 	// A tenant with a long history: 20,000 resolved interrupts.
 	_, err = owner.Exec(ctx, `
@@ -50,28 +51,28 @@ func TestClaimsLookInterruptsUpByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two paused turns, each on one interrupt.
-	paused := func(session string) *service.SnapshotWrite {
-		w := &service.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: session, SnapshotID: session + "-1",
-			Status: service.StatusCompleted, FinishReason: service.FinishInterrupted, MessageCount: 1,
-			Messages:   []service.PositionedMessage{{Position: 0, Body: []byte(`{"role":"user","content":[{"text":"hi"}]}`)}},
-			Interrupts: []service.NewInterrupt{{Tool: "approve", Ref: "r1", Input: json.RawMessage(`{}`)}}}
-		if _, err := store.CommitTurn(ctx, w); err != nil {
+	paused := func(session string) *store.SnapshotWrite {
+		w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: session, SnapshotID: session + "-1",
+			Status: protocol.StatusCompleted, FinishReason: protocol.FinishInterrupted, MessageCount: 1,
+			Messages:   []store.PositionedMessage{{Position: 0, Body: []byte(`{"role":"user","content":[{"text":"hi"}]}`)}},
+			Interrupts: []store.NewInterrupt{{Tool: "approve", Ref: "r1", Input: json.RawMessage(`{}`)}}}
+		if _, err := ps.CommitTurn(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 		return w
 	}
-	claim := service.InterruptClaim{Tool: "approve", Ref: "r1", Resolution: json.RawMessage(`{"respond":{"approved":true}}`)}
+	claim := store.InterruptClaim{Tool: "approve", Ref: "r1", Resolution: json.RawMessage(`{"respond":{"approved":true}}`)}
 	first := paused("s1")
 	// A resume whose turn write claims.
-	if _, err := store.CommitTurn(ctx, &service.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s1",
-		SnapshotID: "s1-2", ParentID: first.SnapshotID, Status: service.StatusCompleted, FinishReason: "stop", MessageCount: 1,
-		Claims: []service.InterruptClaim{claim}}); err != nil {
+	if _, err := ps.CommitTurn(ctx, &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s1",
+		SnapshotID: "s1-2", ParentID: first.SnapshotID, Status: protocol.StatusCompleted, FinishReason: "stop", MessageCount: 1,
+		Claims: []store.InterruptClaim{claim}}); err != nil {
 		t.Fatal(err)
 	}
 	// A claim made up front.
 	second := paused("s2")
-	if _, err := store.ClaimInterrupts(ctx, service.ClaimInterruptsParams{TenantID: "default", SnapshotID: second.SnapshotID,
-		Claims: []service.InterruptClaim{claim}, Actor: "test", ResumedSnapshotID: "s2-2"}); err != nil {
+	if _, err := ps.ClaimInterrupts(ctx, store.ClaimInterruptsParams{TenantID: "default", SnapshotID: second.SnapshotID,
+		Claims: []store.InterruptClaim{claim}, Actor: "test", ResumedSnapshotID: "s2-2"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,21 +8,22 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 func TestMessageRun(t *testing.T) {
-	msg := func(p int) service.PositionedMessage {
-		return service.PositionedMessage{Position: p, Body: []byte(fmt.Sprintf(`{"n":%d}`, p))}
+	msg := func(p int) store.PositionedMessage {
+		return store.PositionedMessage{Position: p, Body: []byte(fmt.Sprintf(`{"n":%d}`, p))}
 	}
 	for _, c := range []struct {
-		msgs []service.PositionedMessage
+		msgs []store.PositionedMessage
 		from int32
 		want string
 	}{
-		{[]service.PositionedMessage{msg(0), msg(1)}, 0, `[{"n":0},{"n":1}]`},
-		{[]service.PositionedMessage{msg(7)}, 7, `[{"n":7}]`},
-		{[]service.PositionedMessage{msg(3), msg(1), msg(6)}, 1, `[{"n":1},null,{"n":3},null,null,{"n":6}]`},
+		{[]store.PositionedMessage{msg(0), msg(1)}, 0, `[{"n":0},{"n":1}]`},
+		{[]store.PositionedMessage{msg(7)}, 7, `[{"n":7}]`},
+		{[]store.PositionedMessage{msg(3), msg(1), msg(6)}, 1, `[{"n":1},null,{"n":3},null,null,{"n":6}]`},
 	} {
 		from, got := messageRun(c.msgs)
 		if from == nil || *from != c.from || string(got) != c.want {
@@ -58,11 +59,11 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 	}
 	write := func(id, parent string, count int, msgs map[int][]byte) {
 		t.Helper()
-		w := &service.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: id, ParentID: parent,
-			Status: service.StatusCompleted, FinishReason: "stop", MessageCount: count, Actor: "test"}
+		w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: id, ParentID: parent,
+			Status: protocol.StatusCompleted, FinishReason: "stop", MessageCount: count, Actor: "test"}
 		for p := range count {
 			if b, ok := msgs[p]; ok {
-				w.Messages = append(w.Messages, service.PositionedMessage{Position: p, Body: b})
+				w.Messages = append(w.Messages, store.PositionedMessage{Position: p, Body: b})
 			}
 		}
 		if ok, err := stores[0].CommitTurn(ctx, w); err != nil || !ok {
@@ -76,7 +77,7 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 
 	history := func(id string) []string {
 		t.Helper()
-		snap, err := stores[1].LoadSnapshot(ctx, service.LoadSnapshotParams{Scope: service.Scope{TenantID: "default"}, Agent: "a", ID: id, WithState: true})
+		snap, err := stores[1].LoadSnapshot(ctx, store.LoadSnapshotParams{Scope: store.Scope{TenantID: "default"}, Agent: "a", ID: id, WithState: true})
 		if err != nil {
 			t.Fatalf("loading %s: %v", id, err)
 		}

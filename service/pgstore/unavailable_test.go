@@ -16,11 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // TestTranslateOutages checks that every way the database can be gone
-// becomes service.ErrUnavailable, and that a statement's own errors do not.
+// becomes store.ErrUnavailable, and that a statement's own errors do not.
 func TestTranslateOutages(t *testing.T) {
 	t.Parallel()
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
@@ -47,11 +47,11 @@ func TestTranslateOutages(t *testing.T) {
 		{"syntax error", &pgconn.PgError{Code: "42601"}, false},
 		{"other", errors.New("boom"), false},
 	} {
-		got := errors.Is(translate(tc.err), service.ErrUnavailable)
+		got := errors.Is(translate(tc.err), store.ErrUnavailable)
 		if got != tc.want {
 			t.Errorf("%s: unavailable %v, want %v", tc.name, got, tc.want)
 		}
-		if got && service.AsError(translate(tc.err)).RetryAfter <= 0 {
+		if got && store.AsError(translate(tc.err)).RetryAfter <= 0 {
 			t.Errorf("%s: no RetryAfter", tc.name)
 		}
 	}
@@ -79,7 +79,7 @@ func TestAcquireTimeout(t *testing.T) {
 
 	start := time.Now()
 	_, err = s.ListTenants(ctx)
-	if !errors.Is(err, service.ErrUnavailable) {
+	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("with the pool exhausted: %v, want ErrUnavailable", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -87,7 +87,7 @@ func TestAcquireTimeout(t *testing.T) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := s.ListTenants(dctx); !errors.Is(err, service.ErrUnavailable) {
+	if _, err := s.ListTenants(dctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("caller's deadline while acquiring: %v, want ErrUnavailable", err)
 	}
 	cctx, cancelNow := context.WithCancel(ctx)
@@ -127,7 +127,7 @@ func TestReadOnlyServer(t *testing.T) {
 
 	before := backend()
 	_, err = s.CreateTenant(ctx, "read-only-"+strconv.Itoa(int(time.Now().UnixNano()%1e9)), "r")
-	if !errors.Is(err, service.ErrUnavailable) || service.AsError(err).RetryAfter <= 0 {
+	if !errors.Is(err, store.ErrUnavailable) || store.AsError(err).RetryAfter <= 0 {
 		t.Errorf("a write on a read-only server: %v, want ErrUnavailable with a Retry-After", err)
 	}
 	after := backend()

@@ -16,8 +16,11 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/retention"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -61,30 +64,30 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, rt: rt, store: store, owner: owner}
 }
 
-func msg(text string) *service.Message {
-	return &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}
+func msg(text string) *protocol.Message {
+	return &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(text)}}
 }
 
 // pause runs a turn in the session that pauses on an approval.
-func (e *env) pause(tenant, session string) *service.AgentOutput {
+func (e *env) pause(tenant, session string) *protocol.AgentOutput {
 	e.t.Helper()
-	out, err := e.rt.InvokeOne(context.Background(), service.Caller{TenantID: tenant, Actor: "test"}, bench.Agent,
-		service.AgentInit{SessionID: session}, service.AgentInput{Message: msg("Transfer $50 to account 12345")}, nil)
+	out, err := e.rt.InvokeOne(context.Background(), auth.Caller{TenantID: tenant, Actor: "test"}, bench.Agent,
+		protocol.AgentInit{SessionID: session}, protocol.AgentInput{Message: msg("Transfer $50 to account 12345")}, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if out.FinishReason != service.FinishInterrupted {
+	if out.FinishReason != protocol.FinishInterrupted {
 		e.t.Fatalf("turn finished %q, want interrupted", out.FinishReason)
 	}
 	return out
 }
 
 // approve answers the approval out paused on.
-func (e *env) approve(tenant string, out *service.AgentOutput) (*service.AgentOutput, error) {
+func (e *env) approve(tenant string, out *protocol.AgentOutput) (*protocol.AgentOutput, error) {
 	req := out.Message.Content[0].ToolRequest
-	resume := &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(`{"approved":true}`)}}}}
-	return e.rt.InvokeOne(context.Background(), service.Caller{TenantID: tenant, Actor: "test"}, bench.Agent,
-		service.AgentInit{SnapshotID: out.SnapshotID}, service.AgentInput{Resume: resume}, nil)
+	resume := &protocol.Resume{Respond: []protocol.Part{{ToolResponse: &protocol.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(`{"approved":true}`)}}}}
+	return e.rt.InvokeOne(context.Background(), auth.Caller{TenantID: tenant, Actor: "test"}, bench.Agent,
+		protocol.AgentInit{SnapshotID: out.SnapshotID}, protocol.AgentInput{Resume: resume}, nil)
 }
 
 // cycle runs a whole approval cycle in the session.
@@ -94,7 +97,7 @@ func (e *env) cycle(tenant, session string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if out.FinishReason != service.FinishStop {
+	if out.FinishReason != protocol.FinishStop {
 		e.t.Fatalf("resume finished %q", out.FinishReason)
 	}
 }
@@ -312,7 +315,7 @@ func TestPrunePolicy(t *testing.T) {
 		e.rows("acme", "recent")["sessions"]+e.rows("acme", "audited")["sessions"] != 0 {
 		t.Errorf("prune with a default = %+v %v", r, err)
 	}
-	if _, err := e.store.RetentionPolicy(ctx, "nope"); service.AsError(err).Status != service.CodeNotFound {
+	if _, err := e.store.RetentionPolicy(ctx, "nope"); store.AsError(err).Status != store.CodeNotFound {
 		t.Errorf("policy of an unknown tenant: %v", err)
 	}
 }
@@ -360,7 +363,7 @@ func TestPruneRacesTurns(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	var sessions []string
-	outs := map[string]*service.AgentOutput{}
+	outs := map[string]*protocol.AgentOutput{}
 	for i := range 40 {
 		s := fmt.Sprintf("r%02d", i)
 		e.cycle("acme", s)
@@ -384,10 +387,10 @@ func TestPruneRacesTurns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := e.rt.InvokeOne(ctx, service.Caller{TenantID: "acme", Actor: "test"}, bench.Agent,
-				service.AgentInit{SessionID: s}, service.AgentInput{Message: msg("Transfer $5 to account 1")}, nil)
+			out, err := e.rt.InvokeOne(ctx, auth.Caller{TenantID: "acme", Actor: "test"}, bench.Agent,
+				protocol.AgentInit{SessionID: s}, protocol.AgentInput{Message: msg("Transfer $5 to account 1")}, nil)
 			switch {
-			case err == nil && out.FinishReason == service.FinishFailed && out.Error != nil && out.Error.Status == service.CodeNotFound:
+			case err == nil && out.FinishReason == protocol.FinishFailed && out.Error != nil && out.Error.Status == store.CodeNotFound:
 				// The write found the session pruned: the turn failed
 				// with NOT_FOUND and wrote nothing.
 				refused.Add(1)
@@ -396,7 +399,7 @@ func TestPruneRacesTurns(t *testing.T) {
 				mu.Lock()
 				outs[s] = out
 				mu.Unlock()
-			case errors.Is(err, service.ErrNotFound) || service.AsError(err).Status == service.CodeNotFound:
+			case errors.Is(err, store.ErrNotFound) || store.AsError(err).Status == store.CodeNotFound:
 				refused.Add(1)
 			default:
 				t.Errorf("turn in %s: %v", s, err)

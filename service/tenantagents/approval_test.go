@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // gatedPrompt is an agent whose pay tool is gated above 1000, and whose
@@ -112,8 +113,8 @@ func TestBadApprovalPoliciesAreRefused(t *testing.T) {
 		{"bad scope", `      approval: {scope: "a b"}`, "holdpoint.httpTools[0].approval.scope", "letters, digits"},
 	} {
 		_, err := e.m.Put(ctx, acme, "payer", []byte(e.gatedPrompt(tc.approval)))
-		var se *service.Error
-		if !errors.As(err, &se) || se.Status != service.CodeInvalidArgument || !strings.Contains(se.Message, tc.want) {
+		var se *store.Error
+		if !errors.As(err, &se) || se.Status != store.CodeInvalidArgument || !strings.Contains(se.Message, tc.want) {
 			t.Errorf("%s: %v, want INVALID_ARGUMENT with %q", tc.name, err, tc.want)
 			continue
 		}

@@ -14,14 +14,16 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 )
 
 // refused checks err is ALREADY_EXISTS and names what has the name.
 func refused(t *testing.T, what string, err error, names string) {
 	t.Helper()
-	var se *service.Error
-	if !errors.As(err, &se) || se.Status != service.CodeAlreadyExists || !strings.Contains(se.Message, `"`+names+`"`) {
+	var se *store.Error
+	if !errors.As(err, &se) || se.Status != store.CodeAlreadyExists || !strings.Contains(se.Message, `"`+names+`"`) {
 		t.Errorf("%s: %v, want ALREADY_EXISTS naming %q", what, err, names)
 	}
 }
@@ -91,7 +93,7 @@ func TestAgentNamesAreOneNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []service.TenantAgentName{{TenantID: "acme", Name: "bankingAgent"}, {TenantID: "rival", Name: "BankingAgent"}}
+	want := []store.TenantAgentName{{TenantID: "acme", Name: "bankingAgent"}, {TenantID: "rival", Name: "BankingAgent"}}
 	if !slices.Equal(clash, want) {
 		t.Fatalf("tenants' agents with compiled names: %v, want %v", clash, want)
 	}
@@ -133,14 +135,14 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	if _, err := e.m.Put(ctx, acme, "bankingAgent", e.bankingPrompt(t)); err != nil {
 		t.Fatal(err)
 	}
-	paused, err := e.rt.InvokeOne(ctx, acme, "bankingAgent", service.AgentInit{SessionID: "s1"}, user("Transfer $50 to account 12345"), nil)
+	paused, err := e.rt.InvokeOne(ctx, acme, "bankingAgent", protocol.AgentInit{SessionID: "s1"}, user("Transfer $50 to account 12345"), nil)
 	if err != nil || len(interrupted(paused)) != 1 {
 		t.Fatalf("send: %v %+v", err, paused)
 	}
 	approve := respond(interrupted(paused)[0], `{"approved":true}`)
-	pending := func() []service.Interrupt {
+	pending := func() []store.Interrupt {
 		t.Helper()
-		items, err := e.rt.ListInterrupts(ctx, acme, service.InterruptFilter{SessionID: "s1", Status: service.InterruptPending})
+		items, err := e.rt.ListInterrupts(ctx, acme, store.InterruptFilter{SessionID: "s1", Status: store.InterruptPending})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,9 +160,9 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	}
 	wantRefusal := func(what string, err error, wrote, serves string) {
 		t.Helper()
-		var se *service.Error
+		var se *store.Error
 		want := fmt.Sprintf("snapshot %s was paused by %s; this instance serves %s: it cannot resume it", paused.SnapshotID, wrote, serves)
-		if !errors.As(err, &se) || se.Status != service.CodeFailedPrecondition || se.Message != want {
+		if !errors.As(err, &se) || se.Status != store.CodeFailedPrecondition || se.Message != want {
 			t.Fatalf("%s: %v, want FAILED_PRECONDITION %q", what, err, want)
 		}
 	}
@@ -168,9 +170,9 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	// On a --demo instance that serves no tenants' agents: refused, by the
 	// protocol's resume and by the inbox alike.
 	demoOnly := e.demoInstance(t, false)
-	_, err = demoOnly.InvokeOne(ctx, acme, "bankingAgent", service.AgentInit{SnapshotID: paused.SnapshotID}, approve, nil)
+	_, err = demoOnly.InvokeOne(ctx, acme, "bankingAgent", protocol.AgentInit{SnapshotID: paused.SnapshotID}, approve, nil)
 	wantRefusal("resume", err, "tenant agent bankingAgent version 1", "the compiled agent bankingAgent")
-	_, err = demoOnly.InvokeOne(ctx, acme, "bankingAgent", service.AgentInit{SessionID: "s1"}, approve, nil)
+	_, err = demoOnly.InvokeOne(ctx, acme, "bankingAgent", protocol.AgentInit{SessionID: "s1"}, approve, nil)
 	wantRefusal("resume by session", err, "tenant agent bankingAgent version 1", "the compiled agent bankingAgent")
 	_, err = demoOnly.RespondInterrupt(ctx, acme, pending()[0].ID, json.RawMessage(`{"approved":true}`), "")
 	wantRefusal("inbox", err, "tenant agent bankingAgent version 1", "the compiled agent bankingAgent")
@@ -179,7 +181,7 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	// On a --demo instance that serves tenants' agents too: the tenant's
 	// version 1 resumes, its HTTP tool is called, not the Go one.
 	both := e.demoInstance(t, true)
-	done, err := both.InvokeOne(ctx, acme, "bankingAgent", service.AgentInit{SnapshotID: paused.SnapshotID}, approve, nil)
+	done, err := both.InvokeOne(ctx, acme, "bankingAgent", protocol.AgentInit{SnapshotID: paused.SnapshotID}, approve, nil)
 	if err != nil || done.FinishReason != "stop" || len(e.recv.recorded()) != 1 {
 		t.Fatalf("resume where the tenant's agent is served: %v %+v, backend calls %d", err, done, len(e.recv.recorded()))
 	}
@@ -191,15 +193,15 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	// The other way: a compiled agent's approval is not resumed by a
 	// tenant's agent of its name (defined meanwhile, through an instance
 	// that does not have it compiled in).
-	compiled, err := demoOnly.InvokeOne(ctx, rival, "bankingAgent", service.AgentInit{SessionID: "r1"}, user("Transfer $50 to account 12345"), nil)
+	compiled, err := demoOnly.InvokeOne(ctx, rival, "bankingAgent", protocol.AgentInit{SessionID: "r1"}, user("Transfer $50 to account 12345"), nil)
 	if err != nil || len(interrupted(compiled)) != 1 {
 		t.Fatalf("compiled send: %v %+v", err, compiled)
 	}
 	if _, err := e.m.Put(ctx, rival, "bankingAgent", e.bankingPrompt(t)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.rt.InvokeOne(ctx, rival, "bankingAgent", service.AgentInit{SnapshotID: compiled.SnapshotID}, respond(interrupted(compiled)[0], `{"approved":true}`), nil)
-	var se *service.Error
+	_, err = e.rt.InvokeOne(ctx, rival, "bankingAgent", protocol.AgentInit{SnapshotID: compiled.SnapshotID}, respond(interrupted(compiled)[0], `{"approved":true}`), nil)
+	var se *store.Error
 	want := fmt.Sprintf("snapshot %s was paused by the compiled agent bankingAgent; this instance serves tenant agent bankingAgent version 1: it cannot resume it", compiled.SnapshotID)
 	if !errors.As(err, &se) || se.Message != want {
 		t.Fatalf("compiled snapshot on the tenant's agent: %v, want %q", err, want)

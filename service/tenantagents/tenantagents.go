@@ -20,8 +20,11 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentdef"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // ModelResolver gives tenant agents their models by name.
@@ -30,14 +33,14 @@ type ModelResolver interface {
 	// its provider is not configured on this server); nil when it may.
 	Check(name string) error
 	// Model returns the model (built once, then shared).
-	Model(ctx context.Context, name string) (service.Model, error)
+	Model(ctx context.Context, name string) (protocol.Model, error)
 }
 
 // Manager keeps the tenants' agents: it is the runtime's
 // service.TenantAgents and what the API and the CLI change them through.
 type Manager struct {
 	// Store keeps the agents and their versions.
-	Store service.TenantAgentStore
+	Store store.TenantAgentStore
 	// Runtime serves them; its registered agents' names are taken.
 	Runtime *service.Runtime
 	// Models resolves the models definitions name.
@@ -67,13 +70,13 @@ var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 // of one any instance recorded as compiled in, or of another of the
 // tenant's agents in another case (names are unique case-insensitively).
 // Nothing is stored unless every check passes.
-func (m *Manager) Put(ctx context.Context, c service.Caller, name string, src []byte) (*service.TenantAgentVersion, error) {
+func (m *Manager) Put(ctx context.Context, c auth.Caller, name string, src []byte) (*store.TenantAgentVersion, error) {
 	if !nameRE.MatchString(name) {
-		return nil, service.Errorf(service.CodeInvalidArgument, "agent name %q: want a letter, then letters, digits, _ or -, at most 64", name)
+		return nil, store.Errorf(store.CodeInvalidArgument, "agent name %q: want a letter, then letters, digits, _ or -, at most 64", name)
 	}
 	for _, own := range m.Runtime.AgentNames() {
 		if strings.EqualFold(own, name) {
-			return nil, service.Errorf(service.CodeAlreadyExists, "agent %q: %q is one of this server's own agents: choose another name", name, own)
+			return nil, store.Errorf(store.CodeAlreadyExists, "agent %q: %q is one of this server's own agents: choose another name", name, own)
 		}
 	}
 	def, err := agentdef.Parse(src)
@@ -106,10 +109,10 @@ func (m *Manager) Put(ctx context.Context, c service.Caller, name string, src []
 	// runtime, with a stand-in model: the real one is built at the first turn.
 	a, err := m.agent(c.TenantID, def, 1, standIn{})
 	if err != nil {
-		return nil, service.Errorf(service.CodeInvalidArgument, "invalid agent definition: %v", err)
+		return nil, store.Errorf(store.CodeInvalidArgument, "invalid agent definition: %v", err)
 	}
 	if err := service.NewRuntime(nil, service.Options{}).Register(a); err != nil {
-		return nil, service.Errorf(service.CodeInvalidArgument, "%v", err)
+		return nil, store.Errorf(store.CodeInvalidArgument, "%v", err)
 	}
 	stored, err := agentdef.Marshal(def)
 	if err != nil {
@@ -120,19 +123,19 @@ func (m *Manager) Put(ctx context.Context, c service.Caller, name string, src []
 
 // Info is a tenant's agent as the API shows it.
 type Info struct {
-	service.TenantAgentRecord
-	Versions []service.TenantAgentVersion `json:"versions,omitempty"`
+	store.TenantAgentRecord
+	Versions []store.TenantAgentVersion `json:"versions,omitempty"`
 }
 
 // Get returns the caller's tenant's agent with its current definition and
 // its versions (version 0), or one version's definition.
-func (m *Manager) Get(ctx context.Context, c service.Caller, name string, version int) (*Info, error) {
+func (m *Manager) Get(ctx context.Context, c auth.Caller, name string, version int) (*Info, error) {
 	rec, err := m.Store.GetTenantAgent(ctx, c.TenantID, name, version)
-	if errors.Is(err, service.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		if version > 0 {
-			return nil, service.Errorf(service.CodeNotFound, "agent %q has no version %d", name, version)
+			return nil, store.Errorf(store.CodeNotFound, "agent %q has no version %d", name, version)
 		}
-		return nil, service.Errorf(service.CodeNotFound, "agent %q not found", name)
+		return nil, store.Errorf(store.CodeNotFound, "agent %q not found", name)
 	}
 	if err != nil {
 		return nil, err
@@ -148,20 +151,20 @@ func (m *Manager) Get(ctx context.Context, c service.Caller, name string, versio
 
 // List returns the caller's tenant's agents with their current
 // definitions.
-func (m *Manager) List(ctx context.Context, c service.Caller) ([]service.TenantAgentRecord, error) {
+func (m *Manager) List(ctx context.Context, c auth.Caller) ([]store.TenantAgentRecord, error) {
 	return m.Store.ListTenantAgents(ctx, c.TenantID)
 }
 
 // Disable disables the caller's tenant's agent: new turns are refused
 // (NOT_FOUND), its sessions stay readable.
-func (m *Manager) Disable(ctx context.Context, c service.Caller, name string) error {
+func (m *Manager) Disable(ctx context.Context, c auth.Caller, name string) error {
 	ok, err := m.Store.DisableTenantAgent(ctx, c.TenantID, name, c.Actor)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		if _, err := m.Store.GetTenantAgent(ctx, c.TenantID, name, 0); errors.Is(err, service.ErrNotFound) {
-			return service.Errorf(service.CodeNotFound, "agent %q not found", name)
+		if _, err := m.Store.GetTenantAgent(ctx, c.TenantID, name, 0); errors.Is(err, store.ErrNotFound) {
+			return store.Errorf(store.CodeNotFound, "agent %q not found", name)
 		}
 	}
 	return nil
@@ -184,7 +187,7 @@ func (m *Manager) TenantAgent(ctx context.Context, tenantID, name string, versio
 		}
 		model, err := m.Models.Model(ctx, def.Model)
 		if err != nil {
-			return nil, service.Errorf(service.CodeFailedPrecondition, "agent %q: model %s is not available on this server: %v", name, def.Model, err)
+			return nil, store.Errorf(store.CodeFailedPrecondition, "agent %q: model %s is not available on this server: %v", name, def.Model, err)
 		}
 		if a, err = m.agent(tenantID, def, rec.Version, model); err != nil {
 			return nil, fmt.Errorf("stored definition of %s version %d: %w", name, rec.Version, err)
@@ -221,7 +224,7 @@ func (m *Manager) TenantAgentNames(ctx context.Context, tenantID string) ([]stri
 
 // agent builds the runtime's agent of a definition, with its tools'
 // approval conditions compiled (once per version: TenantAgent keeps it).
-func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, model service.Model) (*service.Agent, error) {
+func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, model protocol.Model) (*service.Agent, error) {
 	a := &service.Agent{
 		Name: def.Name, Description: def.Description, ServerManaged: true, System: def.System, Model: model,
 		Config: def.Config, MaxToolRounds: def.MaxToolRounds, Version: version, ResumeLatest: def.Resume == "latest",
@@ -264,7 +267,7 @@ func (m *Manager) agent(tenantID string, def *agentdef.Definition, version int, 
 // policy is the tenant's tool URL policy.
 func (m *Manager) policy(ctx context.Context, tenantID string) (httptool.Policy, error) {
 	hosts, err := m.Store.TenantToolHosts(ctx, tenantID)
-	if err != nil && !errors.Is(err, service.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return httptool.Policy{}, err
 	}
 	return httptool.Policy{AllowLoopback: m.AllowLoopback, AllowedHosts: hosts}, nil
@@ -358,13 +361,13 @@ func (m *Manager) httpRun(src toolSource, h agentdef.HTTPTool) func(context.Cont
 		}
 		var ans toolAnswer
 		if err := json.Unmarshal(res.Body, &ans); err != nil || (ans.Output == nil) == (ans.Interrupt == nil) {
-			return nil, service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered %d with a body that is not {\"output\": ...} or {\"interrupt\": ...}", h.Name, res.Status)
+			return nil, store.Errorf(store.CodeFailedPrecondition, "tool %s: its endpoint answered %d with a body that is not {\"output\": ...} or {\"interrupt\": ...}", h.Name, res.Status)
 		}
 		if ans.Interrupt != nil {
 			return nil, &service.InterruptError{Metadata: ans.Interrupt}
 		}
 		if v := service.ValidateJSON(h.Output, ans.Output); len(v) > 0 {
-			e := service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered an output that does not match the tool's output schema: %s", h.Name, strings.Join(v, "; "))
+			e := store.Errorf(store.CodeFailedPrecondition, "tool %s: its endpoint answered an output that does not match the tool's output schema: %s", h.Name, strings.Join(v, "; "))
 			e.Details = map[string]any{"violations": v}
 			return nil, e
 		}
@@ -398,31 +401,31 @@ func callError(tool string, gated bool, err error) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint could not be called", tool)
+		return store.Errorf(store.CodeUnavailable, "tool %s: its endpoint could not be called", tool)
 	}
 	if ce.MayHaveRun && gated {
 		// An approved call is never left to the receiver's keeping of
 		// the idempotency contract (see Idempotent above).
-		return fmt.Errorf("%w: %w", service.ErrMayHaveRun, service.Errorf(service.CodeAborted,
+		return fmt.Errorf("%w: %w", service.ErrMayHaveRun, store.Errorf(store.CodeAborted,
 			"tool %s: its endpoint received the call and did not answer (%d attempts); it may have run, and it is not run again: a human must confirm, cancel or retry it with the same idempotency key", tool, ce.Attempts))
 	}
 	switch ce.Kind {
 	case httptool.KindRefused:
 		if ce.PolicyRefusal() {
-			return service.Errorf(service.CodeFailedPrecondition, "tool %s: its URL is not allowed by the address policy", tool)
+			return store.Errorf(store.CodeFailedPrecondition, "tool %s: its URL is not allowed by the address policy", tool)
 		}
-		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered a redirect, which is not followed", tool)
+		return store.Errorf(store.CodeFailedPrecondition, "tool %s: its endpoint answered a redirect, which is not followed", tool)
 	case httptool.KindStatus:
 		if ce.Status >= 500 {
-			return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint answered %d after %d attempts", tool, ce.Status, ce.Attempts)
+			return store.Errorf(store.CodeUnavailable, "tool %s: its endpoint answered %d after %d attempts", tool, ce.Status, ce.Attempts)
 		}
-		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint answered %d", tool, ce.Status)
+		return store.Errorf(store.CodeFailedPrecondition, "tool %s: its endpoint answered %d", tool, ce.Status)
 	case httptool.KindTooLarge:
-		return service.Errorf(service.CodeFailedPrecondition, "tool %s: its endpoint's answer is too large", tool)
+		return store.Errorf(store.CodeFailedPrecondition, "tool %s: its endpoint's answer is too large", tool)
 	case httptool.KindTimeout:
-		return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint did not answer in time (%d attempts)", tool, ce.Attempts)
+		return store.Errorf(store.CodeUnavailable, "tool %s: its endpoint did not answer in time (%d attempts)", tool, ce.Attempts)
 	default:
-		return service.Errorf(service.CodeUnavailable, "tool %s: its endpoint could not be reached (%d attempts)", tool, ce.Attempts)
+		return store.Errorf(store.CodeUnavailable, "tool %s: its endpoint could not be reached (%d attempts)", tool, ce.Attempts)
 	}
 }
 
@@ -431,7 +434,7 @@ func callError(tool string, gated bool, err error) error {
 func definitionError(err error) error {
 	var de *agentdef.Error
 	if errors.As(err, &de) {
-		e := service.Errorf(service.CodeInvalidArgument, "invalid agent definition: %s", de.Error())
+		e := store.Errorf(store.CodeInvalidArgument, "invalid agent definition: %s", de.Error())
 		d := map[string]any{}
 		if de.Line > 0 {
 			d["line"] = de.Line
@@ -444,11 +447,11 @@ func definitionError(err error) error {
 		}
 		return e
 	}
-	return service.Errorf(service.CodeInvalidArgument, "invalid agent definition: %v", err)
+	return store.Errorf(store.CodeInvalidArgument, "invalid agent definition: %v", err)
 }
 
 func fieldError(field, format string, args ...any) error {
-	e := service.Errorf(service.CodeInvalidArgument, "invalid agent definition: %s: %s", field, fmt.Sprintf(format, args...))
+	e := store.Errorf(store.CodeInvalidArgument, "invalid agent definition: %s: %s", field, fmt.Sprintf(format, args...))
 	e.Details = map[string]any{"field": field}
 	return e
 }
@@ -458,6 +461,6 @@ type standIn struct{}
 
 func (standIn) Name() string { return "check" }
 
-func (standIn) Generate(context.Context, *service.ModelRequest, func(service.ModelChunk)) (*service.ModelResponse, error) {
+func (standIn) Generate(context.Context, *protocol.ModelRequest, func(protocol.ModelChunk)) (*protocol.ModelResponse, error) {
 	return nil, errors.New("not a model")
 }

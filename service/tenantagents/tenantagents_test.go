@@ -22,10 +22,13 @@ import (
 	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
@@ -41,7 +44,7 @@ func (models) Check(name string) error {
 	return fmt.Errorf("model %q is not available here", name)
 }
 
-func (models) Model(_ context.Context, name string) (service.Model, error) {
+func (models) Model(_ context.Context, name string) (protocol.Model, error) {
 	if name == "demo" {
 		return demo.NewModel(), nil
 	}
@@ -52,15 +55,15 @@ type scripted struct{}
 
 func (scripted) Name() string { return "scripted" }
 
-func (scripted) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+func (scripted) Generate(_ context.Context, req *protocol.ModelRequest, _ func(protocol.ModelChunk)) (*protocol.ModelResponse, error) {
 	last := req.Messages[len(req.Messages)-1]
-	if last.Role == service.RoleUser {
+	if last.Role == protocol.RoleUser {
 		tool, input, _ := strings.Cut(last.Text(), " ")
-		return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{
-			{ToolRequest: &service.ToolRequest{Name: tool, Ref: "t1", Input: json.RawMessage(input)}}}}}, nil
+		return &protocol.ModelResponse{Message: protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{
+			{ToolRequest: &protocol.ToolRequest{Name: tool, Ref: "t1", Input: json.RawMessage(input)}}}}}, nil
 	}
 	out, _ := json.Marshal(last.Content[0].ToolResponse.Output)
-	return &service.ModelResponse{Message: service.Message{Role: service.RoleModel, Content: []service.Part{service.TextPart("got " + string(out))}}, FinishReason: "stop"}, nil
+	return &protocol.ModelResponse{Message: protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{protocol.TextPart("got " + string(out))}}, FinishReason: "stop"}, nil
 }
 
 // env is a runtime serving tenants' agents over a fresh database, with a
@@ -71,7 +74,7 @@ type env struct {
 	m       *tenantagents.Manager
 	admin   *pgxpool.Pool
 	recv    *receiver
-	tenants map[string]service.Caller
+	tenants map[string]auth.Caller
 }
 
 func newEnv(t *testing.T) *env {
@@ -86,13 +89,13 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgentClient(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]service.Caller{}}
+	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]auth.Caller{}}
 	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)
 		}
-		e.tenants[id] = service.Caller{TenantID: id, Actor: "test:" + id}
+		e.tenants[id] = auth.Caller{TenantID: id, Actor: "test:" + id}
 	}
 	e.recv = newReceiver(t, func(tenant string) [][]byte {
 		s, err := rt.SigningSecrets(context.Background(), tenant, keys.PurposeTool)
@@ -159,12 +162,12 @@ func (e *env) bankingPrompt(t *testing.T) []byte {
 	return []byte(strings.Replace(string(src), "http://127.0.0.1:8090", e.recv.srv.URL, 1))
 }
 
-func user(text string) service.AgentInput {
-	return service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}}
+func user(text string) protocol.AgentInput {
+	return protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(text)}}}
 }
 
-func interrupted(out *service.AgentOutput) []*service.ToolRequest {
-	var reqs []*service.ToolRequest
+func interrupted(out *protocol.AgentOutput) []*protocol.ToolRequest {
+	var reqs []*protocol.ToolRequest
 	for _, p := range out.Message.Content {
 		if _, ok := p.Metadata["interrupt"]; ok && p.ToolRequest != nil {
 			reqs = append(reqs, p.ToolRequest)
@@ -173,8 +176,8 @@ func interrupted(out *service.AgentOutput) []*service.ToolRequest {
 	return reqs
 }
 
-func respond(req *service.ToolRequest, output string) service.AgentInput {
-	return service.AgentInput{Resume: &service.Resume{Respond: []service.Part{{ToolResponse: &service.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(output)}}}}}
+func respond(req *protocol.ToolRequest, output string) protocol.AgentInput {
+	return protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{{ToolResponse: &protocol.ToolResponse{Name: req.Name, Ref: req.Ref, Output: json.RawMessage(output)}}}}}
 }
 
 // TestTenantBankingAgent runs the seed's flow on a tenant's banking agent
@@ -188,7 +191,7 @@ func TestTenantBankingAgent(t *testing.T) {
 	if err != nil || v.Version != 1 {
 		t.Fatalf("put: %v %+v", err, v)
 	}
-	init := service.AgentInit{SessionID: "s1"}
+	init := protocol.AgentInit{SessionID: "s1"}
 	out, err := e.rt.InvokeOne(ctx, acme, "bankingAgent", init, user("Transfer $50 to account 12345"), nil)
 	if err != nil || out.FinishReason != "interrupted" || len(interrupted(out)) != 1 {
 		t.Fatalf("send: %v %+v", err, out)
@@ -219,7 +222,7 @@ func TestTenantBankingAgent(t *testing.T) {
 	}
 
 	// Deny: the backend is not called.
-	deny := service.AgentInit{SessionID: "s2"}
+	deny := protocol.AgentInit{SessionID: "s2"}
 	out, _ = e.rt.InvokeOne(ctx, acme, "bankingAgent", deny, user("Transfer $70 to account 9"), nil)
 	if d, err := e.rt.InvokeOne(ctx, acme, "bankingAgent", deny, respond(interrupted(out)[0], `{"approved":false}`), nil); err != nil || !strings.HasPrefix(d.Message.Text(), "Cancelled") {
 		t.Fatalf("deny: %v %+v", err, d)
@@ -229,11 +232,11 @@ func TestTenantBankingAgent(t *testing.T) {
 	}
 
 	// Another tenant neither sees nor calls it, nor reads its sessions.
-	var se *service.Error
-	if _, err := e.rt.InvokeOne(ctx, rival, "bankingAgent", service.AgentInit{}, user("Transfer $1 to account 1"), nil); !errors.As(err, &se) || se.Status != service.CodeNotFound {
+	var se *store.Error
+	if _, err := e.rt.InvokeOne(ctx, rival, "bankingAgent", protocol.AgentInit{}, user("Transfer $1 to account 1"), nil); !errors.As(err, &se) || se.Status != store.CodeNotFound {
 		t.Fatalf("rival's turn: %v", err)
 	}
-	if _, err := e.m.Get(ctx, rival, "bankingAgent", 0); !errors.As(err, &se) || se.Status != service.CodeNotFound {
+	if _, err := e.m.Get(ctx, rival, "bankingAgent", 0); !errors.As(err, &se) || se.Status != store.CodeNotFound {
 		t.Fatalf("rival's get: %v", err)
 	}
 	if names, _ := e.rt.AgentNamesFor(ctx, rival); strings.Contains(strings.Join(names, ","), "bankingAgent,") || contains(names, "bankingAgent") {
@@ -251,7 +254,7 @@ func TestTenantBankingAgent(t *testing.T) {
 	if err := e.admin.QueryRow(ctx, `SELECT agent_version FROM snapshots WHERE id = $1`, again.SnapshotID).Scan(&version); err != nil || version != 1 {
 		t.Fatalf("an old session's version: %v %d", err, version)
 	}
-	fresh, _ := e.rt.InvokeOne(ctx, acme, "bankingAgent", service.AgentInit{}, user("Transfer $6 to account 6"), nil)
+	fresh, _ := e.rt.InvokeOne(ctx, acme, "bankingAgent", protocol.AgentInit{}, user("Transfer $6 to account 6"), nil)
 	if err := e.admin.QueryRow(ctx, `SELECT agent_version FROM snapshots WHERE id = $1`, fresh.SnapshotID).Scan(&version); err != nil || version != 2 {
 		t.Fatalf("a new session's version: %v %d", err, version)
 	}
@@ -264,10 +267,10 @@ func TestTenantBankingAgent(t *testing.T) {
 	if err := e.m.Disable(ctx, acme, "bankingAgent"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.rt.InvokeOne(ctx, acme, "bankingAgent", init, user("hi"), nil); !errors.As(err, &se) || se.Status != service.CodeNotFound {
+	if _, err := e.rt.InvokeOne(ctx, acme, "bankingAgent", init, user("hi"), nil); !errors.As(err, &se) || se.Status != store.CodeNotFound {
 		t.Fatalf("turn of a disabled agent: %v", err)
 	}
-	if snap, err := e.rt.GetSnapshot(ctx, acme, "bankingAgent", service.SnapshotLookup{SessionID: "s1"}); err != nil || snap.State == nil {
+	if snap, err := e.rt.GetSnapshot(ctx, acme, "bankingAgent", protocol.SnapshotLookup{SessionID: "s1"}); err != nil || snap.State == nil {
 		t.Fatalf("reading a disabled agent's session: %v", err)
 	}
 }
@@ -296,19 +299,19 @@ func TestBadDefinitionsChangeNothing(t *testing.T) {
 		status    string
 		want      string
 	}{
-		{"not a prompt", "---\nname: [\n---\nhi", nil, service.CodeInvalidArgument, "line"},
-		{"unknown model", strings.Replace(good, "model: demo", "model: nowhere/x", 1), nil, service.CodeInvalidArgument, "model"},
-		{"two tools one name", strings.Replace(good, "- name: transferMoney", "- name: userApproval", 1), nil, service.CodeInvalidArgument, "userApproval"},
-		{"bad schema", strings.Replace(good, "amount: number", "amount: numbr", 1), nil, service.CodeInvalidArgument, "schema"},
-		{"loopback not allowed", good, strict, service.CodeInvalidArgument, "url"},
-		{"private address", strings.Replace(good, e.recv.srv.URL, "https://10.0.0.7", 1), strict, service.CodeInvalidArgument, "private"},
-		{"metadata address", strings.Replace(good, e.recv.srv.URL, "https://169.254.169.254", 1), strict, service.CodeInvalidArgument, "url"},
-		{"plain http", strings.Replace(good, e.recv.srv.URL, "http://bank.example.com", 1), strict, service.CodeInvalidArgument, "https"},
-		{"config names a model", strings.Replace(good, "model: demo", "model: demo\nconfig:\n  temperature: 0.2\n  model: openai/gpt-4o", 1), nil, service.CodeInvalidArgument, "field:config.model"},
-		{"config names a Model", strings.Replace(good, "model: demo", "model: demo\nconfig: {Model: x}", 1), nil, service.CodeInvalidArgument, "field:config.Model"},
-		{"model id climbs out", strings.Replace(good, "model: demo", "model: openai/../../x", 1), nil, service.CodeInvalidArgument, `".."`},
-		{"model id with a control character", strings.Replace(good, "model: demo", `model: "openai/gpt\u0007"`, 1), nil, service.CodeInvalidArgument, "field:model"},
-		{"name of a compiled agent", strings.Replace(good, "name: bankingAgent", "name: bankingAgentClient", 1), nil, service.CodeAlreadyExists, "own agents"},
+		{"not a prompt", "---\nname: [\n---\nhi", nil, store.CodeInvalidArgument, "line"},
+		{"unknown model", strings.Replace(good, "model: demo", "model: nowhere/x", 1), nil, store.CodeInvalidArgument, "model"},
+		{"two tools one name", strings.Replace(good, "- name: transferMoney", "- name: userApproval", 1), nil, store.CodeInvalidArgument, "userApproval"},
+		{"bad schema", strings.Replace(good, "amount: number", "amount: numbr", 1), nil, store.CodeInvalidArgument, "schema"},
+		{"loopback not allowed", good, strict, store.CodeInvalidArgument, "url"},
+		{"private address", strings.Replace(good, e.recv.srv.URL, "https://10.0.0.7", 1), strict, store.CodeInvalidArgument, "private"},
+		{"metadata address", strings.Replace(good, e.recv.srv.URL, "https://169.254.169.254", 1), strict, store.CodeInvalidArgument, "url"},
+		{"plain http", strings.Replace(good, e.recv.srv.URL, "http://bank.example.com", 1), strict, store.CodeInvalidArgument, "https"},
+		{"config names a model", strings.Replace(good, "model: demo", "model: demo\nconfig:\n  temperature: 0.2\n  model: openai/gpt-4o", 1), nil, store.CodeInvalidArgument, "field:config.model"},
+		{"config names a Model", strings.Replace(good, "model: demo", "model: demo\nconfig: {Model: x}", 1), nil, store.CodeInvalidArgument, "field:config.Model"},
+		{"model id climbs out", strings.Replace(good, "model: demo", "model: openai/../../x", 1), nil, store.CodeInvalidArgument, `".."`},
+		{"model id with a control character", strings.Replace(good, "model: demo", `model: "openai/gpt\u0007"`, 1), nil, store.CodeInvalidArgument, "field:model"},
+		{"name of a compiled agent", strings.Replace(good, "name: bankingAgent", "name: bankingAgentClient", 1), nil, store.CodeAlreadyExists, "own agents"},
 	}
 	for _, tc := range cases {
 		m := e.m
@@ -316,11 +319,11 @@ func TestBadDefinitionsChangeNothing(t *testing.T) {
 			m = tc.m
 		}
 		name := "bankingAgent"
-		if tc.status == service.CodeAlreadyExists {
+		if tc.status == store.CodeAlreadyExists {
 			name = "bankingAgentClient"
 		}
 		_, err := m.Put(ctx, acme, name, []byte(tc.src))
-		var se *service.Error
+		var se *store.Error
 		if !errors.As(err, &se) || se.Status != tc.status || !strings.Contains(strings.ToLower(se.Error()+fmt.Sprint(se.Details)), strings.ToLower(tc.want)) {
 			t.Errorf("%s: %v (details %v)", tc.name, err, detailsOf(err))
 		}
@@ -332,7 +335,7 @@ func TestBadDefinitionsChangeNothing(t *testing.T) {
 }
 
 func detailsOf(err error) any {
-	var se *service.Error
+	var se *store.Error
 	if errors.As(err, &se) {
 		return se.Details
 	}
@@ -378,17 +381,17 @@ You pay.
 		want     string
 		attempts int
 	}{
-		{"garbage", func(w http.ResponseWriter, _ map[string]any) { fmt.Fprint(w, "<html>") }, service.CodeFailedPrecondition, "not {\"output\"", 1},
-		{"wrong schema", func(w http.ResponseWriter, _ map[string]any) { fmt.Fprint(w, `{"output":{"ok":"yes"}}`) }, service.CodeFailedPrecondition, "output schema", 1},
-		{"too much", func(w http.ResponseWriter, _ map[string]any) { w.Write(make([]byte, 2<<20)) }, service.CodeFailedPrecondition, "too large", 1},
-		{"4xx never retried", func(w http.ResponseWriter, _ map[string]any) { http.Error(w, "no", http.StatusUnprocessableEntity) }, service.CodeFailedPrecondition, "422", 1},
-		{"5xx retried then given up", func(w http.ResponseWriter, _ map[string]any) { http.Error(w, "down", http.StatusBadGateway) }, service.CodeUnavailable, "502", 3},
+		{"garbage", func(w http.ResponseWriter, _ map[string]any) { fmt.Fprint(w, "<html>") }, store.CodeFailedPrecondition, "not {\"output\"", 1},
+		{"wrong schema", func(w http.ResponseWriter, _ map[string]any) { fmt.Fprint(w, `{"output":{"ok":"yes"}}`) }, store.CodeFailedPrecondition, "output schema", 1},
+		{"too much", func(w http.ResponseWriter, _ map[string]any) { w.Write(make([]byte, 2<<20)) }, store.CodeFailedPrecondition, "too large", 1},
+		{"4xx never retried", func(w http.ResponseWriter, _ map[string]any) { http.Error(w, "no", http.StatusUnprocessableEntity) }, store.CodeFailedPrecondition, "422", 1},
+		{"5xx retried then given up", func(w http.ResponseWriter, _ map[string]any) { http.Error(w, "down", http.StatusBadGateway) }, store.CodeUnavailable, "502", 3},
 	}
 	for i, tc := range cases {
 		e.recv.answer.Store(tc.answer)
 		before := e.recv.hits.Load()
 		session := fmt.Sprintf("f%d", i)
-		out, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: session}, user(`pay {"amount":5}`), nil)
+		out, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SessionID: session}, user(`pay {"amount":5}`), nil)
 		if err != nil || out.FinishReason != "failed" || out.Error.Status != tc.status || !strings.Contains(out.Error.Message, tc.want) {
 			t.Errorf("%s: %v %+v", tc.name, err, out.Error)
 			continue
@@ -415,14 +418,14 @@ You pay.
 		}
 		fmt.Fprint(w, `{"output":{"ok":true}}`)
 	})
-	out, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "confirm"}, user(`pay {"amount":5}`), nil)
+	out, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SessionID: "confirm"}, user(`pay {"amount":5}`), nil)
 	if err != nil || out.FinishReason != "interrupted" || string(out.Message.Content[0].Metadata["interrupt"]) != `{"confirm":"really pay?"}` {
 		t.Fatalf("confirmation: %v %+v", err, out)
 	}
 	// A restart tells it only with `resumed` metadata (as the reference).
-	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0],
-		Metadata: service.Metadata{"resumed": json.RawMessage(`true`)}}}}}
-	if done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "confirm"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` {
+	restart := protocol.AgentInput{Resume: &protocol.Resume{Restart: []protocol.Part{{ToolRequest: interrupted(out)[0],
+		Metadata: protocol.Metadata{"resumed": json.RawMessage(`true`)}}}}}
+	if done, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SessionID: "confirm"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` {
 		t.Fatalf("confirmed: %v %+v", err, done)
 	}
 
@@ -430,12 +433,12 @@ You pay.
 	// (restarts) it; its endpoint then answers.
 	e.recv.answer.Store(func(w http.ResponseWriter, _ map[string]any) { fmt.Fprint(w, `{"output":{"ok":true}}`) })
 	before := e.recv.hits.Load()
-	out, err = e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "guard"}, user(`guarded {"amount":5}`), nil)
+	out, err = e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SessionID: "guard"}, user(`guarded {"amount":5}`), nil)
 	if err != nil || out.FinishReason != "interrupted" || e.recv.hits.Load() != before {
 		t.Fatalf("guarded: %v %+v (%d calls)", err, out, e.recv.hits.Load()-before)
 	}
-	restart = service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0]}}}}
-	if done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "guard"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` || e.recv.hits.Load() != before+1 {
+	restart = protocol.AgentInput{Resume: &protocol.Resume{Restart: []protocol.Part{{ToolRequest: interrupted(out)[0]}}}}
+	if done, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SessionID: "guard"}, restart, nil); err != nil || done.Message.Text() != `got {"ok":true}` || e.recv.hits.Load() != before+1 {
 		t.Fatalf("approved: %v %+v", err, done)
 	}
 	approvedCallMayHaveRun(t, e)
@@ -453,23 +456,23 @@ func approvedCallMayHaveRun(t *testing.T, e *env) {
 			_ = conn.Close()
 		}
 	})
-	out, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SessionID: "cut"}, user(`guarded {"amount":7}`), nil)
+	out, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SessionID: "cut"}, user(`guarded {"amount":7}`), nil)
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("guarded: %v %+v", err, out)
 	}
-	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: interrupted(out)[0]}}}}
+	restart := protocol.AgentInput{Resume: &protocol.Resume{Restart: []protocol.Part{{ToolRequest: interrupted(out)[0]}}}}
 	before := e.recv.hits.Load()
-	done, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, restart, nil)
-	if err != nil || done.FinishReason != "failed" || done.Error.Status != service.CodeAborted || !strings.Contains(done.Error.Message, "may have run") {
+	done, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SnapshotID: out.SnapshotID}, restart, nil)
+	if err != nil || done.FinishReason != "failed" || done.Error.Status != store.CodeAborted || !strings.Contains(done.Error.Message, "may have run") {
 		t.Fatalf("approved call cut off: %v %+v", err, done)
 	}
 	sent := e.recv.hits.Load() - before
 	var status string
-	if err := e.admin.QueryRow(ctx, `SELECT status FROM tool_calls WHERE tenant_id = 'acme' AND session_id = 'cut' AND call_key LIKE 'restart:%'`).Scan(&status); err != nil || status != service.ToolCallUnknown {
+	if err := e.admin.QueryRow(ctx, `SELECT status FROM tool_calls WHERE tenant_id = 'acme' AND session_id = 'cut' AND call_key LIKE 'restart:%'`).Scan(&status); err != nil || status != store.ToolCallUnknown {
 		t.Fatalf("the cut-off call's row: %q, %v; want unknown", status, err)
 	}
 	// The same approval again answers the first outcome, running nothing.
-	if again, err := e.rt.InvokeOne(ctx, acme, "payer", service.AgentInit{SnapshotID: out.SnapshotID}, restart, nil); err == nil && again.FinishReason != "failed" {
+	if again, err := e.rt.InvokeOne(ctx, acme, "payer", protocol.AgentInit{SnapshotID: out.SnapshotID}, restart, nil); err == nil && again.FinishReason != "failed" {
 		t.Fatalf("approving the call again: %+v", again)
 	}
 	if n := e.recv.hits.Load() - before; n != sent {
@@ -512,8 +515,8 @@ You probe.
 	if _, err := m.Put(ctx, e.tenants["acme"], "prober", []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "prober", service.AgentInit{SessionID: "p"}, user(`probe {"x":1}`), nil)
-	if err != nil || out.FinishReason != "failed" || out.Error.Status != service.CodeFailedPrecondition {
+	out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "prober", protocol.AgentInit{SessionID: "p"}, user(`probe {"x":1}`), nil)
+	if err != nil || out.FinishReason != "failed" || out.Error.Status != store.CodeFailedPrecondition {
 		t.Fatalf("turn: %v %+v", err, out)
 	}
 	var rowErr []byte
@@ -551,7 +554,7 @@ func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	acc := tenants.New(e.m.Store.(service.TenantStore))
+	acc := tenants.New(e.m.Store.(store.TenantStore))
 	for range 10 {
 		if _, err := acc.RotateSecret(ctx, "acme", keys.PurposeTool, 24*time.Hour); err != nil {
 			t.Fatal(err)
@@ -567,7 +570,7 @@ func TestTenToolSecretRotationsSignThreeTimes(t *testing.T) {
 	if _, err := e.m.Put(ctx, e.tenants["acme"], "signer", []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "signer", service.AgentInit{}, user(`sign {"x":1}`), nil); err != nil || out.FinishReason != "stop" {
+	if out, err := e.rt.InvokeOne(ctx, e.tenants["acme"], "signer", protocol.AgentInit{}, user(`sign {"x":1}`), nil); err != nil || out.FinishReason != "stop" {
 		t.Fatalf("turn: %v %+v", err, out)
 	}
 	if got := strings.Fields(<-sigs); len(got) != 3 {

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -32,7 +32,7 @@ func TestAccounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.CreateTenant(ctx, tenant.ID, "again"); !isStatus(err, service.CodeAlreadyExists) {
+	if _, err := acc.CreateTenant(ctx, tenant.ID, "again"); !isStatus(err, store.CodeAlreadyExists) {
 		t.Fatalf("duplicate tenant: %v", err)
 	}
 	plain, key, err := acc.CreateKey(ctx, tenant.ID, tenants.RoleAdmin, "ops")
@@ -46,20 +46,20 @@ func TestAccounts(t *testing.T) {
 	if err != nil || p.TenantID != tenant.ID || p.Role != tenants.RoleAdmin || p.KeyID != key.ID {
 		t.Fatalf("authenticate: %v %+v", err, p)
 	}
-	if _, err := acc.Authenticate(ctx, plain+"x"); !isStatus(err, service.CodeUnauthenticated) {
+	if _, err := acc.Authenticate(ctx, plain+"x"); !isStatus(err, store.CodeUnauthenticated) {
 		t.Fatalf("wrong key: %v", err)
 	}
-	if _, _, err := acc.CreateKey(ctx, "nope", tenants.RoleClient, ""); !isStatus(err, service.CodeNotFound) {
+	if _, _, err := acc.CreateKey(ctx, "nope", tenants.RoleClient, ""); !isStatus(err, store.CodeNotFound) {
 		t.Fatalf("key for unknown tenant: %v", err)
 	}
 	// Another tenant cannot revoke it.
-	if err := acc.RevokeKey(ctx, "default", key.ID); !isStatus(err, service.CodeNotFound) {
+	if err := acc.RevokeKey(ctx, "default", key.ID); !isStatus(err, store.CodeNotFound) {
 		t.Fatalf("revoke from another tenant: %v", err)
 	}
 	if err := acc.RevokeKey(ctx, tenant.ID, key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.Authenticate(ctx, plain); !isStatus(err, service.CodeUnauthenticated) {
+	if _, err := acc.Authenticate(ctx, plain); !isStatus(err, store.CodeUnauthenticated) {
 		t.Fatalf("revoked key: %v", err)
 	}
 	secret, err := acc.TokenSecret(ctx, tenant.ID)
@@ -77,7 +77,7 @@ func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
 }
 
 func isStatus(err error, status string) bool {
-	var e *service.Error
+	var e *store.Error
 	return errors.As(err, &e) && e.Status == status
 }
 
@@ -120,7 +120,7 @@ func TestKeyScopes(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"ok", "has space"}, {""}, {"**"}, {strings.Repeat("a", 65)}, {"é"}, many} {
 		_, _, err := acc.CreateKey(ctx, "acme", tenants.RoleAdmin, "bad", bad...)
-		if !isStatus(err, service.CodeInvalidArgument) {
+		if !isStatus(err, store.CodeInvalidArgument) {
 			t.Errorf("scopes %q: %v, want INVALID_ARGUMENT", bad, err)
 			continue
 		}
@@ -174,7 +174,7 @@ func TestKeyScopes(t *testing.T) {
 	if err := acc.RevokeKey(ctx, "acme", key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.UISession(ctx, token); !isStatus(err, service.CodeUnauthenticated) {
+	if _, err := acc.UISession(ctx, token); !isStatus(err, store.CodeUnauthenticated) {
 		t.Fatalf("session of a revoked key: %v", err)
 	}
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -71,7 +72,7 @@ func TestUserTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := service.Caller{TenantID: "a", EndUser: "user-1@example.com", Actor: "user:user-1@example.com"}
+	want := auth.Caller{TenantID: "a", EndUser: "user-1@example.com", Actor: "user:user-1@example.com"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("caller %+v, want %+v", c, want)
 	}
@@ -141,7 +142,7 @@ func TestUserTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, err := acc.VerifyUserToken(ctx, tc.token)
-			if !isStatus(err, service.CodeUnauthenticated) {
+			if !isStatus(err, store.CodeUnauthenticated) {
 				t.Fatalf("verify = %+v, %v; want UNAUTHENTICATED", c, err)
 			}
 		})
@@ -152,12 +153,12 @@ func TestUserTokens(t *testing.T) {
 		ttl                time.Duration
 		status             string
 	}{
-		{"ttl over 24h", "a", "u", 25 * time.Hour, service.CodeInvalidArgument},
-		{"negative ttl", "a", "u", -time.Minute, service.CodeInvalidArgument},
-		{"unknown tenant", "nope", "u", 0, service.CodeNotFound},
-		{"empty user", "a", "", 0, service.CodeInvalidArgument},
-		{"user with a newline", "a", "u\nx", 0, service.CodeInvalidArgument},
-		{"user over 256 bytes", "a", strings.Repeat("u", 257), 0, service.CodeInvalidArgument},
+		{"ttl over 24h", "a", "u", 25 * time.Hour, store.CodeInvalidArgument},
+		{"negative ttl", "a", "u", -time.Minute, store.CodeInvalidArgument},
+		{"unknown tenant", "nope", "u", 0, store.CodeNotFound},
+		{"empty user", "a", "", 0, store.CodeInvalidArgument},
+		{"user with a newline", "a", "u\nx", 0, store.CodeInvalidArgument},
+		{"user over 256 bytes", "a", strings.Repeat("u", 257), 0, store.CodeInvalidArgument},
 	} {
 		if _, err := acc.MintUserToken(ctx, tc.tenant, tc.user, tc.ttl); !isStatus(err, tc.status) {
 			t.Errorf("mint %s: %v, want %s", tc.name, err, tc.status)
@@ -193,7 +194,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 		switch {
 		case want && err != nil:
 			t.Errorf("%s: %v, want valid", what, err)
-		case !want && !isStatus(err, service.CodeUnauthenticated):
+		case !want && !isStatus(err, store.CodeUnauthenticated):
 			t.Errorf("%s: %+v %v, want UNAUTHENTICATED", what, c, err)
 		}
 	}
@@ -225,10 +226,10 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	tenants.SetTokenClock(acc, func() time.Time { return time.Now().Add(2 * time.Second) })
 	valid("a token minted after the user's revocation", mint("alice"), true)
 	tenants.SetTokenClock(acc, nil)
-	if err := acc.RevokeUserToken(ctx, "a", "x\x00y"); !isStatus(err, service.CodeInvalidArgument) {
+	if err := acc.RevokeUserToken(ctx, "a", "x\x00y"); !isStatus(err, store.CodeInvalidArgument) {
 		t.Errorf("revoke a NUL token id: %v", err)
 	}
-	if err := acc.RevokeEndUserTokens(ctx, "a", ""); !isStatus(err, service.CodeInvalidArgument) {
+	if err := acc.RevokeEndUserTokens(ctx, "a", ""); !isStatus(err, store.CodeInvalidArgument) {
 		t.Errorf("revoke the empty user: %v", err)
 	}
 
@@ -254,7 +255,7 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.VerifyUserToken(ctx, signed); !isStatus(err, service.CodeUnauthenticated) {
+	if _, err := acc.VerifyUserToken(ctx, signed); !isStatus(err, store.CodeUnauthenticated) {
 		t.Errorf("kid 1 signed with key 2: %v", err)
 	}
 	// Without grace, the replaced key stops at once (key 1 keeps its hour).
@@ -268,11 +269,11 @@ func TestTokenRevocationAndRotation(t *testing.T) {
 		purpose string
 		grace   time.Duration
 	}{{keys.PurposeEventIDs, 0}, {"nonsense", 0}, {keys.PurposeToken, -time.Second}, {keys.PurposeToken, 31 * 24 * time.Hour}} {
-		if _, err := acc.RotateSecret(ctx, "a", bad.purpose, bad.grace); !isStatus(err, service.CodeInvalidArgument) {
+		if _, err := acc.RotateSecret(ctx, "a", bad.purpose, bad.grace); !isStatus(err, store.CodeInvalidArgument) {
 			t.Errorf("rotate %s with grace %s: %v", bad.purpose, bad.grace, err)
 		}
 	}
-	if _, err := acc.RotateSecret(ctx, "nope", keys.PurposeToken, 0); !isStatus(err, service.CodeNotFound) {
+	if _, err := acc.RotateSecret(ctx, "nope", keys.PurposeToken, 0); !isStatus(err, store.CodeNotFound) {
 		t.Errorf("rotate an unknown tenant: %v", err)
 	}
 }

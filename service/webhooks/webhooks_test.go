@@ -23,10 +23,13 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -41,8 +44,8 @@ type env struct {
 	watch *watchedStore // the dispatchers' store
 	m     *webhooks.Manager
 	ids   *keys.EventIDs
-	acme  service.Caller
-	rival service.Caller
+	acme  auth.Caller
+	rival auth.Caller
 }
 
 func newEnv(t *testing.T) *env {
@@ -69,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	return &env{
 		t: t, url: url, rt: rt, store: store, watch: newWatchedStore(store), m: &webhooks.Manager{Store: store, AllowLoopback: true},
 		ids:  keys.NewEventIDs(store.SigningKeys),
-		acme: service.Caller{TenantID: "acme", Actor: "test:acme"}, rival: service.Caller{TenantID: "rival", Actor: "test:rival"},
+		acme: auth.Caller{TenantID: "acme", Actor: "test:acme"}, rival: auth.Caller{TenantID: "rival", Actor: "test:rival"},
 	}
 }
 
@@ -122,10 +125,10 @@ func (e *env) dispatcher(owner string, tune func(d *webhooks.Dispatcher)) (stop 
 
 // pause sends a transfer request to the demo agent, which pauses on its
 // approval interrupt; it returns the output and when the turn ended.
-func (e *env) pause(c service.Caller, text string) (*service.AgentOutput, time.Time) {
+func (e *env) pause(c auth.Caller, text string) (*protocol.AgentOutput, time.Time) {
 	e.t.Helper()
-	out, err := e.rt.InvokeOne(context.Background(), c, demo.BankingAgentName, service.AgentInit{},
-		service.AgentInput{Message: &service.Message{Role: service.RoleUser, Content: []service.Part{service.TextPart(text)}}}, nil)
+	out, err := e.rt.InvokeOne(context.Background(), c, demo.BankingAgentName, protocol.AgentInit{},
+		protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(text)}}}, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -135,9 +138,9 @@ func (e *env) pause(c service.Caller, text string) (*service.AgentOutput, time.T
 	return out, time.Now()
 }
 
-func (e *env) pending(c service.Caller) []service.Interrupt {
+func (e *env) pending(c auth.Caller) []store.Interrupt {
 	e.t.Helper()
-	items, err := e.rt.ListInterrupts(context.Background(), c, service.InterruptFilter{Status: "pending", Limit: 50})
+	items, err := e.rt.ListInterrupts(context.Background(), c, store.InterruptFilter{Status: "pending", Limit: 50})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -234,7 +237,7 @@ func (r *receiver) count() int {
 	return len(r.calls)
 }
 
-func (e *env) create(c service.Caller, r *receiver, types ...string) *webhooks.Created {
+func (e *env) create(c auth.Caller, r *receiver, types ...string) *webhooks.Created {
 	e.t.Helper()
 	u := r.url()
 	w, err := e.m.Create(context.Background(), c, webhooks.Input{URL: &u, EventTypes: types})
@@ -246,7 +249,7 @@ func (e *env) create(c service.Caller, r *receiver, types ...string) *webhooks.C
 }
 
 // deliveries returns an endpoint's deliveries once cond holds for them.
-func (e *env) deliveries(c service.Caller, id uuid.UUID, cond func([]webhooks.Delivery) bool) []webhooks.Delivery {
+func (e *env) deliveries(c auth.Caller, id uuid.UUID, cond func([]webhooks.Delivery) bool) []webhooks.Delivery {
 	e.t.Helper()
 	var items []webhooks.Delivery
 	waitfor.Until(e.t, "the deliveries to reach the wanted state", 30*time.Second, func() bool {
@@ -378,7 +381,7 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	e.deliveries(e.acme, hook.ID, func(ds []webhooks.Delivery) bool {
 		return len(ds) == 1 && ds[0].Status == webhooks.DeliveryDelivered && ds[0].Attempts == 1
 	})
-	if _, err := e.m.Redeliver(context.Background(), e.rival, e.ids, hook.ID, ds[0].ID); service.AsError(err).Status != service.CodeNotFound {
+	if _, err := e.m.Redeliver(context.Background(), e.rival, e.ids, hook.ID, ds[0].ID); store.AsError(err).Status != store.CodeNotFound {
 		t.Errorf("rival redelivered acme's delivery: %v", err)
 	}
 }
@@ -649,7 +652,7 @@ func TestRotatedSecretSignsAlongsideTheOld(t *testing.T) {
 	r.setSecret(second)
 	e.pause(e.acme, "Transfer $60 to account 12345")
 	r.wait(2)
-	if _, err := e.m.RotateSecret(context.Background(), e.rival, hook.ID, 0); service.AsError(err).Status != service.CodeNotFound {
+	if _, err := e.m.RotateSecret(context.Background(), e.rival, hook.ID, 0); store.AsError(err).Status != store.CodeNotFound {
 		t.Errorf("rival rotated acme's secret: %v", err)
 	}
 }
@@ -680,9 +683,9 @@ func TestBadEndpointsAreRefusedWithTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := tc.m.Create(context.Background(), e.acme, tc.in)
-		se := service.AsError(err)
+		se := store.AsError(err)
 		details, _ := se.Details.(map[string]any)
-		if se.Status != service.CodeInvalidArgument || details["field"] != tc.field {
+		if se.Status != store.CodeInvalidArgument || details["field"] != tc.field {
 			t.Errorf("%s: %v (details %v), want INVALID_ARGUMENT on %s", tc.name, err, se.Details, tc.field)
 		}
 	}
@@ -707,7 +710,7 @@ func TestEndpointsAreTenantScoped(t *testing.T) {
 		"list":   func() error { _, err := e.m.Deliveries(ctx, e.rival, e.ids, hook.ID, "", "", 10); return err }(),
 		"delete": e.m.Delete(ctx, e.rival, hook.ID),
 	} {
-		if service.AsError(err).Status != service.CodeNotFound {
+		if store.AsError(err).Status != store.CodeNotFound {
 			t.Errorf("rival %s of acme's endpoint: %v", name, err)
 		}
 	}
@@ -783,7 +786,7 @@ func TestDeletedEndpointStopsDeliveries(t *testing.T) {
 	if r.count() > n+1 { // one attempt may have been in flight
 		t.Errorf("deliveries went on after the endpoint was deleted: %d then %d", n, r.count())
 	}
-	if _, err := e.m.Get(context.Background(), e.acme, hook.ID); !errors.Is(err, service.ErrNotFound) && service.AsError(err).Status != service.CodeNotFound {
+	if _, err := e.m.Get(context.Background(), e.acme, hook.ID); !errors.Is(err, store.ErrNotFound) && store.AsError(err).Status != store.CodeNotFound {
 		t.Errorf("deleted endpoint: %v", err)
 	}
 }
