@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -230,7 +231,7 @@ func TestBreakIn(t *testing.T) {
 	for who, cred := range map[string]string{"rival admin": rivalAdmin, "rival client": rivalClient, "rival user": rivalUser} {
 		protocolAttacks(who, cred, acmeTarget)
 	}
-	for _, status := range append(service.InterruptStatuses, "") {
+	for _, status := range append(inbox.InterruptStatuses, "") {
 		r := b.try("rival admin lists "+status+" interrupts", rivalAdmin, http.MethodGet, "/api/v1/interrupts?limit=200&status="+status, nil, http.StatusOK)
 		var page struct {
 			Items []json.RawMessage `json:"items"`

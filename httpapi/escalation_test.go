@@ -11,6 +11,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // escalatingAgent's model calls transferMoney, which its policy gates for
@@ -54,7 +55,7 @@ func TestEscalationOnTheEventStream(t *testing.T) {
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("gated call: %v %+v", err, out)
 	}
-	list, err := s.rt.ListInterrupts(ctx, httpapi.DevCaller, service.InterruptFilter{SessionID: "s-esc"})
+	list, err := inbox.New(s.rt).ListInterrupts(ctx, httpapi.DevCaller, service.InterruptFilter{SessionID: "s-esc"})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("inbox: %v %+v", err, list)
 	}
@@ -65,7 +66,7 @@ func TestEscalationOnTheEventStream(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n, err := s.rt.SweepEscalations(ctx); err != nil || n != 1 {
+	if n, err := inbox.New(s.rt).SweepEscalations(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
 	f := live.next(t, 1)[0]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -169,7 +170,7 @@ func TestBreakInApprovalGate(t *testing.T) {
 	// The approval is still pending, and an operator's approval runs the
 	// transfer exactly once.
 	irq := s.interruptOf(t, paused.SnapshotID)
-	var decided service.DecisionResult
+	var decided inbox.DecisionResult
 	okJSON(t, s.call(t, http.MethodPost, "/api/v1/interrupts/"+irq+"/respond", admin, map[string]any{"output": map[string]any{"approved": true}}), &decided)
 	if decided.Status != "resumed" || decided.Output == nil || !strings.Contains(decided.Output.Message.Text(), "Done") {
 		t.Fatalf("the operator's approval: %+v", decided)

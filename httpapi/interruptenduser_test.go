@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -55,7 +56,7 @@ func TestInterruptsShowTheEndUser(t *testing.T) {
 	}
 	for id, user := range want {
 		r := s.call(t, http.MethodGet, "/api/v1/interrupts/"+id, admin, nil)
-		var detail service.InterruptDetail
+		var detail inbox.InterruptDetail
 		okJSON(t, r, &detail)
 		if detail.EndUser != user {
 			t.Errorf("detail of %s: endUser %q, want %q", detail.SessionID, detail.EndUser, user)

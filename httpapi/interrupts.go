@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // Bounds of the inbox's query parameters and decision bodies.
@@ -64,7 +65,7 @@ func (a *api) listInterrupts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, err := a.rt.ListInterrupts(c.Request().Context(), caller, f)
+	items, err := a.inbox.ListInterrupts(c.Request().Context(), caller, f)
 	if err != nil {
 		return err
 	}
@@ -95,8 +96,8 @@ func inboxFilter(c echo.Context) (service.InterruptFilter, error) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > service.MaxInboxPage {
-			return f, invalid("limit must be an integer from 1 to %d", service.MaxInboxPage)
+		if err != nil || n < 1 || n > inbox.MaxInboxPage {
+			return f, invalid("limit must be an integer from 1 to %d", inbox.MaxInboxPage)
 		}
 		f.Limit = n
 	}
@@ -227,7 +228,7 @@ func (a *api) getInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	it, err := a.rt.GetInterrupt(c.Request().Context(), caller, id, contextMessages)
+	it, err := a.inbox.GetInterrupt(c.Request().Context(), caller, id, contextMessages)
 	if err != nil {
 		return err
 	}
@@ -246,7 +247,7 @@ func (a *api) interruptOutcome(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := a.rt.InterruptOutcome(c.Request().Context(), caller, id)
+	out, err := a.inbox.InterruptOutcome(c.Request().Context(), caller, id)
 	if err != nil {
 		return err
 	}
@@ -256,7 +257,7 @@ func (a *api) interruptOutcome(c echo.Context) error {
 // interruptEvents answers an interrupt's audit trail, oldest first:
 // GET /api/v1/interrupts/:id/events.
 func (a *api) interruptEvents(c echo.Context) error {
-	return interruptItems(a, c, a.rt.InterruptEvents)
+	return interruptItems(a, c, a.inbox.InterruptEvents)
 }
 
 // interruptItems answers {"items": [...]}, what list finds for the
@@ -300,7 +301,7 @@ func (a *api) respondInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.RespondInterrupt(ctx, caller, id, req.Output, noteOf(req))
+	res, err := a.inbox.RespondInterrupt(ctx, caller, id, req.Output, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func (a *api) restartInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.ApproveInterrupt(ctx, caller, id, req.Input, noteOf(req))
+	res, err := a.inbox.ApproveInterrupt(ctx, caller, id, req.Input, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -329,7 +330,7 @@ func (a *api) restartInterrupt(c echo.Context) error {
 var idempotencyKey = regexp.MustCompile(`^[\x21-\x7e]{1,200}$`)
 
 // decisionKey is the request's context with its Idempotency-Key, when it
-// sends one (see service.WithDecisionKey); a malformed key is a 400.
+// sends one (see inbox.WithDecisionKey); a malformed key is a 400.
 func decisionKey(c echo.Context) (context.Context, error) {
 	ctx := c.Request().Context()
 	key, ok := c.Request().Header["Idempotency-Key"]
@@ -339,7 +340,7 @@ func decisionKey(c echo.Context) (context.Context, error) {
 	if len(key) != 1 || !idempotencyKey.MatchString(key[0]) {
 		return nil, service.Errorf(service.CodeInvalidArgument, "the Idempotency-Key header must be one value of 1 to 200 printable ASCII characters without spaces")
 	}
-	return service.WithDecisionKey(ctx, key[0]), nil
+	return inbox.WithDecisionKey(ctx, key[0]), nil
 }
 
 func noteOf(req decisionRequest) string {
@@ -429,7 +430,7 @@ func (a *api) reportInterrupts(c echo.Context) error {
 	if groupBy == "" {
 		groupBy = "day"
 	}
-	rows, err := a.rt.ReportInterrupts(c.Request().Context(), caller, *from, *to, groupBy)
+	rows, err := a.inbox.ReportInterrupts(c.Request().Context(), caller, *from, *to, groupBy)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/eventhub"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/store"
@@ -127,7 +128,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	hub := eventhub.New(src, log)
 	workers.Go(func() { hub.Run(bg) })
 	if cfg.sweep > 0 {
-		workers.Go(func() { rt.RunDeadlineSweeper(bg, cfg.sweep) })
+		workers.Go(func() { inbox.New(rt).RunDeadlineSweeper(bg, cfg.sweep) })
 	}
 	store := newStore(t, app)
 	opts := httpapi.Options{
@@ -370,7 +371,7 @@ func TestConcurrentResumesRunOnce(t *testing.T) {
 	if turns != 1 {
 		t.Errorf("%d turns continued the paused snapshot, want 1", turns)
 	}
-	var got service.InterruptDetail
+	var got inbox.InterruptDetail
 	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+it.ID.String(), nil), &got)
 	if got.Status != "resolved" || got.ResumedSnapshotID == "" {
 		t.Errorf("interrupt after the race: status %q resumedSnapshotId %q", got.Status, got.ResumedSnapshotID)
@@ -524,7 +525,7 @@ func TestDeadlinesOverHTTP(t *testing.T) {
 		if err := s.owner.QueryRow(context.Background(), `SELECT id FROM interrupts WHERE session_id = $1`, agent).Scan(&id); err != nil {
 			t.Fatalf("session %s's interrupt: %v", agent, err)
 		}
-		var got service.InterruptDetail
+		var got inbox.InterruptDetail
 		okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+id.String(), nil), &got)
 		it := got.Interrupt
 		if it.ExpiresAt == nil {
@@ -551,7 +552,7 @@ func TestDeadlinesOverHTTP(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		var got service.InterruptDetail
+		var got inbox.InterruptDetail
 		okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+it.ID.String(), nil), &got)
 		if got.Status != "resolved" || got.ResolvedBy != "system" || got.ResumedSnapshotID == "" {
 			t.Fatalf("interrupt after its deadline: %s", mustJSON(got))
@@ -564,7 +565,7 @@ func TestDeadlinesOverHTTP(t *testing.T) {
 		t.Parallel()
 		paused, it := start(t, "expires")
 		for {
-			var got service.InterruptDetail
+			var got inbox.InterruptDetail
 			okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+it.ID.String(), nil), &got)
 			if got.Status == "expired" {
 				break
@@ -574,7 +575,7 @@ func TestDeadlinesOverHTTP(t *testing.T) {
 			}
 			// The running sweeper applies it; a direct sweep must not apply
 			// it a second time.
-			if _, err := s.rt.SweepDeadlines(context.Background()); err != nil {
+			if _, err := inbox.New(s.rt).SweepDeadlines(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -1129,7 +1130,7 @@ func TestInboxPagesAndDetail(t *testing.T) {
 		t.Fatalf("%d resolved interrupts, want 0", len(page.Items))
 	}
 
-	var detail service.InterruptDetail
+	var detail inbox.InterruptDetail
 	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+want[0].String(), nil), &detail)
 	if detail.ID != want[0] || detail.Agent != demo.BankingAgentName || detail.SessionID != "page-4" ||
 		detail.Tool != demo.ToolUserApproval || detail.Status != "pending" || len(detail.Input) == 0 || len(detail.Messages) != 2 {
@@ -1288,7 +1289,7 @@ func TestReadmeQueries(t *testing.T) {
 	resultOf(t, s.call(t, http.MethodPost, "/api/agents/expires", map[string]any{"data": userMessage("approve?")}), &out)
 	swept := 0 // the deadline (1 ms) falls due
 	waitfor.Until(t, "the deadline to fall due", 30*time.Second, func() bool {
-		n, err := s.rt.SweepDeadlines(ctx)
+		n, err := inbox.New(s.rt).SweepDeadlines(ctx)
 		if err != nil {
 			t.Fatalf("sweep: %v", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -79,9 +80,9 @@ type voteAnswer struct {
 	Output    *service.AgentOutput `json:"output"`
 }
 
-func (s *policyServer) detail(t *testing.T, cred string, it service.Interrupt) service.InterruptDetail {
+func (s *policyServer) detail(t *testing.T, cred string, it service.Interrupt) inbox.InterruptDetail {
 	t.Helper()
-	var d service.InterruptDetail
+	var d inbox.InterruptDetail
 	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+it.ID.String(), cred, nil), &d)
 	return d
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
@@ -49,9 +50,9 @@ func TestClientLearnsTheOutcome(t *testing.T) {
 		t.Fatalf("inbox: %d %s", r.status, r.body)
 	}
 	id := page.Items[0].ID.String()
-	outcome := func(key, id string) (int, service.DecisionOutcome) {
+	outcome := func(key, id string) (int, inbox.DecisionOutcome) {
 		r := s.call(t, "GET", "/api/v1/interrupts/"+id+"/outcome", key, nil)
-		var o service.DecisionOutcome
+		var o inbox.DecisionOutcome
 		if r.status == 200 {
 			if err := json.Unmarshal(r.body, &o); err != nil {
 				t.Fatalf("outcome: %v %s", err, r.body)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/eventhub"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/readiness"
 	"github.com/holdpoint/holdpoint/service/requestid"
@@ -126,9 +127,10 @@ const readyTimeout = 3 * time.Second
 
 // api holds what the handlers share.
 type api struct {
-	rt   *service.Runtime
-	log  *slog.Logger
-	opts Options
+	rt    *service.Runtime
+	inbox *inbox.Inbox
+	log   *slog.Logger
+	opts  Options
 	// streams counts the open live event streams per credential.
 	streams *streamSlots
 }
@@ -151,7 +153,7 @@ func New(rt *service.Runtime, opts Options) *echo.Echo {
 	if opts.BasePath == "/" {
 		opts.BasePath = DefaultBasePath
 	}
-	a := &api{rt: rt, log: opts.Logger, opts: opts, streams: newStreamSlots(opts.MaxEventStreams)}
+	a := &api{rt: rt, inbox: inbox.New(rt), log: opts.Logger, opts: opts, streams: newStreamSlots(opts.MaxEventStreams)}
 
 	e := echo.New()
 	e.HideBanner = true

@@ -41,7 +41,7 @@ func (a *api) getToolCall(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := a.rt.GetToolCall(c.Request().Context(), caller, id)
+	rec, err := a.inbox.GetToolCall(c.Request().Context(), caller, id)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (a *api) confirmToolCall(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := a.rt.ConfirmToolCall(c.Request().Context(), caller, id, req.Output, noteOf(req))
+	rec, err := a.inbox.ConfirmToolCall(c.Request().Context(), caller, id, req.Output, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (a *api) cancelToolCall(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := a.rt.CancelToolCall(c.Request().Context(), caller, id, noteOf(req))
+	rec, err := a.inbox.CancelToolCall(c.Request().Context(), caller, id, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (a *api) retryToolCall(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := a.rt.RetryToolCall(c.Request().Context(), caller, id, noteOf(req))
+	rec, err := a.inbox.RetryToolCall(c.Request().Context(), caller, id, noteOf(req))
 	if err != nil {
 		return err
 	}

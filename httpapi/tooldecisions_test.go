@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // unknownTransfer approves a transfer through the inbox (transferMoney
@@ -54,9 +55,9 @@ func TestUnknownToolCallOverHTTP(t *testing.T) {
 	s := newInboxServer(t, inboxConfig{})
 	account := newAccount()
 	itID, call := s.unknownTransfer(t, "unknown-http", account)
-	var detail service.InterruptDetail
+	var detail inbox.InterruptDetail
 	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+itID.String(), nil), &detail)
-	if detail.Execution != service.ExecutionUnknown || len(detail.UnknownToolCalls) != 1 || detail.UnknownToolCalls[0].ID != call.ID {
+	if detail.Execution != inbox.ExecutionUnknown || len(detail.UnknownToolCalls) != 1 || detail.UnknownToolCalls[0].ID != call.ID {
 		t.Fatalf("interrupt detail: execution %q, unknown calls %+v", detail.Execution, detail.UnknownToolCalls)
 	}
 	for _, page := range []string{"/ui/interrupts/" + itID.String(), "/ui/sessions/unknown-http?agent=bankingAgent"} {

@@ -209,7 +209,7 @@ func (a *api) uiInbox(c echo.Context) error {
 		f.CreatedBefore = &before
 	}
 	ctx := c.Request().Context()
-	items, err := a.rt.ListInterrupts(ctx, caller, f)
+	items, err := a.inbox.ListInterrupts(ctx, caller, f)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (a *api) uiInbox(c echo.Context) error {
 
 // inboxCounts are the pending interrupts per agent and per tool.
 func (a *api) inboxCounts(ctx context.Context, caller service.Caller) ([]pendingTotal, []pendingTotal, error) {
-	counts, err := a.rt.PendingCounts(ctx, caller)
+	counts, err := a.inbox.PendingCounts(ctx, caller)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -261,7 +261,7 @@ func (a *api) uiHistory(c echo.Context) error {
 	ctx := c.Request().Context()
 	var items []service.Interrupt
 	for _, status := range []string{service.InterruptResolved, service.InterruptExpired} {
-		got, err := a.rt.ListInterrupts(ctx, caller, service.InterruptFilter{Status: status, Limit: 100})
+		got, err := a.inbox.ListInterrupts(ctx, caller, service.InterruptFilter{Status: status, Limit: 100})
 		if err != nil {
 			return err
 		}
@@ -338,11 +338,11 @@ func (a *api) uiInterrupt(c echo.Context) error {
 		return service.Errorf(service.CodeNotFound, "no such interrupt")
 	}
 	ctx := c.Request().Context()
-	it, err := a.rt.GetInterrupt(ctx, caller, id, 20)
+	it, err := a.inbox.GetInterrupt(ctx, caller, id, 20)
 	if err != nil {
 		return err
 	}
-	events, err := a.rt.InterruptEvents(ctx, caller, id)
+	events, err := a.inbox.InterruptEvents(ctx, caller, id)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // The dashboard's side of approval policies (approval.Policy): the
@@ -67,7 +68,7 @@ func (a *api) uiCalls(ctx context.Context, caller service.Caller, sessionID stri
 	for _, rec := range calls {
 		if rec.Restart && rec.Status == service.ToolCallFailed {
 			var err error
-			its, err = a.rt.ListInterrupts(ctx, caller, service.InterruptFilter{SessionID: sessionID, Status: service.InterruptResolved, Limit: service.MaxInboxPage})
+			its, err = a.inbox.ListInterrupts(ctx, caller, service.InterruptFilter{SessionID: sessionID, Status: service.InterruptResolved, Limit: inbox.MaxInboxPage})
 			if err != nil {
 				return nil, err
 			}
@@ -114,7 +115,7 @@ type uiGate struct {
 
 // gateOf is the decision page's view of a gated call for caller (nil: the
 // interrupt is no gated call); form is the tool's output form.
-func (a *api) gateOf(c echo.Context, caller service.Caller, it *service.InterruptDetail, form uiForm) (*uiGate, error) {
+func (a *api) gateOf(c echo.Context, caller service.Caller, it *inbox.InterruptDetail, form uiForm) (*uiGate, error) {
 	if it.Policy == nil {
 		return nil, nil
 	}
@@ -148,7 +149,7 @@ func (a *api) gateOf(c echo.Context, caller service.Caller, it *service.Interrup
 // refusalOf says why caller cannot decide the pending gated call it (""
 // when it can), as the service would refuse it, and whether that is
 // because it voted already.
-func refusalOf(caller service.Caller, it *service.InterruptDetail) (string, bool) {
+func refusalOf(caller service.Caller, it *inbox.InterruptDetail) (string, bool) {
 	if !caller.HasScope(it.Scope) {
 		return fmt.Sprintf("Deciding this call needs the scope %s, which your key does not hold.", it.Scope), false
 	}
@@ -226,7 +227,7 @@ func (a *api) uiApprove(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.ApproveInterrupt(c.Request().Context(), caller, id, req.Input, noteOf(req))
+	res, err := a.inbox.ApproveInterrupt(c.Request().Context(), caller, id, req.Input, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (a *api) uiDeny(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.rt.RespondInterrupt(c.Request().Context(), caller, id, req.Output, noteOf(req))
+	res, err := a.inbox.RespondInterrupt(c.Request().Context(), caller, id, req.Output, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -258,7 +259,7 @@ func (a *api) uiRetry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := a.rt.RetryToolCall(c.Request().Context(), caller, id, noteOf(req))
+	rec, err := a.inbox.RetryToolCall(c.Request().Context(), caller, id, noteOf(req))
 	if err != nil {
 		return err
 	}
@@ -274,7 +275,7 @@ func (a *api) uiRetry(c echo.Context) error {
 }
 
 // decisionNotice tells how a decision went.
-func decisionNotice(verb string, res *service.DecisionResult) string {
+func decisionNotice(verb string, res *inbox.DecisionResult) string {
 	switch res.Status {
 	case "voted":
 		return "Your approval is recorded. " + waitingFor(res.Approvals, res.Needed) + "."

@@ -190,19 +190,19 @@ func (a *api) uiReports(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	days, err := a.rt.ReportInterrupts(ctx, caller, from, to, "day")
+	days, err := a.inbox.ReportInterrupts(ctx, caller, from, to, "day")
 	if err != nil {
 		return err
 	}
-	byAgent, err := a.rt.ReportInterrupts(ctx, caller, from, to, "agent")
+	byAgent, err := a.inbox.ReportInterrupts(ctx, caller, from, to, "agent")
 	if err != nil {
 		return err
 	}
-	byTool, err := a.rt.ReportInterrupts(ctx, caller, from, to, "tool")
+	byTool, err := a.inbox.ReportInterrupts(ctx, caller, from, to, "tool")
 	if err != nil {
 		return err
 	}
-	pending, err := a.rt.ListInterrupts(ctx, caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 200})
+	pending, err := a.inbox.ListInterrupts(ctx, caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 200})
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (a *api) uiReportsCSV(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	days, err := a.rt.ReportInterrupts(c.Request().Context(), caller, from, to, "day")
+	days, err := a.inbox.ReportInterrupts(c.Request().Context(), caller, from, to, "day")
 	if err != nil {
 		return err
 	}

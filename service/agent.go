@@ -243,7 +243,8 @@ func (a *Agent) validate() error {
 	return nil
 }
 
-func (a *Agent) tool(name string) *Tool {
+// Tool is the agent's tool of that name (nil: none).
+func (a *Agent) Tool(name string) *Tool {
 	for _, t := range a.Tools {
 		if t.Name == name {
 			return t

@@ -20,6 +20,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/events"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -152,46 +153,46 @@ func TestEscalationReassignsOnce(t *testing.T) {
 	if it.Scope != "approve:payments" || it.EscalatedAt != nil {
 		t.Fatalf("before the sweep: scope %q, escalated at %v", it.Scope, it.EscalatedAt)
 	}
-	if list, err := e.rt.ListInterrupts(ctx, lead, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 0 {
+	if list, err := inbox.New(e.rt).ListInterrupts(ctx, lead, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 0 {
 		t.Fatalf("the lead lists before the escalation: %v %+v", err, list)
 	}
-	_, err := e.rt.ApproveInterrupt(ctx, lead, it.ID, nil, "")
+	_, err := inbox.New(e.rt).ApproveInterrupt(ctx, lead, it.ID, nil, "")
 	wantCode(t, "the lead's approval before the escalation", err, service.CodePermissionDenied)
-	if list, err := e.rt.ListInterrupts(ctx, payments, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 1 {
+	if list, err := inbox.New(e.rt).ListInterrupts(ctx, payments, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 1 {
 		t.Fatalf("payments lists before the escalation: %v %+v", err, list)
 	}
-	if _, err := e.rt.GetInterrupt(ctx, payments, it.ID, 0); err != nil {
+	if _, err := inbox.New(e.rt).GetInterrupt(ctx, payments, it.ID, 0); err != nil {
 		t.Fatalf("payments reads before the escalation: %v", err)
 	}
 
 	e.waitPassed(t, it.ID, "escalate_at")
-	n, err := e.rt.SweepEscalations(ctx)
+	n, err := inbox.New(e.rt).SweepEscalations(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v; want 1 (the other is not due)", n, err)
 	}
-	if n, err := e.rt.SweepEscalations(ctx); err != nil || n != 0 {
+	if n, err := inbox.New(e.rt).SweepEscalations(ctx); err != nil || n != 0 {
 		t.Fatalf("second sweep: %d, %v; want nothing", n, err)
 	}
 
-	d, err := e.rt.GetInterrupt(ctx, lead, it.ID, 0)
+	d, err := inbox.New(e.rt).GetInterrupt(ctx, lead, it.ID, 0)
 	if err != nil || d.Scope != "approve:lead" || d.EscalatedAt == nil || d.Status != service.InterruptPending {
 		t.Fatalf("the lead reads after the escalation: %v %+v", err, d)
 	}
-	if list, err := e.rt.ListInterrupts(ctx, lead, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 1 {
+	if list, err := inbox.New(e.rt).ListInterrupts(ctx, lead, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 1 {
 		t.Fatalf("the lead lists after the escalation: %v %+v", err, list)
 	}
-	if list, err := e.rt.ListInterrupts(ctx, payments, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 0 {
+	if list, err := inbox.New(e.rt).ListInterrupts(ctx, payments, service.InterruptFilter{SessionID: "s-esc"}); err != nil || len(list) != 0 {
 		t.Fatalf("payments lists after the escalation: %v %+v", err, list)
 	}
-	_, err = e.rt.GetInterrupt(ctx, payments, it.ID, 0)
+	_, err = inbox.New(e.rt).GetInterrupt(ctx, payments, it.ID, 0)
 	wantCode(t, "payments reads after the escalation", err, service.CodePermissionDenied)
-	_, err = e.rt.ApproveInterrupt(ctx, payments, it.ID, nil, "")
+	_, err = inbox.New(e.rt).ApproveInterrupt(ctx, payments, it.ID, nil, "")
 	wantCode(t, "payments approves after the escalation", err, service.CodePermissionDenied)
-	if w, err := e.rt.GetInterrupt(ctx, payments, later.ID, 0); err != nil || w.Scope != "approve:payments" || w.EscalatedAt != nil {
+	if w, err := inbox.New(e.rt).GetInterrupt(ctx, payments, later.ID, 0); err != nil || w.Scope != "approve:payments" || w.EscalatedAt != nil {
 		t.Fatalf("the escalation not yet due: %v %+v", err, w)
 	}
 
-	trail, err := e.rt.InterruptEvents(ctx, lead, it.ID)
+	trail, err := inbox.New(e.rt).InterruptEvents(ctx, lead, it.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestEscalationReassignsOnce(t *testing.T) {
 		t.Fatalf("webhook %+v", p)
 	}
 
-	res, err := e.rt.ApproveInterrupt(ctx, lead, it.ID, nil, "escalated to me")
+	res, err := inbox.New(e.rt).ApproveInterrupt(ctx, lead, it.ID, nil, "escalated to me")
 	if err != nil || res.Status != "resumed" {
 		t.Fatalf("the lead's approval: %v %+v", err, res)
 	}
@@ -245,30 +246,30 @@ func TestEscalationLeavesTheDeadline(t *testing.T) {
 		t.Fatal("no deadline")
 	}
 	e.waitPassed(t, it.ID, "escalate_at")
-	if n, err := e.rt.SweepEscalations(ctx); err != nil || n != 1 {
+	if n, err := inbox.New(e.rt).SweepEscalations(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
 	lead := approver("lead", "approve:lead")
-	d, err := e.rt.GetInterrupt(ctx, lead, it.ID, 0)
+	d, err := inbox.New(e.rt).GetInterrupt(ctx, lead, it.ID, 0)
 	if err != nil || d.ExpiresAt == nil || !d.ExpiresAt.Equal(*it.ExpiresAt) || d.Status != service.InterruptPending {
 		t.Fatalf("after the escalation: %v %+v, deadline was %v", err, d, it.ExpiresAt)
 	}
 	e.waitPassed(t, it.ID, "expires_at")
 	e.waitPassed(t, gone.ID, "expires_at")
-	if n, err := e.rt.SweepDeadlines(ctx); err != nil || n != 2 {
+	if n, err := inbox.New(e.rt).SweepDeadlines(ctx); err != nil || n != 2 {
 		t.Fatalf("deadline sweep: %d, %v; want both", n, err)
 	}
-	if d, err := e.rt.GetInterrupt(ctx, lead, it.ID, 0); err != nil || d.Status != service.InterruptExpired {
+	if d, err := inbox.New(e.rt).GetInterrupt(ctx, lead, it.ID, 0); err != nil || d.Status != service.InterruptExpired {
 		t.Fatalf("the escalated interrupt at its deadline: %v %+v", err, d)
 	}
 	// Its escalation comes due after its expiry: nothing to escalate.
 	if _, err := e.admin.Exec(ctx, "UPDATE interrupts SET escalate_at = now() WHERE id = $1", gone.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.rt.SweepEscalations(ctx); err != nil || n != 0 {
+	if n, err := inbox.New(e.rt).SweepEscalations(ctx); err != nil || n != 0 {
 		t.Fatalf("sweep after the deadline: %d, %v; want nothing", n, err)
 	}
-	if g, err := e.rt.GetInterrupt(ctx, approver("pay", "approve:payments"), gone.ID, 0); err != nil || g.Scope != "approve:payments" || g.EscalatedAt != nil {
+	if g, err := inbox.New(e.rt).GetInterrupt(ctx, approver("pay", "approve:payments"), gone.ID, 0); err != nil || g.Scope != "approve:payments" || g.EscalatedAt != nil {
 		t.Fatalf("an expired interrupt was escalated: %v %+v", err, g)
 	}
 }
@@ -315,10 +316,10 @@ func TestDeadlineSweeperEscalates(t *testing.T) {
 	_, it := pauseOnGate(t, e.rt, "swept", "s-swept", "9000")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); e.rt.RunDeadlineSweeper(ctx, 20*time.Millisecond) }()
+	go func() { defer close(done); inbox.New(e.rt).RunDeadlineSweeper(ctx, 20*time.Millisecond) }()
 	t.Cleanup(func() { cancel(); <-done })
 	e.waitPassed(t, it.ID, "escalated_at")
-	d, err := e.rt.GetInterrupt(context.Background(), approver("lead", "approve:lead"), it.ID, 0)
+	d, err := inbox.New(e.rt).GetInterrupt(context.Background(), approver("lead", "approve:lead"), it.ID, 0)
 	if err != nil || d.Scope != "approve:lead" {
 		t.Fatalf("after the sweeper: %v %+v", err, d)
 	}

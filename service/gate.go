@@ -26,7 +26,7 @@ func (inv *invocation) gate(ctx context.Context, tool *Tool, part Part, explanat
 		return nil, nil
 	}
 	req := part.ToolRequest
-	if err := checkToolInput(tool, req); err != nil {
+	if err := CheckToolInput(tool, req); err != nil {
 		return nil, err
 	}
 	need, err := tool.Approval.Requires(ctx, req.Input)
@@ -41,14 +41,21 @@ func (inv *invocation) gate(ctx context.Context, tool *Tool, part Part, explanat
 	return interruptedPart(part, tool.Approval.GateMeta(tool.Name, explanation)), nil
 }
 
-// checkToolInput checks a request's input against its tool's schema.
-func checkToolInput(tool *Tool, req *ToolRequest) error {
+// CheckToolInput checks a request's input against its tool's schema.
+func CheckToolInput(tool *Tool, req *ToolRequest) error {
 	if violations := schema.Validate(tool.InputSchema, rawjson.Or(req.Input, "null")); len(violations) > 0 {
 		e := Errorf(CodeInvalidArgument, "The model called '%s%s' with input that does not match its input schema: %s", req.Name, RefSuffix(req.Ref), strings.Join(violations, "; "))
 		e.Details = map[string]any{"violations": violations}
 		return e
 	}
 	return nil
+}
+
+// ValidateJSON checks doc against a JSON Schema and returns the violations
+// (none when the schema is empty). It is schema.Validate, kept for callers
+// of the engine's API.
+func ValidateJSON(schemaDoc, doc json.RawMessage) []string {
+	return schema.Validate(schemaDoc, doc)
 }
 
 // checkGatedResume checks a protocol resume's answers to gate interrupts:
@@ -65,7 +72,7 @@ func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool,
 			continue
 		}
 		g := approval.GateOf(last.Content[i].Metadata[metaInterrupt])
-		tool := a.tool(last.Content[i].ToolRequest.Name)
+		tool := a.Tool(last.Content[i].ToolRequest.Name)
 		if g == nil || tool == nil || tool.Approval == nil {
 			continue
 		}
@@ -77,7 +84,7 @@ func checkGatedResume(plan *resumePlan, last Message, a *Agent, preclaimed bool,
 			if !tool.Approval.AllowEdit {
 				return Errorf(CodeInvalidArgument, "resume.restart for tool '%s' changes its input, which its approval policy does not allow", name)
 			}
-			if err := checkToolInput(tool, step.restart.ToolRequest); err != nil {
+			if err := CheckToolInput(tool, step.restart.ToolRequest); err != nil {
 				return Errorf(CodeInvalidArgument, "resume.restart for tool '%s': the edited input does not match its input schema", name)
 			}
 		}
@@ -100,33 +107,6 @@ func (inv *invocation) gatePending(ctx context.Context, last Message) func(i int
 		}
 		return it.Status == InterruptPending
 	}
-}
-
-// voteOf is the vote a decision of c on it records: nil for an interrupt
-// no policy made; for a gated call, the checks of its policy first (the
-// scope, the requester's exclusion).
-func voteOf(c Caller, it *Interrupt, vote string, input json.RawMessage, note string) (*Vote, error) {
-	if it.Policy == nil {
-		return nil, nil
-	}
-	if !c.HasScope(it.Scope) {
-		return nil, Errorf(CodePermissionDenied, "deciding interrupt %s needs the scope %s, which this key does not hold", it.ID, it.Scope)
-	}
-	if it.Policy.MakerChecker() && it.EndUser != "" && c.EndUser == it.EndUser {
-		return nil, Errorf(CodePermissionDenied, "%s asked for this call and cannot approve or deny it: its policy needs someone else", it.EndUser)
-	}
-	return &Vote{Voter: c.Voter(), KeyID: c.KeyID, KeyName: c.KeyName, Vote: vote, Input: input, Note: note}, nil
-}
-
-// checkEdit checks an approver's edit of a gated call's input.
-func checkEdit(it *Interrupt, tool *Tool, input json.RawMessage) error {
-	if it.Policy == nil || !it.Policy.AllowEdit {
-		return Errorf(CodeInvalidArgument, "the approval policy of %s does not allow editing its input", it.Tool)
-	}
-	if err := checkToolInput(tool, &ToolRequest{Name: it.Tool, Ref: it.Ref, Input: input}); err != nil {
-		return Errorf(CodeInvalidArgument, "the edited input does not match the input schema of %s: %s", it.Tool, AsError(err).Message)
-	}
-	return nil
 }
 
 // validateApproval checks a tool's approval policy against its agent: an

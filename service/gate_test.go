@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // transfers records what a gated tool ran with.
@@ -79,7 +80,7 @@ func pauseOnGate(t *testing.T, rt *service.Runtime, agent, session, amount strin
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("a steered call of a gated tool: %v %+v", err, out)
 	}
-	list, err := rt.ListInterrupts(ctx, approver("ops", "*"), service.InterruptFilter{SessionID: session})
+	list, err := inbox.New(rt).ListInterrupts(ctx, approver("ops", "*"), service.InterruptFilter{SessionID: session})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("inbox: %v %+v", err, list)
 	}
@@ -174,13 +175,13 @@ func TestFourEyes(t *testing.T) {
 
 	// A key without the scope sees nothing and decides nothing.
 	stranger := approver("stranger", "approve:other")
-	if list, err := rt.ListInterrupts(ctx, stranger, service.InterruptFilter{SessionID: "s-4eyes"}); err != nil || len(list) != 0 {
+	if list, err := inbox.New(rt).ListInterrupts(ctx, stranger, service.InterruptFilter{SessionID: "s-4eyes"}); err != nil || len(list) != 0 {
 		t.Fatalf("a key without the scope lists %v %+v", err, list)
 	}
-	_, err = rt.GetInterrupt(ctx, stranger, it.ID, 0)
+	_, err = inbox.New(rt).GetInterrupt(ctx, stranger, it.ID, 0)
 	wantCode(t, "get without the scope", err, service.CodePermissionDenied)
 	counts := func(c service.Caller) int {
-		all, err := rt.PendingCounts(ctx, c)
+		all, err := inbox.New(rt).PendingCounts(ctx, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,38 +196,38 @@ func TestFourEyes(t *testing.T) {
 	if counts(stranger) != 0 || counts(approver("bob", "approve:payments")) != 1 {
 		t.Fatalf("pending counts: a key without the scope counts %d, one with it %d", counts(stranger), counts(approver("bob", "approve:payments")))
 	}
-	_, err = rt.ApproveInterrupt(ctx, stranger, it.ID, nil, "")
+	_, err = inbox.New(rt).ApproveInterrupt(ctx, stranger, it.ID, nil, "")
 	wantCode(t, "approve without the scope", err, service.CodePermissionDenied)
 
 	// The requester, through a key that holds the scope, is refused.
 	self := approver("selfish", "approve:payments")
 	self.EndUser = "alice"
-	_, err = rt.ApproveInterrupt(ctx, self, it.ID, nil, "")
+	_, err = inbox.New(rt).ApproveInterrupt(ctx, self, it.ID, nil, "")
 	wantCode(t, "the requester's own approval", err, service.CodePermissionDenied)
 
 	bob := approver("bob", "approve:payments")
-	res, err := rt.ApproveInterrupt(ctx, bob, it.ID, nil, "looks fine")
+	res, err := inbox.New(rt).ApproveInterrupt(ctx, bob, it.ID, nil, "looks fine")
 	if err != nil || res.Status != "voted" || res.Approvals != 1 || res.Needed != 2 {
 		t.Fatalf("first approval: %v %+v", err, res)
 	}
 	if len(tr.ran()) != 0 {
 		t.Fatal("ran after one of two approvals")
 	}
-	_, err = rt.ApproveInterrupt(ctx, bob, it.ID, nil, "")
+	_, err = inbox.New(rt).ApproveInterrupt(ctx, bob, it.ID, nil, "")
 	wantCode(t, "the same approver again", err, service.CodeAborted)
-	d, err := rt.GetInterrupt(ctx, bob, it.ID, 0)
+	d, err := inbox.New(rt).GetInterrupt(ctx, bob, it.ID, 0)
 	if err != nil || d.Status != service.InterruptPending || d.Approvals != 1 || d.ApprovalsNeeded != 2 || len(d.Votes) != 1 {
 		t.Fatalf("after one approval: %v %+v", err, d)
 	}
 	carol := approver("carol", "approve:payments")
-	res, err = rt.ApproveInterrupt(ctx, carol, it.ID, nil, "")
+	res, err = inbox.New(rt).ApproveInterrupt(ctx, carol, it.ID, nil, "")
 	if err != nil || res.Status != "resumed" {
 		t.Fatalf("second approval: %v %+v", err, res)
 	}
 	if got := tr.ran(); len(got) != 1 {
 		t.Fatalf("ran %v, want once", got)
 	}
-	d, _ = rt.GetInterrupt(ctx, bob, it.ID, 0)
+	d, _ = inbox.New(rt).GetInterrupt(ctx, bob, it.ID, 0)
 	if d.Status != service.InterruptResolved || len(d.Votes) != 2 || d.Votes[0].KeyName != "bob" || d.Votes[1].KeyName != "carol" || d.Votes[1].KeyID == "" {
 		t.Fatalf("votes %+v", d.Votes)
 	}
@@ -240,14 +241,14 @@ func TestOneDenialEndsIt(t *testing.T) {
 	ctx := context.Background()
 	tr := gatedAgent(t, rt, "denied", &approval.Policy{Scope: "approve:payments", Approvals: 2})
 	_, it := pauseOnGate(t, rt, "denied", "s-deny", "9000")
-	if _, err := rt.ApproveInterrupt(ctx, approver("bob", "approve:payments"), it.ID, nil, ""); err != nil {
+	if _, err := inbox.New(rt).ApproveInterrupt(ctx, approver("bob", "approve:payments"), it.ID, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.RespondInterrupt(ctx, approver("carol", "approve:payments"), it.ID, json.RawMessage(`{"ok":false}`), "no")
+	res, err := inbox.New(rt).RespondInterrupt(ctx, approver("carol", "approve:payments"), it.ID, json.RawMessage(`{"ok":false}`), "no")
 	if err != nil || res.Status != "resumed" {
 		t.Fatalf("denial: %v %+v", err, res)
 	}
-	_, err = rt.ApproveInterrupt(ctx, approver("dave", "approve:payments"), it.ID, nil, "")
+	_, err = inbox.New(rt).ApproveInterrupt(ctx, approver("dave", "approve:payments"), it.ID, nil, "")
 	wantCode(t, "a vote after the denial", err, service.CodeAborted)
 	if len(tr.ran()) != 0 {
 		t.Fatal("a denied call ran")
@@ -263,23 +264,23 @@ func TestApproverEdit(t *testing.T) {
 	tr := gatedAgent(t, rt, "editable", &approval.Policy{Scope: "approve:payments", AllowEdit: true})
 	_, it := pauseOnGate(t, rt, "editable", "s-edit", "9000")
 	bob := approver("bob", "approve:payments")
-	_, err := rt.ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory"}`), "")
+	_, err := inbox.New(rt).ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory"}`), "")
 	wantCode(t, "an edit the schema refuses", err, service.CodeInvalidArgument)
-	res, err := rt.ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory","amount":100}`), "capped")
+	res, err := inbox.New(rt).ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory","amount":100}`), "capped")
 	if err != nil || res.Status != "resumed" {
 		t.Fatalf("edited approval: %v %+v", err, res)
 	}
 	if got := tr.ran(); len(got) != 1 || !jsonEq(json.RawMessage(got[0]), `{"to":"mallory","amount":100}`) {
 		t.Fatalf("ran %v", got)
 	}
-	d, _ := rt.GetInterrupt(ctx, bob, it.ID, 0)
+	d, _ := inbox.New(rt).GetInterrupt(ctx, bob, it.ID, 0)
 	if len(d.Votes) != 1 || !jsonEq(d.Votes[0].Input, `{"to":"mallory","amount":100}`) || !strings.Contains(string(d.Resolution), `"amount": 100`) {
 		t.Fatalf("the edit is not recorded: votes %+v resolution %s", d.Votes, d.Resolution)
 	}
 
 	fixed := gatedAgent(t, rt, "fixed", &approval.Policy{Scope: "approve:payments"})
 	_, it = pauseOnGate(t, rt, "fixed", "s-fixed", "9000")
-	_, err = rt.ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory","amount":1}`), "")
+	_, err = inbox.New(rt).ApproveInterrupt(ctx, bob, it.ID, json.RawMessage(`{"to":"mallory","amount":1}`), "")
 	wantCode(t, "an edit the policy forbids", err, service.CodeInvalidArgument)
 	if len(fixed.ran()) != 0 {
 		t.Fatal("ran")

@@ -201,7 +201,7 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 			t.unrecorded = t.unrecorded || ran
 			return nil, false, err
 		}
-		if tool := inv.agent.tool(part.ToolRequest.Name); tool != nil && !tool.Interrupt {
+		if tool := inv.agent.Tool(part.ToolRequest.Name); tool != nil && !tool.Interrupt {
 			ran = true
 		}
 		if irq != nil {
@@ -236,7 +236,7 @@ func (inv *invocation) runRequestedTools(ctx context.Context, t *Turn, round int
 // deadline.
 func (inv *invocation) newInterrupt(req *ToolRequest, meta json.RawMessage) NewInterrupt {
 	ni := NewInterrupt{Tool: req.Name, Ref: req.Ref, Input: req.Input, Metadata: meta}
-	tool := inv.agent.tool(req.Name)
+	tool := inv.agent.Tool(req.Name)
 	if tool == nil {
 		return ni
 	}
@@ -280,7 +280,7 @@ type toolRun struct {
 // and no row is written, until a decision restarts it.
 func (inv *invocation) runTool(ctx context.Context, t *Turn, r toolRun) (*Part, *Part, error) {
 	req := r.part.ToolRequest
-	tool := inv.agent.tool(req.Name)
+	tool := inv.agent.Tool(req.Name)
 	if tool == nil {
 		return nil, nil, Errorf(CodeNotFound, "Tool %s not found", req.Name)
 	}
@@ -321,7 +321,7 @@ func (inv *invocation) execTool(ctx context.Context, t *Turn, tool *Tool, part P
 	req := part.ToolRequest
 	// What the model sends is checked before a tool runs or a question
 	// reaches a human: a request its schema refuses fails the turn.
-	if err := checkToolInput(tool, req); err != nil {
+	if err := CheckToolInput(tool, req); err != nil {
 		return nil, nil, err
 	}
 	if tool.Interrupt {
@@ -528,7 +528,7 @@ func checkRespondOutputs(plan *resumePlan, a *Agent) error {
 			continue
 		}
 		r := step.respond.ToolResponse
-		tool := a.tool(r.Name)
+		tool := a.Tool(r.Name)
 		if tool == nil {
 			continue
 		}

@@ -128,11 +128,11 @@ func (r *Runtime) RepairStrandedDecisions(ctx context.Context) (int, error) {
 	n := 0
 	for _, d := range batches {
 		c := Caller{TenantID: d.TenantID, Actor: "system"}
-		if _, err := r.snapshotAgent(ctx, c, d.Agent, d.SnapshotID); err != nil {
+		if _, err := r.SnapshotAgent(ctx, c, d.Agent, d.SnapshotID); err != nil {
 			continue // another instance serves this agent
 		}
 		r.log.Warn("a decision's turn never started; starting it", "tenant", d.TenantID, "snapshot", d.SnapshotID, "interrupts", len(d.Batch))
-		out, err := r.resumeDecided(ctx, c, d.Agent, d.SnapshotID, d.Batch)
+		out, err := r.ResumeDecided(ctx, c, d.Agent, d.SnapshotID, d.Batch)
 		if err != nil {
 			if !errors.Is(err, ErrDecisionTaken) {
 				r.log.Error("starting a stranded decision's turn failed", "snapshot", d.SnapshotID, "err", err)

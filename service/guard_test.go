@@ -13,6 +13,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/telemetry"
@@ -179,11 +180,11 @@ func streamedApproval(rt *service.Runtime, paused string) error {
 
 // inboxApproval approves through the inbox.
 func inboxApproval(rt *service.Runtime, paused string) error {
-	items, err := rt.ListInterrupts(context.Background(), testCaller, service.InterruptFilter{Status: "pending"})
+	items, err := inbox.New(rt).ListInterrupts(context.Background(), testCaller, service.InterruptFilter{Status: "pending"})
 	if err != nil || len(items) != 1 || items[0].SnapshotID != paused {
 		return errors.Join(err, errors.New("no pending approval"))
 	}
-	_, err = rt.RespondInterrupt(context.Background(), testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), "")
+	_, err = inbox.New(rt).RespondInterrupt(context.Background(), testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), "")
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // twoApprovalsAgent asks two approvals in one model answer, then calls pay
@@ -63,7 +64,7 @@ func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("first turn: %v %+v", err, out)
 	}
-	items, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: session})
+	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: session})
 	if err != nil || len(items) != 2 {
 		t.Fatalf("inbox: %v %d items", err, len(items))
 	}
@@ -81,19 +82,19 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	op := service.Caller{TenantID: "default", Actor: "operator:alice"}
 
 	// Schema violations are rejected and change nothing.
-	_, err := rt.RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":"yes"}`), "")
+	_, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":"yes"}`), "")
 	var e *service.Error
 	if !errors.As(err, &e) || e.Status != service.CodeInvalidArgument || e.Details == nil {
 		t.Fatalf("bad output: %v", err)
 	}
-	first, err := rt.RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), "ok")
+	first, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), "ok")
 	if err != nil || first.Status != "recorded" || len(first.WaitingFor) != 1 || first.WaitingFor[0].ID != items[1].ID {
 		t.Fatalf("first decision: %v %+v", err, first)
 	}
-	if _, err := rt.RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != service.CodeAborted {
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != service.CodeAborted {
 		t.Fatalf("deciding twice: %v", err)
 	}
-	second, err := rt.RespondInterrupt(ctx, op, items[1].ID, json.RawMessage(`{"approved":true}`), "")
+	second, err := inbox.New(rt).RespondInterrupt(ctx, op, items[1].ID, json.RawMessage(`{"approved":true}`), "")
 	if err != nil || second.Status != "resumed" || second.Output.FinishReason != "stop" {
 		t.Fatalf("second decision: %v %+v", err, second)
 	}
@@ -105,7 +106,7 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	if err != nil || snap.SnapshotID != second.Output.SnapshotID {
 		t.Fatalf("latest snapshot: %v %+v", err, snap)
 	}
-	events, err := rt.InterruptEvents(ctx, op, items[0].ID)
+	events, err := inbox.New(rt).InterruptEvents(ctx, op, items[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	if len(types) != 2 || types[0] != "created" || types[1] != "resolved" || events[1].Actor != "operator:alice" {
 		t.Fatalf("events: %v", events)
 	}
-	if _, err := rt.InterruptEvents(ctx, op, uuid.New()); !errors.As(err, &e) || e.Status != service.CodeNotFound {
+	if _, err := inbox.New(rt).InterruptEvents(ctx, op, uuid.New()); !errors.As(err, &e) || e.Status != service.CodeNotFound {
 		t.Fatalf("unknown interrupt: %v", err)
 	}
 }
@@ -128,7 +129,7 @@ func sweepDue(t *testing.T, rt *service.Runtime, want int) {
 	t.Helper()
 	applied := 0
 	waitFor(t, fmt.Sprintf("%d deadlines to fall due", want), 30*time.Second, func() bool {
-		n, err := rt.SweepDeadlines(context.Background())
+		n, err := inbox.New(rt).SweepDeadlines(context.Background())
 		if err != nil {
 			t.Fatalf("sweep: %v", err)
 		}
@@ -160,11 +161,11 @@ func TestDeadlineRespondResumes(t *testing.T) {
 	if paid.Load() != 0 {
 		t.Fatalf("denied-by-deadline approvals paid %d times", paid.Load())
 	}
-	it, err := rt.GetInterrupt(ctx, testCaller, items[0].ID, 3)
+	it, err := inbox.New(rt).GetInterrupt(ctx, testCaller, items[0].ID, 3)
 	if err != nil || it.Status != "resolved" || it.ResolvedBy != "system" {
 		t.Fatalf("interrupt after deadline: %v %+v", err, it)
 	}
-	if n, _ := rt.SweepDeadlines(ctx); n != 0 {
+	if n, _ := inbox.New(rt).SweepDeadlines(ctx); n != 0 {
 		t.Fatalf("second sweep applied %d deadlines again", n)
 	}
 }
@@ -185,10 +186,10 @@ func TestDeadlineExpireRejectsResume(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != service.CodeFailedPrecondition {
 		t.Fatalf("resume of an expired interrupt: %v", err)
 	}
-	if _, err := rt.RespondInterrupt(ctx, testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != service.CodeFailedPrecondition {
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != service.CodeFailedPrecondition {
 		t.Fatalf("decision on an expired interrupt: %v", err)
 	}
-	rows, err := rt.ReportInterrupts(ctx, testCaller, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "tool")
+	rows, err := inbox.New(rt).ReportInterrupts(ctx, testCaller, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "tool")
 	if err != nil || len(rows) != 1 || rows[0].Key != "approve" || rows[0].Expired != 2 || rows[0].Total != 2 {
 		t.Fatalf("report: %v %+v", err, rows)
 	}

@@ -272,13 +272,13 @@ func (r *Runtime) getSnapshot(ctx context.Context, c Caller, scope Scope, agent 
 		return nil, err
 	}
 	out := snap.Snapshot
-	out.Status = r.effectiveStatus(&out)
+	out.Status = r.EffectiveStatus(&out)
 	return &out, nil
 }
 
-// effectiveStatus reports a pending snapshot whose heartbeat is stale as
+// EffectiveStatus reports a pending snapshot whose heartbeat is stale as
 // expired; expired is never stored.
-func (r *Runtime) effectiveStatus(s *Snapshot) string {
+func (r *Runtime) EffectiveStatus(s *Snapshot) string {
 	if s.Status == StatusPending && s.HeartbeatAt != nil && time.Since(*s.HeartbeatAt) > r.opts.HeartbeatTimeout {
 		return StatusExpired
 	}

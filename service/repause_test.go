@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // repauseAgent asks a human ("ask", an interrupt) and pays ("pay", a tool
@@ -79,7 +80,7 @@ func TestRestartThatInterruptsAgainRepauses(t *testing.T) {
 	if err != nil || first.FinishReason != "interrupted" {
 		t.Fatalf("first turn: %v %+v", err, first)
 	}
-	before, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-repause"})
+	before, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-repause"})
 	if err != nil || len(before) != 2 {
 		t.Fatalf("inbox after the first turn: %v %+v", err, before)
 	}
@@ -111,7 +112,7 @@ func TestRestartThatInterruptsAgainRepauses(t *testing.T) {
 	if n := len(chunks); n == 0 || chunks[n-1].TurnEnd == nil || chunks[n-1].TurnEnd.FinishReason != "interrupted" {
 		t.Fatalf("chunks end with %+v", chunks)
 	}
-	pending, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-repause", Status: service.InterruptPending})
+	pending, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-repause", Status: service.InterruptPending})
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending after the re-pause: %v %+v", err, pending)
 	}
@@ -119,7 +120,7 @@ func TestRestartThatInterruptsAgainRepauses(t *testing.T) {
 	if newPay.Tool != "pay" || newPay.SnapshotID != second.SnapshotID || newPay.PreviousID == nil || *newPay.PreviousID != oldPay.ID {
 		t.Fatalf("new interrupt %+v, want pay in %s linked to %s", newPay, second.SnapshotID, oldPay.ID)
 	}
-	old, err := rt.GetInterrupt(ctx, testCaller, oldPay.ID, 0)
+	old, err := inbox.New(rt).GetInterrupt(ctx, testCaller, oldPay.ID, 0)
 	if err != nil || old.Status != service.InterruptResolved || old.ResumedSnapshotID != second.SnapshotID {
 		t.Fatalf("old interrupt: %v %+v", err, old)
 	}
@@ -145,7 +146,7 @@ func TestRestartThatInterruptsAgainRepauses(t *testing.T) {
 		string(tm.Content[0].ToolResponse.Output) != `"yes"` || string(tm.Content[1].ToolResponse.Output) != `{"paid":5}` {
 		t.Fatalf("tool message the model saw: %v %s", err, lastTool.Load())
 	}
-	final, err := rt.GetInterrupt(ctx, testCaller, newPay.ID, 0)
+	final, err := inbox.New(rt).GetInterrupt(ctx, testCaller, newPay.ID, 0)
 	if err != nil || final.Status != service.InterruptResolved {
 		t.Fatalf("new interrupt after the confirmation: %v %+v", err, final)
 	}
@@ -173,7 +174,7 @@ func TestRestartingAHumanInterruptRepauses(t *testing.T) {
 	if got := interruptedRefs(out.Message); got["q"] != "interrupt:true" || got["p"] == "" {
 		t.Fatalf("re-paused message: %v", got)
 	}
-	pending, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-human", Status: service.InterruptPending})
+	pending, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "s-human", Status: service.InterruptPending})
 	if err != nil || len(pending) != 2 || pending[0].PreviousID == nil || pending[1].PreviousID == nil {
 		t.Fatalf("pending after restarting both: %v %+v", err, pending)
 	}
@@ -181,7 +182,7 @@ func TestRestartingAHumanInterruptRepauses(t *testing.T) {
 		if it.Tool == "ask" {
 			// Answered through the inbox; pay is still open, so the
 			// decision is recorded and the turn waits.
-			d, err := rt.RespondInterrupt(ctx, service.Caller{TenantID: "default", Actor: "operator:alice"}, it.ID, json.RawMessage(`"yes"`), "")
+			d, err := inbox.New(rt).RespondInterrupt(ctx, service.Caller{TenantID: "default", Actor: "operator:alice"}, it.ID, json.RawMessage(`"yes"`), "")
 			if err != nil || d.Status != "recorded" {
 				t.Fatalf("deciding the re-paused question: %v %+v", err, d)
 			}

@@ -2,12 +2,9 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service/approval"
 )
@@ -69,71 +66,7 @@ func (inv *invocation) replay(ctx context.Context, claims []InterruptClaim, refu
 			return &retryInstead{rc}
 		}
 	}
-	return &replayed{out: snapshotOutput(snap)}
-}
-
-// sameDecision answers an operator's decision refused because the
-// interrupt is decided already, when it was decided by the same actor with
-// the same decision (the request sent again, its answer lost): the
-// original outcome, as the first request would have been answered, or,
-// while its turn runs, an answer saying so. same is false otherwise: the
-// refusal stands.
-func (r *Runtime) sameDecision(ctx context.Context, c Caller, id uuid.UUID, resolution []byte) (res *DecisionResult, same bool, err error) {
-	it, gerr := r.store.GetInterrupt(ctx, c.TenantID, id)
-	if gerr != nil || it.Status != InterruptResolved || it.ResolvedBy != c.Actor {
-		return nil, false, nil
-	}
-	if !JSONEqual(it.Resolution, resolution) {
-		if key := resolutionKey(resolution); key != "" && key == resolutionKey(it.Resolution) {
-			return nil, true, Errorf(CodeInvalidArgument, "the Idempotency-Key %q was used for another decision of interrupt %s; a key names one decision", key, id)
-		}
-		return nil, false, nil
-	}
-	if it.ResumedSnapshotID == "" {
-		// Recorded: the snapshot waits for other decisions, or its turn
-		// is about to start (or, its instance gone, the repair starts it).
-		if waiting, _ := r.store.ListInterrupts(ctx, c.TenantID, InterruptFilter{SessionID: it.SessionID, Status: InterruptPending}); hasSnapshot(waiting, it.SnapshotID) {
-			return &DecisionResult{Status: "recorded"}, true, nil
-		}
-		return nil, true, &Error{
-			Status:     CodeUnavailable,
-			Message:    "this decision was recorded and the turn it resumes is starting; send the same decision again to get its outcome",
-			RetryAfter: UnavailableRetryAfter,
-			Retry:      &RetryAdvice{DecisionRecorded: true, RetrySafe: true, Retry: RetryOutcome, InterruptID: it.ID.String()},
-		}
-	}
-	snap, lerr := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: OperatorScope(c.TenantID), Agent: it.Agent, ID: it.ResumedSnapshotID, WithState: true})
-	if lerr != nil && !errors.Is(lerr, ErrNotFound) {
-		return nil, true, lerr
-	}
-	if lerr != nil || snap.Status == StatusPending {
-		return nil, true, &Error{
-			Status:     CodeUnavailable,
-			Message:    fmt.Sprintf("this decision was recorded and its turn (snapshot %s) is still running or being repaired; send the same decision again to get its outcome", it.ResumedSnapshotID),
-			RetryAfter: UnavailableRetryAfter,
-			Retry:      &RetryAdvice{DecisionRecorded: true, RetrySafe: true, Retry: RetryOutcome, InterruptID: it.ID.String(), ResumedSnapshotID: it.ResumedSnapshotID},
-		}
-	}
-	return &DecisionResult{Status: "resumed", Output: snapshotOutput(snap)}, true, nil
-}
-
-// resolutionKey is the idempotency key a resolution records ("" when none).
-func resolutionKey(resolution []byte) string {
-	var r struct {
-		Key string `json:"key"`
-	}
-	_ = json.Unmarshal(resolution, &r)
-	return r.Key
-}
-
-// hasSnapshot reports whether one of items is of the snapshot.
-func hasSnapshot(items []Interrupt, snapshotID string) bool {
-	for _, it := range items {
-		if it.SnapshotID == snapshotID {
-			return true
-		}
-	}
-	return false
+	return &replayed{out: SnapshotOutput(snap)}
 }
 
 // alreadyDecided is the refusal of a different decision for a decided
@@ -163,8 +96,8 @@ func orUnknown(s string) string {
 	return s
 }
 
-// snapshotOutput is the answer a turn gave, rebuilt from its snapshot.
-func snapshotOutput(snap *StoredSnapshot) *AgentOutput {
+// SnapshotOutput is the answer a turn gave, rebuilt from its snapshot.
+func SnapshotOutput(snap *StoredSnapshot) *AgentOutput {
 	out := &AgentOutput{SessionID: snap.SessionID, SnapshotID: snap.SnapshotID, FinishReason: snap.FinishReason, Error: snap.Error}
 	if snap.Status == StatusFailed {
 		out.FinishReason = FinishFailed

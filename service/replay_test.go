@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 func approvals(a, b string) service.AgentInput {
@@ -70,24 +71,24 @@ func TestSameInboxDecisionAnswersItsFirstOutcome(t *testing.T) {
 	if err != nil || out.FinishReason != service.FinishInterrupted {
 		t.Fatalf("pause: %v %+v", err, out)
 	}
-	items, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{Status: "pending"})
+	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{Status: "pending"})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("inbox: %v %+v", err, items)
 	}
 	id := items[0].ID
-	first, err := rt.RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{"approved":true}`), "ok")
+	first, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{"approved":true}`), "ok")
 	if err != nil || first.Status != "resumed" || first.Output == nil {
 		t.Fatalf("decision: %v %+v", err, first)
 	}
-	again, err := rt.RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{ "approved": true }`), "ok")
+	again, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{ "approved": true }`), "ok")
 	if err != nil || again.Status != "resumed" || again.Output.SnapshotID != first.Output.SnapshotID || again.Output.Message.Text() != first.Output.Message.Text() {
 		t.Fatalf("the same decision again: %v %+v; want %+v", err, again, first)
 	}
-	if _, err := rt.RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{"approved":false}`), "ok"); statusOf(err) != service.CodeAborted {
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, id, json.RawMessage(`{"approved":false}`), "ok"); statusOf(err) != service.CodeAborted {
 		t.Fatalf("another decision: %v", err)
 	}
 	other := service.Caller{TenantID: testCaller.TenantID, Actor: "key:someone-else"}
-	if _, err := rt.RespondInterrupt(ctx, other, id, json.RawMessage(`{"approved":true}`), "ok"); statusOf(err) != service.CodeAborted {
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, other, id, json.RawMessage(`{"approved":true}`), "ok"); statusOf(err) != service.CodeAborted {
 		t.Fatalf("the same decision from another operator: %v", err)
 	}
 	if n := paid.Load(); n != 1 {

@@ -100,9 +100,9 @@ func (r *Runtime) retryApproved(ctx context.Context, c Caller, rc *retryableCall
 	r.log.Info("retrying an approved call that failed", "call", rec.ID, "attempt", rec.Attempt+1, "actor", c.Actor)
 	ctx = context.WithValue(ctx, retryCtx{}, &retryOf{key: rec.CallKey, id: first, attempt: rec.Attempt + 1})
 	// A retry that fails before its tool runs gives the decision back as
-	// any decision's turn does (resumeDecided): the call then needs a new
+	// any decision's turn does (ResumeDecided): the call then needs a new
 	// approval.
-	return r.resumeDecided(ctx, c, rec.Agent, it.SnapshotID, []Interrupt{*it})
+	return r.ResumeDecided(ctx, c, rec.Agent, it.SnapshotID, []Interrupt{*it})
 }
 
 // RetryApprovedCall retries a failed approved call (see retryApproved) for

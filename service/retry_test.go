@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // flakyTransfers is a gated transfer tool that fails its first failures
@@ -61,7 +62,7 @@ func failApproved(t *testing.T, rt *service.Runtime, agent, session string) (ser
 	t.Helper()
 	ctx := context.Background()
 	_, it := pauseOnGate(t, rt, agent, session, "70")
-	res, err := rt.ApproveInterrupt(ctx, approver("ops", "*"), it.ID, nil, "")
+	res, err := inbox.New(rt).ApproveInterrupt(ctx, approver("ops", "*"), it.ID, nil, "")
 	if err != nil || res.Output == nil || res.Output.FinishReason != "failed" {
 		t.Fatalf("approval of a call that fails: %v %+v", err, res)
 	}
@@ -129,7 +130,7 @@ func TestApprovedCallRetriesAreBounded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec, err := rt.RetryToolCall(ctx, ops, first.ID, "")
+			rec, err := inbox.New(rt).RetryToolCall(ctx, ops, first.ID, "")
 			if err != nil {
 				t.Logf("refused: %v", err)
 				refused.Add(1)
@@ -148,13 +149,13 @@ func TestApprovedCallRetriesAreBounded(t *testing.T) {
 	if second.Status != service.ToolCallFailed || second.Attempt != 2 {
 		t.Fatalf("the second attempt %+v", second)
 	}
-	third, err := rt.RetryToolCall(ctx, ops, second.ID, "")
+	third, err := inbox.New(rt).RetryToolCall(ctx, ops, second.ID, "")
 	if err != nil || third.Attempt != 3 {
 		t.Fatalf("the third attempt: %v %+v", err, third)
 	}
-	_, err = rt.RetryToolCall(ctx, ops, third.ID, "")
+	_, err = inbox.New(rt).RetryToolCall(ctx, ops, third.ID, "")
 	wantCode(t, "a retry beyond the policy's attempts", err, service.CodeFailedPrecondition)
-	_, err = rt.RetryToolCall(ctx, ops, first.ID, "")
+	_, err = inbox.New(rt).RetryToolCall(ctx, ops, first.ID, "")
 	if err == nil {
 		t.Fatal("an old attempt was retried")
 	}
@@ -177,10 +178,10 @@ func TestInboxApprovedCallIsRetriedByTheRequester(t *testing.T) {
 	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "transferMoney", Ref: "t1", Input: it.Input}}}}}
 	_, err := rt.InvokeOne(ctx, requester, "flakyChecked", service.AgentInit{SessionID: "s-checked"}, restart, nil)
 	wantCode(t, "the requester's restart before approval", err, service.CodePermissionDenied)
-	if _, err := rt.ApproveInterrupt(ctx, approver("bob", "approve:payments"), it.ID, nil, ""); err != nil {
+	if _, err := inbox.New(rt).ApproveInterrupt(ctx, approver("bob", "approve:payments"), it.ID, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.ApproveInterrupt(ctx, approver("carol", "approve:payments"), it.ID, nil, "")
+	res, err := inbox.New(rt).ApproveInterrupt(ctx, approver("carol", "approve:payments"), it.ID, nil, "")
 	if err != nil || res.Output == nil || res.Output.FinishReason != "failed" {
 		t.Fatalf("the approved run: %v %+v", err, res)
 	}

@@ -367,7 +367,7 @@ func (r *Runtime) RecentSessions(ctx context.Context, c Caller, after SessionPos
 		return nil, err
 	}
 	for i := range found {
-		found[i].Status = r.effectiveStatus(&Snapshot{Status: found[i].Status, HeartbeatAt: found[i].HeartbeatAt})
+		found[i].Status = r.EffectiveStatus(&Snapshot{Status: found[i].Status, HeartbeatAt: found[i].HeartbeatAt})
 	}
 	return found, nil
 }
@@ -420,7 +420,7 @@ func (r *Runtime) sessionSnapshots(ctx context.Context, c Caller, scope Scope, s
 		return nil, err
 	}
 	for i := range snaps {
-		snaps[i].Status = r.effectiveStatus(&snaps[i])
+		snaps[i].Status = r.EffectiveStatus(&snaps[i])
 	}
 	return snaps, nil
 }

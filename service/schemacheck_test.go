@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 var amountSchema = json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number","exclusiveMinimum":0}},"required":["amount"],"additionalProperties":false}`)
@@ -147,7 +148,7 @@ func TestCustomAgentInterrupts(t *testing.T) {
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("first turn: %v %+v", err, out)
 	}
-	items, err := rt.ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "custom-ask"})
+	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: "custom-ask"})
 	if err != nil || len(items) != 1 || items[0].Tool != "askName" {
 		t.Fatalf("inbox: %v %+v", err, items)
 	}

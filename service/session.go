@@ -206,7 +206,7 @@ func (inv *invocation) fromSnapshot(ctx context.Context, init AgentInit) error {
 	}
 	if snap.Status != StatusCompleted {
 		inv.sess = &sessionState{id: snap.SessionID}
-		inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.effectiveStatus(&snap.Snapshot))
+		inv.resolveFailure = Errorf(CodeInvalidArgument, "Snapshot %s is not resumable (status: %s). Only 'completed' snapshots can be resumed.", init.SnapshotID, inv.rt.EffectiveStatus(&snap.Snapshot))
 		return nil
 	}
 	inv.useSnapshot(snap)

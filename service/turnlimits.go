@@ -183,7 +183,7 @@ func (inv *invocation) checkToolRequests(msg Message, requests []int, raised int
 	interrupts := raised
 	for _, i := range requests {
 		req := msg.Content[i].ToolRequest
-		tool := inv.agent.tool(req.Name)
+		tool := inv.agent.Tool(req.Name)
 		isInterrupt := tool != nil && tool.Interrupt
 		k := [2]string{req.Name, req.Ref}
 		if seen[k] && (req.Ref != "" || isInterrupt) {

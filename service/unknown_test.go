@@ -15,6 +15,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -191,7 +192,7 @@ func TestLostOutcomeIsNeverRunTwice(t *testing.T) {
 	if ev := gateEvents(t, lc.admin, lc.session); ev != "created claimed" {
 		t.Fatalf("audit trail %q, want the approval created and claimed, never released", ev)
 	}
-	if _, err := lc.rt.RespondInterrupt(ctx, testCaller, lc.interrupt, json.RawMessage(`{"approved":true}`), "again"); statusOf(err) != service.CodeAborted {
+	if _, err := inbox.New(lc.rt).RespondInterrupt(ctx, testCaller, lc.interrupt, json.RawMessage(`{"approved":true}`), "again"); statusOf(err) != service.CodeAborted {
 		t.Fatalf("approving again through the inbox: %v", err)
 	}
 	// The same resume again answers the first attempt's outcome: its turn
@@ -222,13 +223,13 @@ func TestUnknownCallDecisions(t *testing.T) {
 	human := service.Caller{TenantID: testCaller.TenantID, Actor: "key:operator"}
 	again := func(t *testing.T, lc *lostCase) {
 		t.Helper()
-		if _, err := lc.rt.ConfirmToolCall(ctx, human, lc.call, json.RawMessage(`{"ok":true}`), ""); statusOf(err) != service.CodeAborted {
+		if _, err := inbox.New(lc.rt).ConfirmToolCall(ctx, human, lc.call, json.RawMessage(`{"ok":true}`), ""); statusOf(err) != service.CodeAborted {
 			t.Fatalf("second confirm: %v", err)
 		}
-		if _, err := lc.rt.CancelToolCall(ctx, human, lc.call, ""); statusOf(err) != service.CodeAborted {
+		if _, err := inbox.New(lc.rt).CancelToolCall(ctx, human, lc.call, ""); statusOf(err) != service.CodeAborted {
 			t.Fatalf("second cancel: %v", err)
 		}
-		if _, err := lc.rt.RetryToolCall(ctx, human, lc.call, ""); statusOf(err) != service.CodeAborted {
+		if _, err := inbox.New(lc.rt).RetryToolCall(ctx, human, lc.call, ""); statusOf(err) != service.CodeAborted {
 			t.Fatalf("second retry: %v", err)
 		}
 	}
@@ -236,16 +237,16 @@ func TestUnknownCallDecisions(t *testing.T) {
 		t.Parallel()
 		lc := lostOutcome(t, "lost-confirm")
 		other := service.Caller{TenantID: "other", Actor: "key:intruder"}
-		if _, err := lc.rt.ConfirmToolCall(ctx, other, lc.call, json.RawMessage(`{"ok":true}`), ""); statusOf(err) != service.CodeNotFound {
+		if _, err := inbox.New(lc.rt).ConfirmToolCall(ctx, other, lc.call, json.RawMessage(`{"ok":true}`), ""); statusOf(err) != service.CodeNotFound {
 			t.Fatalf("another tenant's confirm: %v", err)
 		}
-		if _, err := lc.rt.ConfirmToolCall(ctx, human, lc.call, json.RawMessage(`{"ok":"yes"}`), ""); statusOf(err) != service.CodeInvalidArgument {
+		if _, err := inbox.New(lc.rt).ConfirmToolCall(ctx, human, lc.call, json.RawMessage(`{"ok":"yes"}`), ""); statusOf(err) != service.CodeInvalidArgument {
 			t.Fatalf("confirm with an output the schema refuses: %v", err)
 		}
 		if s := lc.callStatus(t); s != service.ToolCallUnknown {
 			t.Fatalf("refused confirms left the call %s", s)
 		}
-		rec, err := lc.rt.ConfirmToolCall(ctx, human, lc.call, json.RawMessage(`{"ok":true}`), "the bank shows the transfer")
+		rec, err := inbox.New(lc.rt).ConfirmToolCall(ctx, human, lc.call, json.RawMessage(`{"ok":true}`), "the bank shows the transfer")
 		if err != nil || rec.Status != service.ToolCallSucceeded || rec.Decision != service.DecisionConfirmed || rec.DecidedBy != human.Actor || string(rec.Output) != `{"ok": true}` || rec.Note == "" {
 			t.Fatalf("confirm: %v %+v (output %s)", err, rec, rec.Output)
 		}
@@ -266,7 +267,7 @@ func TestUnknownCallDecisions(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
 		lc := lostOutcome(t, "lost-cancel")
-		rec, err := lc.rt.CancelToolCall(ctx, human, lc.call, "")
+		rec, err := inbox.New(lc.rt).CancelToolCall(ctx, human, lc.call, "")
 		if err != nil || rec.Status != service.ToolCallCancelled || rec.Decision != service.DecisionCancelled || rec.DecidedBy != human.Actor {
 			t.Fatalf("cancel: %v %+v", err, rec)
 		}
@@ -278,7 +279,7 @@ func TestUnknownCallDecisions(t *testing.T) {
 	t.Run("retry", func(t *testing.T) {
 		t.Parallel()
 		lc := lostOutcome(t, "lost-retry")
-		rec, err := lc.rt.RetryToolCall(ctx, human, lc.call, "")
+		rec, err := inbox.New(lc.rt).RetryToolCall(ctx, human, lc.call, "")
 		if err != nil || rec.Status != service.ToolCallSucceeded || rec.Decision != service.DecisionRetried || rec.DecidedBy != human.Actor {
 			t.Fatalf("retry: %v %+v", err, rec)
 		}
@@ -304,7 +305,7 @@ func TestConcurrentRetriesRunOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := lc.rt.RetryToolCall(context.Background(), testCaller, lc.call, "")
+			_, err := inbox.New(lc.rt).RetryToolCall(context.Background(), testCaller, lc.call, "")
 			switch statusOf(err) {
 			case "":
 				if err == nil {
@@ -342,11 +343,11 @@ func TestRetryInFlightIsNotLostAgain(t *testing.T) {
 	lc.paid.hold.Store(&hold)
 	done := make(chan error, 1)
 	go func() {
-		_, err := lc.rt.RetryToolCall(ctx, testCaller, lc.call, "")
+		_, err := inbox.New(lc.rt).RetryToolCall(ctx, testCaller, lc.call, "")
 		done <- err
 	}()
 	waitFor(t, "the retry to run pay", time.Minute, func() bool { return lc.paid.runs.Load() == 2 })
-	if n, err := lc.rt.SweepLostToolCalls(ctx); err != nil || n != 0 {
+	if n, err := inbox.New(lc.rt).SweepLostToolCalls(ctx); err != nil || n != 0 {
 		t.Fatalf("the sweep marked %d calls lost during a retry (%v), want 0", n, err)
 	}
 	if rec, err := newStore(t, lc.admin).MarkToolCallUnknown(ctx, "default", lc.detached, "pay#p1"); err != nil || rec.Status != service.ToolCallRunning {
@@ -355,7 +356,7 @@ func TestRetryInFlightIsNotLostAgain(t *testing.T) {
 	if st := lc.callStatus(t); st != "running" {
 		t.Fatalf("call %s during its retry, want running", st)
 	}
-	if _, err := lc.rt.RetryToolCall(ctx, testCaller, lc.call, ""); statusOf(err) != service.CodeAborted {
+	if _, err := inbox.New(lc.rt).RetryToolCall(ctx, testCaller, lc.call, ""); statusOf(err) != service.CodeAborted {
 		t.Fatalf("a second retry during the first: %v, want ABORTED", err)
 	}
 	close(hold)
@@ -398,7 +399,7 @@ func TestSweepMarksCallsLostWithTheirTurn(t *testing.T) {
 	if _, err := admin.Exec(ctx, `UPDATE tool_calls SET status = 'running', started_at = now() - interval '2 hours' WHERE turn_id = $1`, detached); err != nil {
 		t.Fatal(err)
 	}
-	n, err := rt.SweepLostToolCalls(ctx)
+	n, err := inbox.New(rt).SweepLostToolCalls(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v; want 1", n, err)
 	}

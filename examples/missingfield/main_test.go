@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/examples/internal/exampletest"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 const agent = "shippingAgent"
@@ -42,9 +43,9 @@ func TestMissingAddress(t *testing.T) {
 	paused := service.AgentInit{SnapshotID: res.SnapshotID}
 
 	// It is in the approvals inbox.
-	inbox := pending(t, s, "ask")
-	if len(inbox) != 1 || inbox[0].Tool != "askAddress" || inbox[0].SnapshotID != res.SnapshotID {
-		t.Fatalf("inbox: %+v", inbox)
+	waiting := pending(t, s, "ask")
+	if len(waiting) != 1 || waiting[0].Tool != "askAddress" || waiting[0].SnapshotID != res.SnapshotID {
+		t.Fatalf("inbox: %+v", waiting)
 	}
 
 	// An address without a city (or with an empty one) does not match the
@@ -84,11 +85,11 @@ func TestAnswerInInbox(t *testing.T) {
 	if res.FinishReason != "interrupted" {
 		t.Fatalf("without an address: %+v", res)
 	}
-	inbox := pending(t, s, "inbox")
-	if len(inbox) != 1 {
-		t.Fatalf("inbox: %+v", inbox)
+	waiting := pending(t, s, "inbox")
+	if len(waiting) != 1 {
+		t.Fatalf("inbox: %+v", waiting)
 	}
-	path := "/interrupts/" + inbox[0].ID.String() + "/respond"
+	path := "/interrupts/" + waiting[0].ID.String() + "/respond"
 
 	if status, body := post(t, s, path, `{"output":{"street":"7 Pine St"}}`); status != 400 {
 		t.Fatalf("answer without a city: %d %s, want 400", status, body)
@@ -97,7 +98,7 @@ func TestAnswerInInbox(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("respond: %d %s", status, body)
 	}
-	var decided service.DecisionResult
+	var decided inbox.DecisionResult
 	if err := json.Unmarshal(body, &decided); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/examples/internal/exampletest"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 const agent = "supportAgent"
@@ -86,17 +87,17 @@ func TestOperatorRestart(t *testing.T) {
 	if res.FinishReason != "interrupted" {
 		t.Fatalf("big refund: %+v", res)
 	}
-	var inbox struct{ Items []service.Interrupt }
-	s.Get(t, "/interrupts?sessionId=operator", &inbox)
-	if len(inbox.Items) != 1 || inbox.Items[0].Tool != "refund" || string(inbox.Items[0].Metadata) != `{"limit":100,"reason":"above the refund limit"}` {
-		t.Fatalf("inbox: %+v", inbox.Items)
+	var waiting struct{ Items []service.Interrupt }
+	s.Get(t, "/interrupts?sessionId=operator", &waiting)
+	if len(waiting.Items) != 1 || waiting.Items[0].Tool != "refund" || string(waiting.Items[0].Metadata) != `{"limit":100,"reason":"above the refund limit"}` {
+		t.Fatalf("inbox: %+v", waiting.Items)
 	}
-	path := "/interrupts/" + inbox.Items[0].ID.String() + "/restart"
+	path := "/interrupts/" + waiting.Items[0].ID.String() + "/restart"
 	status, body := post(t, s, path, `{"note":"the customer called"}`)
 	if status != 200 {
 		t.Fatalf("restart: %d %s", status, body)
 	}
-	var decided service.DecisionResult
+	var decided inbox.DecisionResult
 	if err := json.Unmarshal(body, &decided); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -101,21 +102,22 @@ func runInbox(ctx context.Context, cfg InboxConfig, res *InboxResult) error {
 	defer pool.Close()
 	rt := service.NewRuntime(pgstore.New(pool), service.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer func() { _ = rt.Shutdown(context.Background()) }()
+	ib := inbox.New(rt)
 
 	tenant := func() string { return fmt.Sprintf("bench-t%04d", rand.IntN(cfg.Tenants)) }
 	day := time.Now().UTC().Truncate(24 * time.Hour)
-	inbox := func() error {
-		items, err := rt.ListInterrupts(ctx, service.Caller{TenantID: tenant()}, service.InterruptFilter{Status: "pending", Limit: 50})
+	firstPage := func() error {
+		items, err := ib.ListInterrupts(ctx, service.Caller{TenantID: tenant()}, service.InterruptFilter{Status: "pending", Limit: 50})
 		if err == nil && len(items) == 0 {
 			err = fmt.Errorf("empty inbox")
 		}
 		return err
 	}
 	report := func() error {
-		_, err := rt.ReportInterrupts(ctx, service.Caller{TenantID: tenant()}, day.Add(-24*time.Hour), day, "day")
+		_, err := ib.ReportInterrupts(ctx, service.Caller{TenantID: tenant()}, day.Add(-24*time.Hour), day, "day")
 		return err
 	}
-	if err := timeQueries(cfg, inbox, report, res); err != nil {
+	if err := timeQueries(cfg, firstPage, report, res); err != nil {
 		return err
 	}
 	for _, name := range []string{"ListInterrupts", "ReportInterrupts"} {

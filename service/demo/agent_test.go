@@ -11,6 +11,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
@@ -114,7 +115,7 @@ func TestSeveralTransfersOneApprovalEach(t *testing.T) {
 	if got := strings.Join(details, " | "); got != "Transfer $50.00 to your savings account | Transfer €20.00 to Bob | Transfer $1,250.75 to account 12345" {
 		t.Fatalf("approval details: %s", got)
 	}
-	inbox, err := rt.ListInterrupts(ctx, caller, store.InterruptFilter{SessionID: "multi"})
+	inbox, err := inbox.New(rt).ListInterrupts(ctx, caller, store.InterruptFilter{SessionID: "multi"})
 	if err != nil || len(inbox) != 3 {
 		t.Fatalf("inbox: %v %d", err, len(inbox))
 	}
@@ -263,7 +264,7 @@ func TestClientTwinRoundTripsTheState(t *testing.T) {
 	if list := sessionTransfers(t, three.State.Custom); len(list) != 1 || list[0].ToAccount != "Alice" {
 		t.Fatalf("custom transfers %+v", list)
 	}
-	if items, err := rt.ListInterrupts(ctx, caller, store.InterruptFilter{}); err != nil || len(items) != 0 {
+	if items, err := inbox.New(rt).ListInterrupts(ctx, caller, store.InterruptFilter{}); err != nil || len(items) != 0 {
 		t.Fatalf("a client-managed agent left interrupt rows: %v %+v", err, items)
 	}
 }

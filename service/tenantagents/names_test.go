@@ -14,6 +14,7 @@ import (
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
@@ -142,7 +143,7 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	approve := respond(interrupted(paused)[0], `{"approved":true}`)
 	pending := func() []store.Interrupt {
 		t.Helper()
-		items, err := e.rt.ListInterrupts(ctx, acme, store.InterruptFilter{SessionID: "s1", Status: store.InterruptPending})
+		items, err := inbox.New(e.rt).ListInterrupts(ctx, acme, store.InterruptFilter{SessionID: "s1", Status: store.InterruptPending})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func TestSnapshotResumesOnlyOnItsDefinition(t *testing.T) {
 	wantRefusal("resume", err, "tenant agent bankingAgent version 1", "the compiled agent bankingAgent")
 	_, err = demoOnly.InvokeOne(ctx, acme, "bankingAgent", protocol.AgentInit{SessionID: "s1"}, approve, nil)
 	wantRefusal("resume by session", err, "tenant agent bankingAgent version 1", "the compiled agent bankingAgent")
-	_, err = demoOnly.RespondInterrupt(ctx, acme, pending()[0].ID, json.RawMessage(`{"approved":true}`), "")
+	_, err = inbox.New(demoOnly).RespondInterrupt(ctx, acme, pending()[0].ID, json.RawMessage(`{"approved":true}`), "")
 	wantRefusal("inbox", err, "tenant agent bankingAgent version 1", "the compiled agent bankingAgent")
 	nothingRan("on the compiled agent")
 

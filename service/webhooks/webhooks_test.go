@@ -26,6 +26,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/protocol"
@@ -140,7 +141,7 @@ func (e *env) pause(c auth.Caller, text string) (*protocol.AgentOutput, time.Tim
 
 func (e *env) pending(c auth.Caller) []store.Interrupt {
 	e.t.Helper()
-	items, err := e.rt.ListInterrupts(context.Background(), c, store.InterruptFilter{Status: "pending", Limit: 50})
+	items, err := inbox.New(e.rt).ListInterrupts(context.Background(), c, store.InterruptFilter{Status: "pending", Limit: 50})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestTurnAndToolEvents(t *testing.T) {
 	e.dispatcher("one", nil)
 	out, _ := e.pause(e.acme, "Transfer $50 to account 12345")
 	irq := e.pending(e.acme)[0]
-	if _, err := e.rt.RespondInterrupt(context.Background(), e.acme, irq.ID, json.RawMessage(`{"approved":true}`), "ok"); err != nil {
+	if _, err := inbox.New(e.rt).RespondInterrupt(context.Background(), e.acme, irq.ID, json.RawMessage(`{"approved":true}`), "ok"); err != nil {
 		t.Fatal(err)
 	}
 	// The paused turn, the decision, the tool call, the continued turn:

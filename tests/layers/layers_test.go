@@ -22,10 +22,13 @@ type rule struct {
 // The engine's own packages: the turn engine (package service) and what it
 // is built from or extends. Each package under service/ is in exactly one
 // layer (TestEveryServicePackageHasALayer): these, the features beside
-// them, the foundation, or the PostgreSQL store.
+// them, the foundation, or the PostgreSQL store. The approvals inbox
+// (inbox) is a layer on the engine: it records decisions and has the
+// engine carry them out (service.Runtime.ResumeDecided).
 var engine = []string{
 	module + "/service",
 	module + "/service/agentkit/...", module + "/service/demo/...", module + "/service/tenantagents/...",
+	module + "/service/inbox/...",
 }
 
 // The foundation: the wire types and the Model interface, the event names,

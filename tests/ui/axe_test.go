@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // axeScript is axe-core's browser build, which tests/ui/install.sh (run
@@ -131,7 +132,7 @@ func TestAccessibilityInBrowser(t *testing.T) {
 	e.ask(t, "Transfer $50 to account 12345")
 	e.ask(t, "Transfer $70 to account 777")
 	caller := service.Caller{TenantID: "acme", Actor: "key:ops"}
-	pending, err := e.rt.ListInterrupts(ctxBg, caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 10})
+	pending, err := inbox.New(e.rt).ListInterrupts(ctxBg, caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 10})
 	if err != nil || len(pending) != 2 {
 		t.Fatalf("pending: %v %d", err, len(pending))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // focused is what the focused element of the page is, as a test reads it.
@@ -35,7 +36,7 @@ func TestKeyboardApprovalInBrowser(t *testing.T) {
 	e.signIn(t, ctx, e.admin)
 	e.ask(t, "Transfer $50 to account 12345")
 	caller := service.Caller{TenantID: "acme", Actor: "key:alice"}
-	pending, err := e.rt.ListInterrupts(context.Background(), caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 10})
+	pending, err := inbox.New(e.rt).ListInterrupts(context.Background(), caller, service.InterruptFilter{Status: service.InterruptPending, Limit: 10})
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending: %v %d", err, len(pending))
 	}
@@ -63,7 +64,7 @@ func TestKeyboardApprovalInBrowser(t *testing.T) {
 	var answer string
 	run(t, ctx, "Enter", chromedp.KeyEvent(kb.Enter),
 		chromedp.Poll(`(t => t.startsWith('Decided') ? t : '')(document.getElementById('result').textContent)`, &answer, chromedp.WithPollingTimeout(time.Minute)))
-	it, err := e.rt.GetInterrupt(context.Background(), caller, id, 0)
+	it, err := inbox.New(e.rt).GetInterrupt(context.Background(), caller, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/genkitmodel"
 	"github.com/holdpoint/holdpoint/service/httptool"
+	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/readiness"
@@ -449,7 +450,7 @@ func (p *platform) background(rt *service.Runtime, addr string) []startstop.Serv
 		Observer: p.metrics, TracerProvider: p.tracing.Provider, Ready: p.readiness.Ready,
 	}
 	return []startstop.Service{
-		startstop.Func("deadline sweeper", func(ctx context.Context) { rt.RunDeadlineSweeper(ctx, cfg.sweep) }),
+		startstop.Func("deadline sweeper", func(ctx context.Context) { inbox.New(rt).RunDeadlineSweeper(ctx, cfg.sweep) }),
 		// Detached turns: take over jobs of stopped instances, and hear
 		// aborts made on any instance.
 		startstop.Func("detached turns", rt.RunBackground),

@@ -1,4 +1,4 @@
-package service
+package inbox
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/auth"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // DecisionOutcome is what a client key (or an end user's token) may learn
@@ -44,17 +47,17 @@ type OutcomeToolCall struct {
 
 // InterruptOutcome answers a decision's outcome to a caller who may see
 // the interrupt's session; any other interrupt is not found.
-func (r *Runtime) InterruptOutcome(ctx context.Context, c Caller, id uuid.UUID) (*DecisionOutcome, error) {
-	notFound := Errorf(CodeNotFound, "interrupt %s not found", id)
-	it, err := r.store.GetInterrupt(ctx, c.TenantID, id)
-	if errors.Is(err, ErrNotFound) {
+func (ib *Inbox) InterruptOutcome(ctx context.Context, c auth.Caller, id uuid.UUID) (*DecisionOutcome, error) {
+	notFound := store.Errorf(store.CodeNotFound, "interrupt %s not found", id)
+	it, err := ib.store.GetInterrupt(ctx, c.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	paused, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.Scope(), Agent: it.Agent, ID: it.SnapshotID})
-	if errors.Is(err, ErrNotFound) || (err == nil && !c.Scope().Sees(paused.EndUser)) {
+	paused, err := ib.store.LoadSnapshot(ctx, store.LoadSnapshotParams{Scope: c.Scope(), Agent: it.Agent, ID: it.SnapshotID})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.Scope().Sees(paused.EndUser)) {
 		return nil, notFound
 	}
 	if err != nil {
@@ -66,13 +69,13 @@ func (r *Runtime) InterruptOutcome(ctx context.Context, c Caller, id uuid.UUID) 
 	if it.ResumedSnapshotID == "" {
 		return out, nil
 	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: c.Scope(), Agent: it.Agent, ID: it.ResumedSnapshotID})
+	snap, err := ib.store.LoadSnapshot(ctx, store.LoadSnapshotParams{Scope: c.Scope(), Agent: it.Agent, ID: it.ResumedSnapshotID})
 	if err == nil {
-		out.TurnStatus = r.effectiveStatus(&snap.Snapshot)
-	} else if !errors.Is(err, ErrNotFound) {
+		out.TurnStatus = ib.rt.EffectiveStatus(&snap.Snapshot)
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	calls, err := r.store.ListTurnToolCalls(ctx, c.TenantID, []string{it.ResumedSnapshotID})
+	calls, err := ib.store.ListTurnToolCalls(ctx, c.TenantID, []string{it.ResumedSnapshotID})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package service
+package inbox
 
 import (
 	"context"
@@ -13,17 +13,17 @@ const escalationBatch = 100
 // each: from then on only holders of that scope list and decide them.
 // Each gets an escalated event (webhooks' interrupt.escalated). The
 // tool's deadline is not moved: the deadline sweep applies it as before.
-func (r *Runtime) SweepEscalations(ctx context.Context) (int, error) {
+func (ib *Inbox) SweepEscalations(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		done, err := r.store.EscalateDue(ctx, escalationBatch)
+		done, err := ib.store.EscalateDue(ctx, escalationBatch)
 		if err != nil {
 			return total, err
 		}
 		total += len(done)
 		for _, e := range done {
-			r.obs.InterruptEscalated(r.metricAgent(e.Agent), r.metricTool(e.Agent, e.Tool))
-			r.log.Info("interrupt escalated", "tenant", e.TenantID, "interrupt", e.ID, "from", e.From, "to", e.To)
+			ib.obs.InterruptEscalated(ib.rt.MetricLabels(e.Agent, e.Tool))
+			ib.log.Info("interrupt escalated", "tenant", e.TenantID, "interrupt", e.ID, "from", e.From, "to", e.To)
 		}
 		if len(done) < escalationBatch {
 			return total, nil
