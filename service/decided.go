@@ -67,7 +67,11 @@ func (r *Runtime) SnapshotAgent(ctx context.Context, c Caller, agent, snapshotID
 }
 
 // ResumeDecided runs the resume turn of a paused snapshot whose interrupts
-// were all decided (and so already claimed).
+// were all decided (and so already claimed): batch, each with its recorded
+// resolution ({"respond": ...} or {"restart": true, "input": ...}). When
+// nothing ran, the decisions are given back (released) so they can be made
+// again; ErrDecisionTaken (another turn carries them out) and
+// ErrUnavailable leave them decided.
 func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID string, batch []Interrupt) (*AgentOutput, error) {
 	// The operator (or the deadline) decides; the turn continues the
 	// session of whoever owns it.
@@ -126,9 +130,11 @@ func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID
 	return out, nil
 }
 
-// RerunToolCall runs a retried call as its turn did, on a turn of its own that
+// RerunToolCall runs a recorded call once more (the inbox's retry of a call
+// whose outcome is unknown) as its turn did, on a turn of its own that
 // sees the call's session id but none of its state (a retry keeps no
-// change a tool makes to it), and returns its outcome.
+// change a tool makes to it), and returns its outcome; the caller records
+// it.
 func (r *Runtime) RerunToolCall(ctx context.Context, tenantID string, a *Agent, tool *Tool, rec *ToolCallRecord) ToolCallOutcome {
 	inv := &invocation{rt: r, agent: a, caller: Caller{TenantID: tenantID, EndUser: rec.EndUser, Actor: rec.Actor},
 		sess: &sessionState{id: rec.SessionID}, requestID: requestid.From(ctx)}
