@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/inbox"
@@ -17,6 +18,65 @@ func approvals(a, b string) service.AgentInput {
 		{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "a", Output: json.RawMessage(a)}},
 		{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "b", Output: json.RawMessage(b)}},
 	}}}
+}
+
+// twoApprovalsAgent and pausedInterrupts are also the inbox's test
+// helpers (service/inbox/interrupts_test.go).
+
+// twoApprovalsAgent asks two approvals in one model answer, then calls pay
+// once per approved one.
+func twoApprovalsAgent(t *testing.T, rt *service.Runtime, expire time.Duration, onExpire *service.ExpireRespond) *atomic.Int32 {
+	t.Helper()
+	var paid atomic.Int32
+	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == service.RoleUser {
+			return service.Message{Role: service.RoleModel, Content: []service.Part{
+				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "a", Input: json.RawMessage(`{"what":"a"}`)}},
+				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "b", Input: json.RawMessage(`{"what":"b"}`)}},
+			}}
+		}
+		if last.Role == service.RoleTool && last.Content[0].ToolResponse.Name == "approve" {
+			var calls []service.Part
+			for _, p := range last.Content {
+				var out struct{ Approved bool }
+				_ = json.Unmarshal(p.ToolResponse.Output, &out)
+				if out.Approved {
+					calls = append(calls, service.Part{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "pay-" + p.ToolResponse.Ref, Input: json.RawMessage(`{}`)}})
+				}
+			}
+			if len(calls) > 0 {
+				return service.Message{Role: service.RoleModel, Content: calls}
+			}
+		}
+		return text(service.RoleModel, "done")
+	}}
+	err := rt.Register(&service.Agent{Name: "approver", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "approve", Interrupt: true, ExpiresAfter: expire, OnExpire: onExpire,
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"feedback":{"type":"string"}},"required":["approved"]}`)},
+		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			paid.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &paid
+}
+
+func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string, []service.Interrupt) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: session}, service.AgentInput{Message: ptr(text(service.RoleUser, "two please"))}, nil)
+	if err != nil || out.FinishReason != "interrupted" {
+		t.Fatalf("first turn: %v %+v", err, out)
+	}
+	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: session})
+	if err != nil || len(items) != 2 {
+		t.Fatalf("inbox: %v %d items", err, len(items))
+	}
+	return out.SnapshotID, items
 }
 
 // TestResumeRetryReplays checks a resume sent again (its first answer

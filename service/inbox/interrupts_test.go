@@ -1,4 +1,4 @@
-package service_test
+package inbox_test
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/inbox"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // twoApprovalsAgent asks two approvals in one model answer, then calls pay
@@ -20,28 +23,28 @@ import (
 func twoApprovalsAgent(t *testing.T, rt *service.Runtime, expire time.Duration, onExpire *service.ExpireRespond) *atomic.Int32 {
 	t.Helper()
 	var paid atomic.Int32
-	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
+	model := &scriptModel{fn: func(req *protocol.ModelRequest) protocol.Message {
 		last := req.Messages[len(req.Messages)-1]
-		if last.Role == service.RoleUser {
-			return service.Message{Role: service.RoleModel, Content: []service.Part{
-				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "a", Input: json.RawMessage(`{"what":"a"}`)}},
-				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "b", Input: json.RawMessage(`{"what":"b"}`)}},
+		if last.Role == protocol.RoleUser {
+			return protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{
+				{ToolRequest: &protocol.ToolRequest{Name: "approve", Ref: "a", Input: json.RawMessage(`{"what":"a"}`)}},
+				{ToolRequest: &protocol.ToolRequest{Name: "approve", Ref: "b", Input: json.RawMessage(`{"what":"b"}`)}},
 			}}
 		}
-		if last.Role == service.RoleTool && last.Content[0].ToolResponse.Name == "approve" {
-			var calls []service.Part
+		if last.Role == protocol.RoleTool && last.Content[0].ToolResponse.Name == "approve" {
+			var calls []protocol.Part
 			for _, p := range last.Content {
 				var out struct{ Approved bool }
 				_ = json.Unmarshal(p.ToolResponse.Output, &out)
 				if out.Approved {
-					calls = append(calls, service.Part{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "pay-" + p.ToolResponse.Ref, Input: json.RawMessage(`{}`)}})
+					calls = append(calls, protocol.Part{ToolRequest: &protocol.ToolRequest{Name: "pay", Ref: "pay-" + p.ToolResponse.Ref, Input: json.RawMessage(`{}`)}})
 				}
 			}
 			if len(calls) > 0 {
-				return service.Message{Role: service.RoleModel, Content: calls}
+				return protocol.Message{Role: protocol.RoleModel, Content: calls}
 			}
 		}
-		return text(service.RoleModel, "done")
+		return text(protocol.RoleModel, "done")
 	}}
 	err := rt.Register(&service.Agent{Name: "approver", ServerManaged: true, Model: model, Tools: []*service.Tool{
 		{Name: "approve", Interrupt: true, ExpiresAfter: expire, OnExpire: onExpire,
@@ -57,14 +60,14 @@ func twoApprovalsAgent(t *testing.T, rt *service.Runtime, expire time.Duration, 
 	return &paid
 }
 
-func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string, []service.Interrupt) {
+func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string, []store.Interrupt) {
 	t.Helper()
 	ctx := context.Background()
-	out, err := rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: session}, service.AgentInput{Message: ptr(text(service.RoleUser, "two please"))}, nil)
+	out, err := rt.InvokeOne(ctx, testCaller, "approver", protocol.AgentInit{SessionID: session}, protocol.AgentInput{Message: ptr(text(protocol.RoleUser, "two please"))}, nil)
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("first turn: %v %+v", err, out)
 	}
-	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: session})
+	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, store.InterruptFilter{SessionID: session})
 	if err != nil || len(items) != 2 {
 		t.Fatalf("inbox: %v %d items", err, len(items))
 	}
@@ -75,23 +78,23 @@ func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string
 // decision is recorded, the second resumes the turn with both.
 func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
+	rt := newRuntime(t)
 	ctx := context.Background()
 	paid := twoApprovalsAgent(t, rt, 0, nil)
 	_, items := pausedInterrupts(t, rt, "s-multi")
-	op := service.Caller{TenantID: "default", Actor: "operator:alice"}
+	op := auth.Caller{TenantID: "default", Actor: "operator:alice"}
 
 	// Schema violations are rejected and change nothing.
 	_, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":"yes"}`), "")
-	var e *service.Error
-	if !errors.As(err, &e) || e.Status != service.CodeInvalidArgument || e.Details == nil {
+	var e *store.Error
+	if !errors.As(err, &e) || e.Status != store.CodeInvalidArgument || e.Details == nil {
 		t.Fatalf("bad output: %v", err)
 	}
 	first, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), "ok")
 	if err != nil || first.Status != "recorded" || len(first.WaitingFor) != 1 || first.WaitingFor[0].ID != items[1].ID {
 		t.Fatalf("first decision: %v %+v", err, first)
 	}
-	if _, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != service.CodeAborted {
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != store.CodeAborted {
 		t.Fatalf("deciding twice: %v", err)
 	}
 	second, err := inbox.New(rt).RespondInterrupt(ctx, op, items[1].ID, json.RawMessage(`{"approved":true}`), "")
@@ -102,7 +105,7 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 		t.Fatalf("pay ran %d times, want 2", paid.Load())
 	}
 	// The client sees the continued conversation by session id.
-	snap, err := rt.GetSnapshot(ctx, testCaller, "approver", service.SnapshotLookup{SessionID: "s-multi"})
+	snap, err := rt.GetSnapshot(ctx, testCaller, "approver", protocol.SnapshotLookup{SessionID: "s-multi"})
 	if err != nil || snap.SnapshotID != second.Output.SnapshotID {
 		t.Fatalf("latest snapshot: %v %+v", err, snap)
 	}
@@ -117,7 +120,7 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	if len(types) != 2 || types[0] != "created" || types[1] != "resolved" || events[1].Actor != "operator:alice" {
 		t.Fatalf("events: %v", events)
 	}
-	if _, err := inbox.New(rt).InterruptEvents(ctx, op, uuid.New()); !errors.As(err, &e) || e.Status != service.CodeNotFound {
+	if _, err := inbox.New(rt).InterruptEvents(ctx, op, uuid.New()); !errors.As(err, &e) || e.Status != store.CodeNotFound {
 		t.Fatalf("unknown interrupt: %v", err)
 	}
 }
@@ -145,12 +148,12 @@ func sweepDue(t *testing.T, rt *service.Runtime, want int) {
 // the turn server-side; TestDeadlineExpireRejectsResume one that expires.
 func TestDeadlineRespondResumes(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
+	rt := newRuntime(t)
 	ctx := context.Background()
 	paid := twoApprovalsAgent(t, rt, 50*time.Millisecond, &service.ExpireRespond{Output: json.RawMessage(`{"approved":false,"feedback":"timed out"}`)})
 	_, items := pausedInterrupts(t, rt, "s-deadline")
 	sweepDue(t, rt, 2)
-	snap, err := rt.GetSnapshot(ctx, testCaller, "approver", service.SnapshotLookup{SessionID: "s-deadline"})
+	snap, err := rt.GetSnapshot(ctx, testCaller, "approver", protocol.SnapshotLookup{SessionID: "s-deadline"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,21 +175,21 @@ func TestDeadlineRespondResumes(t *testing.T) {
 
 func TestDeadlineExpireRejectsResume(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntime(t)
+	rt := newRuntime(t)
 	ctx := context.Background()
 	twoApprovalsAgent(t, rt, 50*time.Millisecond, nil)
 	paused, items := pausedInterrupts(t, rt, "s-expire")
 	sweepDue(t, rt, 2)
-	resume := service.AgentInput{Resume: &service.Resume{Respond: []service.Part{
-		{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "a", Output: json.RawMessage(`{"approved":true}`)}},
-		{ToolResponse: &service.ToolResponse{Name: "approve", Ref: "b", Output: json.RawMessage(`{"approved":true}`)}},
+	resume := protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{
+		{ToolResponse: &protocol.ToolResponse{Name: "approve", Ref: "a", Output: json.RawMessage(`{"approved":true}`)}},
+		{ToolResponse: &protocol.ToolResponse{Name: "approve", Ref: "b", Output: json.RawMessage(`{"approved":true}`)}},
 	}}}
-	_, err := rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SnapshotID: paused}, resume, nil)
-	var e *service.Error
-	if !errors.As(err, &e) || e.Status != service.CodeFailedPrecondition {
+	_, err := rt.InvokeOne(ctx, testCaller, "approver", protocol.AgentInit{SnapshotID: paused}, resume, nil)
+	var e *store.Error
+	if !errors.As(err, &e) || e.Status != store.CodeFailedPrecondition {
 		t.Fatalf("resume of an expired interrupt: %v", err)
 	}
-	if _, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != service.CodeFailedPrecondition {
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != store.CodeFailedPrecondition {
 		t.Fatalf("decision on an expired interrupt: %v", err)
 	}
 	rows, err := inbox.New(rt).ReportInterrupts(ctx, testCaller, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "tool")
