@@ -450,6 +450,8 @@ func (p *platform) background(rt *service.Runtime, addr string) []startstop.Serv
 		Observer: p.metrics, TracerProvider: p.tracing.Provider, Ready: p.readiness.Ready,
 	}
 	return []startstop.Service{
+		// The approvals inbox's sweeps: deadlines, escalations, tool calls
+		// lost with their turn, and the engine's repair of stranded decisions.
 		startstop.Func("deadline sweeper", func(ctx context.Context) { inbox.New(rt).RunDeadlineSweeper(ctx, cfg.sweep) }),
 		// Detached turns: take over jobs of stopped instances, and hear
 		// aborts made on any instance.
