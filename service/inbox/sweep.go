@@ -49,8 +49,9 @@ func (ib *Inbox) SweepDeadlines(ctx context.Context) (int, error) {
 }
 
 // RunDeadlineSweeper sweeps every interval until ctx ends: the due
-// deadlines, the tool calls lost with their turn (SweepLostToolCalls),
-// and the decisions whose turn never started (RepairStrandedDecisions).
+// deadlines, the escalations, the tool calls lost with their turn
+// (SweepLostToolCalls), and the decisions whose turn never started (the
+// engine's service.Runtime.RepairStrandedDecisions).
 func (ib *Inbox) RunDeadlineSweeper(ctx context.Context, interval time.Duration) {
 	wait.Every(ctx, interval, func() bool {
 		if !ib.rt.Ready() {
@@ -73,7 +74,7 @@ func (ib *Inbox) RunDeadlineSweeper(ctx context.Context, interval time.Duration)
 }
 
 // SweepLostToolCalls marks unknown (all tenants) the tool calls running
-// for longer than Options.LostToolCallAfter whose turn has no detached
+// for longer than service.Options.LostToolCallAfter whose turn has no detached
 // job: their instance died, so nobody will record their outcome. A
 // detached turn's calls are left to the takeover of its job.
 func (ib *Inbox) SweepLostToolCalls(ctx context.Context) (int, error) {

@@ -77,7 +77,7 @@ func (ib *Inbox) CancelToolCall(ctx context.Context, c auth.Caller, id uuid.UUID
 func (ib *Inbox) RetryToolCall(ctx context.Context, c auth.Caller, id uuid.UUID, note string) (*store.ToolCallRecord, error) {
 	if rec, err := ib.store.GetToolCallByID(ctx, c.TenantID, id); err == nil && rec.Status == store.ToolCallFailed {
 		// An approved call that failed: retried on a turn that continues
-		// its session (see retryApproved).
+		// its session (see service.Runtime.RetryApprovedCall).
 		retried, _, err := ib.rt.RetryApprovedCall(ctx, c, rec)
 		return retried, err
 	}
