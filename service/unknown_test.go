@@ -388,7 +388,12 @@ func TestSweepMarksCallsLostWithTheirTurn(t *testing.T) {
 		}
 	}
 	detached := detachPay(t, rt)
-	waitFor(t, "the detached pay", 5*time.Second, func() bool { return paidDetached.Load() == 1 })
+	// The pay ran and its row was recorded (the pay's outcome is written
+	// after it returns; rewriting the row before that write would be
+	// undone by it).
+	waitFor(t, "the detached pay recorded", time.Minute, func() bool {
+		return paidDetached.Load() == 1 && count(t, admin, `SELECT count(*) FROM tool_calls WHERE turn_id = '`+detached+`' AND status = 'succeeded'`) == 1
+	})
 	// The rows a dead synchronous turn leaves: started, never finished.
 	if _, err := admin.Exec(ctx, `
 		INSERT INTO tool_calls (tenant_id, turn_id, call_key, session_id, agent, tool, status, actor, started_at)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -312,6 +313,11 @@ func TestDoctorFailures(t *testing.T) {
 func TestServeBanner(t *testing.T) {
 	t.Parallel()
 	srv := startServe(t, testdb.URL(t), "--dev", "--metrics-token", "banner-test-metrics-token-0123456789")
+	// The server answers /readyz once it listens; the serving line and the
+	// banner are written beside that, so they may reach the log a moment
+	// after the first answer.
+	banner := "Metrics    " + srv.base + "/metrics"
+	waitfor.Until(t, "the banner in the log", time.Minute, func() bool { return len(srv.logLines(banner)) > 0 })
 	lines := srv.logLines("msg=serving", "url="+srv.base+"/api/agents/", "ui="+srv.base+"/ui/", "metrics="+srv.base+"/metrics")
 	if len(lines) != 1 {
 		t.Errorf("want one serving line with the URLs; log:\n%s", srv.log())
