@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/inbox"
 )
@@ -20,65 +20,6 @@ func approvals(a, b string) service.AgentInput {
 	}}}
 }
 
-// twoApprovalsAgent and pausedInterrupts are also the inbox's test
-// helpers (service/inbox/interrupts_test.go).
-
-// twoApprovalsAgent asks two approvals in one model answer, then calls pay
-// once per approved one.
-func twoApprovalsAgent(t *testing.T, rt *service.Runtime, expire time.Duration, onExpire *service.ExpireRespond) *atomic.Int32 {
-	t.Helper()
-	var paid atomic.Int32
-	model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == service.RoleUser {
-			return service.Message{Role: service.RoleModel, Content: []service.Part{
-				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "a", Input: json.RawMessage(`{"what":"a"}`)}},
-				{ToolRequest: &service.ToolRequest{Name: "approve", Ref: "b", Input: json.RawMessage(`{"what":"b"}`)}},
-			}}
-		}
-		if last.Role == service.RoleTool && last.Content[0].ToolResponse.Name == "approve" {
-			var calls []service.Part
-			for _, p := range last.Content {
-				var out struct{ Approved bool }
-				_ = json.Unmarshal(p.ToolResponse.Output, &out)
-				if out.Approved {
-					calls = append(calls, service.Part{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "pay-" + p.ToolResponse.Ref, Input: json.RawMessage(`{}`)}})
-				}
-			}
-			if len(calls) > 0 {
-				return service.Message{Role: service.RoleModel, Content: calls}
-			}
-		}
-		return text(service.RoleModel, "done")
-	}}
-	err := rt.Register(&service.Agent{Name: "approver", ServerManaged: true, Model: model, Tools: []*service.Tool{
-		{Name: "approve", Interrupt: true, ExpiresAfter: expire, OnExpire: onExpire,
-			OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"feedback":{"type":"string"}},"required":["approved"]}`)},
-		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
-			paid.Add(1)
-			return json.RawMessage(`{"ok":true}`), nil
-		}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &paid
-}
-
-func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string, []service.Interrupt) {
-	t.Helper()
-	ctx := context.Background()
-	out, err := rt.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: session}, service.AgentInput{Message: ptr(text(service.RoleUser, "two please"))}, nil)
-	if err != nil || out.FinishReason != "interrupted" {
-		t.Fatalf("first turn: %v %+v", err, out)
-	}
-	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{SessionID: session})
-	if err != nil || len(items) != 2 {
-		t.Fatalf("inbox: %v %d items", err, len(items))
-	}
-	return out.SnapshotID, items
-}
-
 // TestResumeRetryReplays checks a resume sent again (its first answer
 // lost after the turn committed) answers the first turn's outcome, with
 // no second tool run, and that a different answer is refused as already
@@ -87,8 +28,8 @@ func TestResumeRetryReplays(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	paid := twoApprovalsAgent(t, rt, 0, nil)
-	base, _ := pausedInterrupts(t, rt, "s-replay")
+	paid := servicetest.TwoApprovalsAgent(t, rt, 0, nil)
+	base, _ := servicetest.PausedInterrupts(t, rt, testCaller, "s-replay")
 	init := service.AgentInit{SnapshotID: base}
 	first, err := rt.InvokeOne(ctx, testCaller, "approver", init, approvals(`{"approved":true}`, `{"approved": true}`), nil)
 	if err != nil || first.FinishReason != "stop" {

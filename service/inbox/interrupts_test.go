@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/inbox"
@@ -18,70 +18,14 @@ import (
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
-// twoApprovalsAgent asks two approvals in one model answer, then calls pay
-// once per approved one.
-func twoApprovalsAgent(t *testing.T, rt *service.Runtime, expire time.Duration, onExpire *service.ExpireRespond) *atomic.Int32 {
-	t.Helper()
-	var paid atomic.Int32
-	model := &scriptModel{fn: func(req *protocol.ModelRequest) protocol.Message {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == protocol.RoleUser {
-			return protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{
-				{ToolRequest: &protocol.ToolRequest{Name: "approve", Ref: "a", Input: json.RawMessage(`{"what":"a"}`)}},
-				{ToolRequest: &protocol.ToolRequest{Name: "approve", Ref: "b", Input: json.RawMessage(`{"what":"b"}`)}},
-			}}
-		}
-		if last.Role == protocol.RoleTool && last.Content[0].ToolResponse.Name == "approve" {
-			var calls []protocol.Part
-			for _, p := range last.Content {
-				var out struct{ Approved bool }
-				_ = json.Unmarshal(p.ToolResponse.Output, &out)
-				if out.Approved {
-					calls = append(calls, protocol.Part{ToolRequest: &protocol.ToolRequest{Name: "pay", Ref: "pay-" + p.ToolResponse.Ref, Input: json.RawMessage(`{}`)}})
-				}
-			}
-			if len(calls) > 0 {
-				return protocol.Message{Role: protocol.RoleModel, Content: calls}
-			}
-		}
-		return text(protocol.RoleModel, "done")
-	}}
-	err := rt.Register(&service.Agent{Name: "approver", ServerManaged: true, Model: model, Tools: []*service.Tool{
-		{Name: "approve", Interrupt: true, ExpiresAfter: expire, OnExpire: onExpire,
-			OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"feedback":{"type":"string"}},"required":["approved"]}`)},
-		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
-			paid.Add(1)
-			return json.RawMessage(`{"ok":true}`), nil
-		}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &paid
-}
-
-func pausedInterrupts(t *testing.T, rt *service.Runtime, session string) (string, []store.Interrupt) {
-	t.Helper()
-	ctx := context.Background()
-	out, err := rt.InvokeOne(ctx, testCaller, "approver", protocol.AgentInit{SessionID: session}, protocol.AgentInput{Message: ptr(text(protocol.RoleUser, "two please"))}, nil)
-	if err != nil || out.FinishReason != "interrupted" {
-		t.Fatalf("first turn: %v %+v", err, out)
-	}
-	items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, store.InterruptFilter{SessionID: session})
-	if err != nil || len(items) != 2 {
-		t.Fatalf("inbox: %v %d items", err, len(items))
-	}
-	return out.SnapshotID, items
-}
-
 // TestDecisionsResumeAfterTheLast checks the multi-interrupt flow: the first
 // decision is recorded, the second resumes the turn with both.
 func TestDecisionsResumeAfterTheLast(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t)
 	ctx := context.Background()
-	paid := twoApprovalsAgent(t, rt, 0, nil)
-	_, items := pausedInterrupts(t, rt, "s-multi")
+	paid := servicetest.TwoApprovalsAgent(t, rt, 0, nil)
+	_, items := servicetest.PausedInterrupts(t, rt, testCaller, "s-multi")
 	op := auth.Caller{TenantID: "default", Actor: "operator:alice"}
 
 	// Schema violations are rejected and change nothing.
@@ -150,8 +94,8 @@ func TestDeadlineRespondResumes(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t)
 	ctx := context.Background()
-	paid := twoApprovalsAgent(t, rt, 50*time.Millisecond, &service.ExpireRespond{Output: json.RawMessage(`{"approved":false,"feedback":"timed out"}`)})
-	_, items := pausedInterrupts(t, rt, "s-deadline")
+	paid := servicetest.TwoApprovalsAgent(t, rt, 50*time.Millisecond, &service.ExpireRespond{Output: json.RawMessage(`{"approved":false,"feedback":"timed out"}`)})
+	_, items := servicetest.PausedInterrupts(t, rt, testCaller, "s-deadline")
 	sweepDue(t, rt, 2)
 	snap, err := rt.GetSnapshot(ctx, testCaller, "approver", protocol.SnapshotLookup{SessionID: "s-deadline"})
 	if err != nil {
@@ -177,8 +121,8 @@ func TestDeadlineExpireRejectsResume(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t)
 	ctx := context.Background()
-	twoApprovalsAgent(t, rt, 50*time.Millisecond, nil)
-	paused, items := pausedInterrupts(t, rt, "s-expire")
+	servicetest.TwoApprovalsAgent(t, rt, 50*time.Millisecond, nil)
+	paused, items := servicetest.PausedInterrupts(t, rt, testCaller, "s-expire")
 	sweepDue(t, rt, 2)
 	resume := protocol.AgentInput{Resume: &protocol.Resume{Respond: []protocol.Part{
 		{ToolResponse: &protocol.ToolResponse{Name: "approve", Ref: "a", Output: json.RawMessage(`{"approved":true}`)}},
