@@ -1,7 +1,6 @@
 package inbox_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/auth"
-	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // The helpers of the engine's tests (service/runtime_test.go) that the
@@ -22,22 +20,6 @@ func TestMain(m *testing.M) {
 }
 
 var testCaller = auth.Caller{TenantID: "default", Actor: "test"}
-
-// scriptModel answers from a function of the request, so tests can drive an
-// agent for any number of turns.
-type scriptModel struct {
-	fn func(req *protocol.ModelRequest) protocol.Message
-}
-
-func (m *scriptModel) Name() string { return "script" }
-
-func (m *scriptModel) Generate(_ context.Context, req *protocol.ModelRequest, _ func(protocol.ModelChunk)) (*protocol.ModelResponse, error) {
-	return &protocol.ModelResponse{Message: m.fn(req), FinishReason: "stop"}, nil
-}
-
-func text(role, s string) protocol.Message {
-	return protocol.Message{Role: role, Content: []protocol.Part{protocol.TextPart(s)}}
-}
 
 // newRuntime returns a runtime on a fresh database whose store runs as the
 // application role (row-level security on).
@@ -50,5 +32,3 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	t.Helper()
 	return waitfor.Until(t, what, timeout, cond)
 }
-
-func ptr[T any](v T) *T { return &v }
