@@ -8,7 +8,8 @@
 // service/readiness, whether the instance may take work; service/observe,
 // the Observer the engine reports to; service/limits, the bounds on what a
 // client sends; service/requestid, the id of the request a context
-// serves; service/approval, a tool's approval policy), the features
+// serves; service/approval, a tool's approval policy; service/statesig,
+// the signature of a client-managed state), the features
 // (service/webhooks, service/retention and service/streams, the durable
 // streams of streamed turns, which own their records and store interfaces;
 // service/tenants, the tenants and their credentials; service/genkitmodel,

@@ -35,13 +35,15 @@ var engine = []string{
 // JSON Schema validation, the store's interfaces and records, who a call
 // acts for, the tenants' signing keys, the HTTP client that calls out, the
 // instance's readiness, the Observer the engine reports to, the bounds on
-// what a client sends, the request id a context carries and a tool's
-// approval policy, which the engine, the features and the store import.
+// what a client sends, the request id a context carries, a tool's approval
+// policy and the signature of a client-managed state, which the engine, the
+// features and the store import.
 var foundation = []string{
 	module + "/service/protocol/...", module + "/service/events/...", module + "/service/schema/...",
 	module + "/service/store/...", module + "/service/auth/...", module + "/service/keys/...",
 	module + "/service/httptool/...", module + "/service/readiness/...", module + "/service/observe/...",
 	module + "/service/limits/...", module + "/service/requestid/...", module + "/service/approval/...",
+	module + "/service/statesig/...",
 }
 
 // The features beside the engine: each owns its records and its store
