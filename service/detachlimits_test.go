@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/limits"
 )
 
 // gateModel's model asks for the tool "work" on a user message, then
@@ -96,7 +97,7 @@ func TestDetachedTurnsQueueBeyondTheInstance(t *testing.T) {
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
 	m := newGateModel()
-	in := startInstance(t, url, service.Options{Detach: service.DetachLimits{PerInstance: 2}}, func(rt *service.Runtime) { slotAgent(rt, m) })
+	in := startInstance(t, url, service.Options{Detach: limits.Detach{PerInstance: 2}}, func(rt *service.Runtime) { slotAgent(rt, m) })
 	names := []string{"t1", "t2", "t3", "t4", "t5", "t6"}
 	for _, n := range names {
 		if out, err := detachAs(in.rt, testCaller, n); err != nil || out.FinishReason != service.FinishDetached {
@@ -135,7 +136,7 @@ func TestDetachedTurnsPerCredentialAndTenantAreCapped(t *testing.T) {
 	m := newGateModel()
 	// One slot, held by a1 at the gate: nothing leaves the queue, so the
 	// counts stay as the detaches leave them.
-	in := startInstance(t, url, service.Options{Detach: service.DetachLimits{PerInstance: 1, PerTenant: 5, PerCredential: 3}},
+	in := startInstance(t, url, service.Options{Detach: limits.Detach{PerInstance: 1, PerTenant: 5, PerCredential: 3}},
 		func(rt *service.Runtime) { slotAgent(rt, m) })
 	t.Cleanup(func() {
 		for _, n := range []string{"a1", "a2", "a3", "b1", "b2"} {
@@ -184,7 +185,7 @@ func TestQueuedTurnsAreTakenFairly(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newGateModel()
-	in := startInstance(t, url, service.Options{Detach: service.DetachLimits{PerInstance: 2}}, func(rt *service.Runtime) { slotAgent(rt, m) })
+	in := startInstance(t, url, service.Options{Detach: limits.Detach{PerInstance: 2}}, func(rt *service.Runtime) { slotAgent(rt, m) })
 	t.Cleanup(func() {
 		for _, n := range []string{"a3", "a4", "b1"} {
 			select {

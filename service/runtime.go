@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/keys"
+	"github.com/holdpoint/holdpoint/service/limits"
 	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/readiness"
 )
@@ -46,10 +47,10 @@ type Options struct {
 	// race has paid for a model call.
 	EarlyClaims bool
 	// Limits bound what one turn may do, whatever the model asks (zero
-	// fields: DefaultTurnLimits).
-	Limits TurnLimits
-	// Detach bounds the detached turns (zero fields: DefaultDetachLimits).
-	Detach DetachLimits
+	// fields: limits.DefaultTurn).
+	Limits limits.Turn
+	// Detach bounds the detached turns (zero fields: limits.DefaultDetach).
+	Detach limits.Detach
 	// LostToolCallAfter is how long a tool call may stay running, with no
 	// detached job running its turn, before the sweep marks it unknown
 	// (default DefaultLostToolCallAfter). A synchronous turn writes its
@@ -97,8 +98,8 @@ type Runtime struct {
 	stopping atomic.Bool
 
 	// limits and detach are opts' bounds with their defaults filled in.
-	limits TurnLimits
-	detach DetachLimits
+	limits limits.Turn
+	detach limits.Detach
 	// jobSlots holds a token for each detached turn running here, its own
 	// and those taken over alike (detach.PerInstance); jobKick wakes the
 	// job runner when a slot frees, so a queued turn starts at once.
@@ -130,9 +131,9 @@ func NewRuntime(store Store, opts Options) *Runtime {
 		opts.LostToolCallAfter = DefaultLostToolCallAfter
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	limits, detach := opts.Limits.withDefaults(), opts.Detach.withDefaults()
+	turnLimits, detach := opts.Limits.WithDefaults(), opts.Detach.WithDefaults()
 	return &Runtime{
-		limits:     limits,
+		limits:     turnLimits,
 		detach:     detach,
 		jobSlots:   make(chan struct{}, detach.PerInstance),
 		jobKick:    make(chan struct{}, 1),

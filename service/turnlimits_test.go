@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/limits"
 )
 
 // hostileAnswer is what a steered model asks for: the calls it lists, each
@@ -116,7 +117,7 @@ func TestToolRequestsPerAnswerAreBounded(t *testing.T) {
 // raises none, and the inbox gets nothing.
 func TestInterruptsPerTurnAreBounded(t *testing.T) {
 	t.Parallel()
-	rt, admin := newRuntimeWith(t, service.Options{Limits: service.TurnLimits{ToolRequests: 100}})
+	rt, admin := newRuntimeWith(t, service.Options{Limits: limits.Turn{ToolRequests: 100}})
 	hostileAgent(t, rt, func() service.Message { return hostileAnswer(repeat("approve", 40)...) }, 0)
 	out := sendHostile(t, rt, "")
 	wantExhausted(t, out, "40 interrupts in one turn; at most 16")
@@ -130,7 +131,7 @@ func TestInterruptsPerTurnAreBounded(t *testing.T) {
 // bound, and the turn that would pass it writes none of its interrupts.
 func TestPendingInterruptsPerSessionAreBounded(t *testing.T) {
 	t.Parallel()
-	rt, admin := newRuntimeWith(t, service.Options{Limits: service.TurnLimits{PendingPerSession: 7}})
+	rt, admin := newRuntimeWith(t, service.Options{Limits: limits.Turn{PendingPerSession: 7}})
 	var first atomic.Bool
 	hostileAgent(t, rt, func() service.Message {
 		if !first.Swap(true) {
@@ -163,7 +164,7 @@ func TestToolOutputIsBounded(t *testing.T) {
 	t.Parallel()
 	t.Run("per call", func(t *testing.T) {
 		t.Parallel()
-		rt, admin := newRuntimeWith(t, service.Options{Limits: service.TurnLimits{ToolOutputBytes: 1000}})
+		rt, admin := newRuntimeWith(t, service.Options{Limits: limits.Turn{ToolOutputBytes: 1000}})
 		hostileAgent(t, rt, func() service.Message { return hostileAnswer("fetch") }, 5000)
 		out := sendHostile(t, rt, "")
 		wantExhausted(t, out, "tool fetch returned 5000 bytes; at most 1000")
@@ -174,7 +175,7 @@ func TestToolOutputIsBounded(t *testing.T) {
 	})
 	t.Run("per turn", func(t *testing.T) {
 		t.Parallel()
-		rt, admin := newRuntimeWith(t, service.Options{Limits: service.TurnLimits{ToolOutputBytes: 1000, TurnToolOutputBytes: 2500}})
+		rt, admin := newRuntimeWith(t, service.Options{Limits: limits.Turn{ToolOutputBytes: 1000, TurnToolOutputBytes: 2500}})
 		runs := hostileAgent(t, rt, func() service.Message { return hostileAnswer(repeat("fetch", 10)...) }, 1000)
 		out := sendHostile(t, rt, "")
 		wantExhausted(t, out, "more than 2500 bytes")
@@ -191,7 +192,7 @@ func TestToolOutputIsBounded(t *testing.T) {
 // runtime's bound wins.
 func TestToolRoundsAreBounded(t *testing.T) {
 	t.Parallel()
-	rt, _ := newRuntimeWith(t, service.Options{Limits: service.TurnLimits{ToolRounds: 3}})
+	rt, _ := newRuntimeWith(t, service.Options{Limits: limits.Turn{ToolRounds: 3}})
 	var calls atomic.Int32
 	model := &scriptModel{fn: func(*service.ModelRequest) service.Message {
 		calls.Add(1)

@@ -4,20 +4,20 @@ import (
 	"errors"
 	"flag"
 
-	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/limits"
 )
 
 // limitsConfig is what the bound flags chose: what one turn may make the
 // server do, whatever the model asks, and how many detached turns run and
 // wait.
 type limitsConfig struct {
-	turn   service.TurnLimits
-	detach service.DetachLimits
+	turn   limits.Turn
+	detach limits.Detach
 }
 
 // register adds the bound flags to fs, with the runtime's defaults.
 func (l *limitsConfig) register(fs *flag.FlagSet) {
-	t, d := service.DefaultTurnLimits, service.DefaultDetachLimits
+	t, d := limits.DefaultTurn, limits.DefaultDetach
 	fs.IntVar(&l.turn.ToolRequests, "max-tool-requests", t.ToolRequests, "tool calls one model answer may request; an answer with more fails its turn before any of them runs")
 	fs.IntVar(&l.turn.Interrupts, "max-interrupts-per-turn", t.Interrupts, "interrupts (approvals, questions) one turn may raise")
 	fs.IntVar(&l.turn.PendingPerSession, "max-pending-interrupts", t.PendingPerSession, "interrupts that may be pending in one session at once; a turn that would raise more fails and writes none")
