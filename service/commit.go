@@ -1,9 +1,9 @@
 package service
 
-// Claims and commit: an approval's interrupt is claimed (preclaimed,
-// deferred to the commit, or taken at once by the guard), and the turn's
-// outcome, its snapshot, new interrupts and claims are written in one
-// transaction.
+// Claims and commit: an approval's interrupt is claimed the one way the
+// claim policy picks (claimWayOf: decided before the turn, deferred to the
+// commit, or up front under the guard), and the turn's outcome, its
+// snapshot, new interrupts and claims are written in one transaction.
 
 import (
 	"context"
@@ -232,48 +232,80 @@ func (inv *invocation) bodiesFor(n int) ([][]byte, int) {
 	return bodies, copy(bodies, base)
 }
 
-// claim claims the interrupts a resume answers, unless an operator's
-// decisions (or deadlines) already did.
-//
-// A synchronous, unstreamed resume of a prompt agent defers its claim: the
-// turn's write claims the interrupts in the same statement (one commit
-// fewer per resume), unless a tool is about to run first (settleClaims).
-// Exactly once holds as with a claim made up front: the write's claim is
-// the same conditional update from pending, so of two resumes (or a resume
-// and an operator's decision, or a deadline) exactly one changes the row,
-// and the loser's whole write rolls back; and nothing with an effect runs
-// before the claim is made, since a tool's run settles it first, and the
-// model's answer reaches nobody before the write (no stream). What the
-// loser costs is one model call whose answer is dropped; once the store has
-// seen the snapshot's interrupts claimed (baseAnswered), resumes of it
-// claim up front, so repeating a resume of an answered interrupt costs no
-// model call. A streamed turn, a custom agent's turn (its code may do
-// anything) and a detached turn claim up front.
+// claimWay is how a resume claims the interrupts it answers: the claim
+// policy, one way per turn, chosen by claimWayOf. Every way is the same
+// conditional update from pending, so of two resumes (or a resume and an
+// operator's decision, or a deadline) exactly one changes the row; they
+// differ only in when the update runs.
+type claimWay int
+
+const (
+	// claimNone: nothing to claim (a new session, a client-managed agent,
+	// an input that answers no interrupt).
+	claimNone claimWay = iota
+	// claimDecided: an operator's decisions or a deadline claimed the
+	// interrupts before the turn (inv.preclaimed); the guard keeps the
+	// decision's turn going if this instance dies.
+	claimDecided
+	// claimDeferred: the turn's own write claims the interrupts (one
+	// commit fewer per resume), unless a tool is about to run first
+	// (settleClaims). Nothing with an effect runs before the claim, since a
+	// tool's run settles it first, and the model's answer reaches nobody
+	// before the write (no stream); the loser's whole write rolls back, and
+	// what it costs is one model call whose answer is dropped.
+	claimDeferred
+	// claimUpFront: claimed now, in a transaction of its own (claimNow).
+	claimUpFront
+)
+
+// claimWayOf is the claim policy. A synchronous, unstreamed resume of a
+// prompt agent defers its claim. A streamed turn, a custom agent's turn
+// (its code may do anything), a detached turn, a runtime with EarlyClaims,
+// and a resume of a snapshot the store has seen answered (baseAnswered:
+// repeating a resume of an answered interrupt then costs no model call)
+// claim up front.
+func (inv *invocation) claimWayOf(t *Turn, plan *resumePlan) claimWay {
+	switch {
+	case inv.preclaimed != nil:
+		return claimDecided
+	case !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0:
+		return claimNone
+	case inv.sink == nil && inv.agent.Turn == nil && !t.input.Detach && !inv.isDetached() && !inv.baseAnswered && !inv.rt.opts.EarlyClaims:
+		return claimDeferred
+	default:
+		return claimUpFront
+	}
+}
+
+// claim claims the interrupts a resume answers the way claimWayOf says.
 func (inv *invocation) claim(ctx context.Context, t *Turn, plan *resumePlan, tr *turnRecord) error {
-	if inv.preclaimed != nil {
-		// Decided already (an operator, a deadline): the guard keeps the
-		// decision's turn going if this instance dies.
-		tr.claimed = inv.preclaimed
-		_, _, err := inv.guard(ctx, t, ClaimInterruptsParams{})
-		if errors.Is(err, ErrDecisionTaken) {
-			// Another turn carries the decisions out: none are this
-			// turn's to give back, and it writes nothing.
-			tr.claimed = nil
-			e := Errorf(CodeAborted, "the decisions of snapshot %s are being carried out by another turn", inv.baseID)
-			e.Cause = err
-			inv.reject(e)
-			return e
-		}
-		return err
-	}
-	if !inv.agent.ServerManaged || inv.baseID == "" || len(plan.claims) == 0 {
+	switch inv.claimWayOf(t, plan) {
+	case claimNone:
 		return nil
-	}
-	if inv.sink == nil && inv.agent.Turn == nil && !t.input.Detach && !inv.isDetached() && !inv.baseAnswered && !inv.rt.opts.EarlyClaims {
+	case claimDecided:
+		return inv.claimDecided(ctx, t, tr)
+	case claimDeferred:
 		t.deferred = &deferredClaim{claims: plan.claims, on: inv.baseID, tr: tr}
 		return nil
+	default:
+		return inv.claimNow(ctx, t, plan.claims, tr)
 	}
-	return inv.claimNow(ctx, t, plan.claims, tr)
+}
+
+// claimDecided takes over the claims made before the turn under the guard.
+func (inv *invocation) claimDecided(ctx context.Context, t *Turn, tr *turnRecord) error {
+	tr.claimed = inv.preclaimed
+	_, _, err := inv.guard(ctx, t, ClaimInterruptsParams{})
+	if errors.Is(err, ErrDecisionTaken) {
+		// Another turn carries the decisions out: none are this turn's to
+		// give back, and it writes nothing.
+		tr.claimed = nil
+		e := Errorf(CodeAborted, "the decisions of snapshot %s are being carried out by another turn", inv.baseID)
+		e.Cause = err
+		inv.reject(e)
+		return e
+	}
+	return err
 }
 
 // settleClaims makes a deferred claim now: a tool is about to run, and

@@ -1,5 +1,12 @@
 package service
 
+// Invocations and their turns: Invoke and InvokeOne run one turn per
+// input, in the foreground (start, runTurns, await) or detached
+// (detach.go); the invocation holds what its turns share. runTurn wraps a
+// turn in its span and metrics; turn resolves the session (session.go),
+// runs the agent (generate.go for a prompt agent, customTurn for a custom
+// one) and returns a turnResult; persist (commit.go) writes it.
+
 import (
 	"context"
 	"encoding/json"
@@ -70,63 +77,6 @@ func (r *Runtime) invoke(ctx context.Context, c Caller, agent string, init Agent
 		return nil, inv.orHeadMoved(ctx, err)
 	}
 	return out, nil
-}
-
-// orHeadMoved is err, or errHeadMoved when the invocation started from a
-// cached session head it never checked and the session's head is another:
-// the error may come of the stale history, and nothing was written (a
-// write names the head it expects).
-func (inv *invocation) orHeadMoved(ctx context.Context, err error) error {
-	if errors.Is(err, ErrSessionMoved) {
-		return errHeadMoved
-	}
-	if inv.expectedHead == "" || inv.sess == nil || ctx.Err() != nil {
-		return err
-	}
-	if moved, cerr := inv.headMoved(ctx); cerr == nil && moved {
-		return errHeadMoved
-	}
-	return err
-}
-
-// headMoved reads the session's head and compares it with the cached one
-// the invocation started from.
-func (inv *invocation) headMoved(ctx context.Context) (bool, error) {
-	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.Scope(), inv.sess.id)
-	if errors.Is(err, ErrNotFound) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return sess.LatestSnapshotID != inv.expectedHead || sess.Agent != inv.agent.Name, nil
-}
-
-// checkHead is called before anything with an effect: an invocation that
-// started from a cached session head reads the head, and goes on only
-// when it is the same (it is then one that read its head: its writes name
-// no expected head). Otherwise the invocation is answered errHeadMoved,
-// and runs again.
-func (inv *invocation) checkHead(ctx context.Context) error {
-	if inv.expectedHead == "" {
-		return nil
-	}
-	moved, err := inv.headMoved(ctx)
-	if errors.Is(err, ErrUnavailable) {
-		// Before anything with an effect: refused as a whole, like a
-		// new session that could not be claimed.
-		err = AsError(err)
-		inv.reject(err)
-	}
-	if err != nil {
-		return err
-	}
-	if moved {
-		inv.reject(errHeadMoved)
-		return errHeadMoved
-	}
-	inv.expectedHead = ""
-	return nil
 }
 
 // start runs the invocation's turns on the runtime's background context,
@@ -223,97 +173,6 @@ func (r *Runtime) InvokeOne(ctx context.Context, c Caller, agent string, init Ag
 	}
 	return out, err
 }
-
-// errHeadMoved answers an invocation that started from a cached session
-// head found to have moved before anything was written or any tool ran
-// (see InvokeOne): it is run again from the head in the table.
-var errHeadMoved = fmt.Errorf("%w (checked)", ErrSessionMoved)
-
-// GetSnapshot returns a snapshot of a server-managed agent by id, or the
-// latest snapshot of a session. A missing snapshot is NOT_FOUND.
-func (r *Runtime) GetSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
-	return r.getSnapshot(ctx, c, c.Scope(), agent, lookup)
-}
-
-// OperatorSnapshot is GetSnapshot as the tenant's operators see it (the
-// dashboard's session page): a session of any end user of the tenant, as
-// the inbox and the decision page show their interrupts.
-func (r *Runtime) OperatorSnapshot(ctx context.Context, c Caller, agent string, lookup SnapshotLookup) (*Snapshot, error) {
-	return r.getSnapshot(ctx, c, OperatorScope(c.TenantID), agent, lookup)
-}
-
-func (r *Runtime) getSnapshot(ctx context.Context, c Caller, scope Scope, agent string, lookup SnapshotLookup) (*Snapshot, error) {
-	a, err := r.LookupFor(ctx, c, agent)
-	if err != nil {
-		return nil, err
-	}
-	if !a.ServerManaged {
-		return nil, Errorf(CodeFailedPrecondition, "getSnapshot requires a server-managed agent; '%s' keeps its state on the client", agent)
-	}
-	id := lookup.SnapshotID
-	if id == "" {
-		if lookup.SessionID == "" {
-			return nil, Errorf(CodeInvalidArgument, "getSnapshot needs a snapshotId or a sessionId")
-		}
-		sess, err := r.store.LoadSession(ctx, scope, lookup.SessionID)
-		if errors.Is(err, ErrNotFound) || (err == nil && (sess.Agent != agent || sess.LatestSnapshotID == "")) {
-			return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", lookup.SessionID, agent)
-		}
-		if err != nil {
-			return nil, err
-		}
-		id = sess.LatestSnapshotID
-	}
-	snap, err := r.store.LoadSnapshot(ctx, LoadSnapshotParams{Scope: scope, Agent: agent, ID: id, WithState: true})
-	if errors.Is(err, ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "Snapshot '%s' not found for agent '%s'.", id, agent)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := snap.Snapshot
-	out.Status = r.EffectiveStatus(&out)
-	return &out, nil
-}
-
-// EffectiveStatus reports a pending snapshot whose heartbeat is stale as
-// expired; expired is never stored.
-func (r *Runtime) EffectiveStatus(s *Snapshot) string {
-	if s.Status == StatusPending && s.HeartbeatAt != nil && time.Since(*s.HeartbeatAt) > r.opts.HeartbeatTimeout {
-		return StatusExpired
-	}
-	return s.Status
-}
-
-// Abort flips a pending snapshot to aborted and cancels its running work.
-// The result carries the status before the abort (empty when not found).
-func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string) (*AbortResult, error) {
-	a, err := r.LookupFor(ctx, c, agent)
-	if err != nil {
-		return nil, err
-	}
-	if !a.ServerManaged {
-		return nil, Errorf(CodeFailedPrecondition, "abort requires a server-managed agent; '%s' keeps its state on the client", agent)
-	}
-	if snapshotID == "" {
-		return nil, Errorf(CodeInvalidArgument, "abort needs a snapshotId")
-	}
-	prev, err := r.store.AbortSnapshot(ctx, c.Scope(), agent, snapshotID)
-	if errors.Is(err, ErrNotFound) {
-		return &AbortResult{SnapshotID: snapshotID}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if prev == StatusPending {
-		if cancel, ok := r.running.Load(runningKey(c.TenantID, snapshotID)); ok {
-			cancel.(context.CancelFunc)()
-		}
-	}
-	return &AbortResult{SnapshotID: snapshotID, Status: prev}, nil
-}
-
-func runningKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
 
 // invocation is the in-memory state of one Invoke.
 type invocation struct {
@@ -558,6 +417,44 @@ func (inv *invocation) failedOutput(err error) *AgentOutput {
 	return out
 }
 
+// hideError is what a client learns of an error from agent code (a
+// custom turn, a tool, a model): a domain error (*Error, which agent code
+// returns to mean its message for the client) as it is; any other error's
+// text may carry hosts, keys or data, so it stays in the log and the client
+// gets a fixed message naming what failed and the request.
+func (inv *invocation) hideError(err error, status, what string) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, ErrUnavailable) {
+		// The agent's code failed because the database did: the client
+		// may retry, which an INTERNAL would not tell it.
+		return UnavailableError(err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	msg := what + " failed"
+	if inv.requestID != "" {
+		msg += "; the server log has the details under request id " + inv.requestID
+	}
+	return &Error{Status: status, Message: msg, Cause: err}
+}
+
+// protect runs agent code (a custom turn, a tool, a model), turning a panic
+// into an INTERNAL error logged with its stack, so agent code cannot crash
+// the server.
+func (inv *invocation) protect(what string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inv.rt.log.Error("agent code panicked", "agent", inv.agent.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
+			err = &Error{Status: CodeInternal, Message: "internal error", Cause: fmt.Errorf("panic in %s: %v", what, p)}
+		}
+	}()
+	return fn()
+}
+
 // runTurn runs one turn and persists its end, in a span of its own, and
 // reports how it ended to the observer.
 func (inv *invocation) runTurn(ctx context.Context, in AgentInput) (err error) {
@@ -788,42 +685,4 @@ type turnRecord struct {
 	interrupts     []NewInterrupt
 	claimed        []uuid.UUID
 	resolvedEvents bool // the claims were made by this turn's resume
-}
-
-// hideError is what a client learns of an error from agent code (a
-// custom turn, a tool, a model): a domain error (*Error, which agent code
-// returns to mean its message for the client) as it is; any other error's
-// text may carry hosts, keys or data, so it stays in the log and the client
-// gets a fixed message naming what failed and the request.
-func (inv *invocation) hideError(err error, status, what string) error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if errors.Is(err, ErrUnavailable) {
-		// The agent's code failed because the database did: the client
-		// may retry, which an INTERNAL would not tell it.
-		return UnavailableError(err)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	msg := what + " failed"
-	if inv.requestID != "" {
-		msg += "; the server log has the details under request id " + inv.requestID
-	}
-	return &Error{Status: status, Message: msg, Cause: err}
-}
-
-// protect runs agent code (a custom turn, a tool, a model), turning a panic
-// into an INTERNAL error logged with its stack, so agent code cannot crash
-// the server.
-func (inv *invocation) protect(what string, fn func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			inv.rt.log.Error("agent code panicked", "agent", inv.agent.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
-			err = &Error{Status: CodeInternal, Message: "internal error", Cause: fmt.Errorf("panic in %s: %v", what, p)}
-		}
-	}()
-	return fn()
 }

@@ -1,13 +1,15 @@
 package service
 
 // Session loading: which session and history a turn starts from (a
-// snapshot, a session id, client-managed state, or nothing), and the
-// copy-on-write state the turn works on.
+// snapshot, a session id, client-managed state, or nothing), the
+// copy-on-write state the turn works on, and the check that a cached
+// session head has not moved.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/holdpoint/holdpoint/service/limits"
 	"github.com/holdpoint/holdpoint/service/store"
@@ -419,3 +421,65 @@ func (inv *invocation) releaseHandoffs() {
 	}
 	inv.heldHandoffs = nil
 }
+
+// orHeadMoved is err, or errHeadMoved when the invocation started from a
+// cached session head it never checked and the session's head is another:
+// the error may come of the stale history, and nothing was written (a
+// write names the head it expects).
+func (inv *invocation) orHeadMoved(ctx context.Context, err error) error {
+	if errors.Is(err, ErrSessionMoved) {
+		return errHeadMoved
+	}
+	if inv.expectedHead == "" || inv.sess == nil || ctx.Err() != nil {
+		return err
+	}
+	if moved, cerr := inv.headMoved(ctx); cerr == nil && moved {
+		return errHeadMoved
+	}
+	return err
+}
+
+// headMoved reads the session's head and compares it with the cached one
+// the invocation started from.
+func (inv *invocation) headMoved(ctx context.Context) (bool, error) {
+	sess, err := inv.rt.store.LoadSession(ctx, inv.caller.Scope(), inv.sess.id)
+	if errors.Is(err, ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return sess.LatestSnapshotID != inv.expectedHead || sess.Agent != inv.agent.Name, nil
+}
+
+// checkHead is called before anything with an effect: an invocation that
+// started from a cached session head reads the head, and goes on only
+// when it is the same (it is then one that read its head: its writes name
+// no expected head). Otherwise the invocation is answered errHeadMoved,
+// and runs again.
+func (inv *invocation) checkHead(ctx context.Context) error {
+	if inv.expectedHead == "" {
+		return nil
+	}
+	moved, err := inv.headMoved(ctx)
+	if errors.Is(err, ErrUnavailable) {
+		// Before anything with an effect: refused as a whole, like a
+		// new session that could not be claimed.
+		err = AsError(err)
+		inv.reject(err)
+	}
+	if err != nil {
+		return err
+	}
+	if moved {
+		inv.reject(errHeadMoved)
+		return errHeadMoved
+	}
+	inv.expectedHead = ""
+	return nil
+}
+
+// errHeadMoved answers an invocation that started from a cached session
+// head found to have moved before anything was written or any tool ran
+// (see InvokeOne): it is run again from the head in the table.
+var errHeadMoved = fmt.Errorf("%w (checked)", ErrSessionMoved)

@@ -1,5 +1,7 @@
 package service
 
+// Turn: the state of one turn, and what a custom agent's code works with.
+
 import (
 	"context"
 	"encoding/json"
@@ -35,7 +37,7 @@ type Turn struct {
 	// deferred is the resume's claim, when the turn's write makes it (see
 	// invocation.claim).
 	deferred *deferredClaim
-	// budget counts what the turn holds against the runtime's TurnLimits.
+	// budget counts what the turn holds against the runtime's limits.Turn.
 	budget turnBudget
 }
 
