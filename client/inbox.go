@@ -22,27 +22,9 @@ const (
 )
 
 // InboxInterrupt is an interrupt as the approvals inbox (/api/v1) shows
-// it: a row of the server's interrupts table.
-type InboxInterrupt struct {
-	ID                string          `json:"id"`
-	Agent             string          `json:"agent"`
-	SessionID         string          `json:"sessionId"`
-	SnapshotID        string          `json:"snapshotId"`
-	Tool              string          `json:"tool"`
-	Ref               string          `json:"ref,omitempty"`
-	Input             json.RawMessage `json:"input,omitempty"`
-	Metadata          json.RawMessage `json:"metadata,omitempty"`
-	Status            string          `json:"status"`
-	CreatedAt         time.Time       `json:"createdAt"`
-	ExpiresAt         *time.Time      `json:"expiresAt,omitempty"`
-	ResolvedAt        *time.Time      `json:"resolvedAt,omitempty"`
-	ResolvedBy        string          `json:"resolvedBy,omitempty"`
-	Resolution        json.RawMessage `json:"resolution,omitempty"`
-	ResumedSnapshotID string          `json:"resumedSnapshotId,omitempty"`
-	// PreviousID is the interrupt this one replaces (a restart that
-	// interrupted again).
-	PreviousID string `json:"previousId,omitempty"`
-}
+// it: a row of the server's interrupts table (one definition, shared with
+// the server: protocol.InboxInterrupt).
+type InboxInterrupt = protocol.InboxInterrupt
 
 // InboxInterruptDetail is one interrupt with the last messages of its
 // session.

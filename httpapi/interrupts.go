@@ -14,6 +14,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/cursor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/inbox"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // Bounds of the inbox's query parameters and decision bodies.
@@ -50,8 +51,8 @@ func (a *api) registerV1(g *echo.Group) {
 
 // interruptPage is one page of the inbox.
 type interruptPage struct {
-	Items      []service.Interrupt `json:"items"`
-	NextCursor string              `json:"nextCursor,omitempty"`
+	Items      []protocol.InboxInterrupt `json:"items"`
+	NextCursor string                    `json:"nextCursor,omitempty"`
 }
 
 // listInterrupts answers a page of the inbox, newest first:
@@ -69,9 +70,9 @@ func (a *api) listInterrupts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := interruptPage{Items: items}
-	if page.Items == nil {
-		page.Items = []service.Interrupt{}
+	page := interruptPage{Items: make([]protocol.InboxInterrupt, len(items))}
+	for i := range items {
+		page.Items[i] = items[i].Wire()
 	}
 	if len(items) == f.Limit {
 		// A full page may have a successor; an empty next page is the

@@ -23,9 +23,9 @@ import (
 type DecisionResult struct {
 	// Status is "resumed", "recorded" (the snapshot waits for other
 	// interrupts) or "voted" (the call waits for more approvals).
-	Status     string                `json:"status"`
-	Output     *protocol.AgentOutput `json:"output,omitempty"`
-	WaitingFor []store.Interrupt     `json:"waitingFor,omitempty"`
+	Status     string                    `json:"status"`
+	Output     *protocol.AgentOutput     `json:"output,omitempty"`
+	WaitingFor []protocol.InboxInterrupt `json:"waitingFor,omitempty"`
 	// Approvals of Needed, after a vote that did not complete them.
 	Approvals int `json:"approvals,omitempty"`
 	Needed    int `json:"needed,omitempty"`
@@ -176,7 +176,11 @@ func (ib *Inbox) decide(ctx context.Context, c auth.Caller, it *store.Interrupt,
 	}
 	ib.obs.InterruptResolved(ib.rt.MetricLabels(it.Agent, it.Tool))
 	if len(d.Batch) == 0 {
-		return &DecisionResult{Status: "recorded", WaitingFor: d.Waiting}, nil
+		res := &DecisionResult{Status: "recorded", WaitingFor: make([]protocol.InboxInterrupt, len(d.Waiting))}
+		for i := range d.Waiting {
+			res.WaitingFor[i] = d.Waiting[i].Wire()
+		}
+		return res, nil
 	}
 	out, err := ib.rt.ResumeDecided(ctx, c, it.Agent, it.SnapshotID, d.Batch)
 	if errors.Is(err, store.ErrUnavailable) {

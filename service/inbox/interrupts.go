@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -37,8 +38,10 @@ func (ib *Inbox) ListInterrupts(ctx context.Context, c auth.Caller, f store.Inte
 }
 
 // InterruptDetail is an interrupt with the end of its session's history.
+// Its JSON is the interrupt's wire form (protocol.InboxInterrupt) with the
+// fields below.
 type InterruptDetail struct {
-	store.Interrupt
+	store.Interrupt `json:"-"`
 	// Messages are the last messages of the paused snapshot, for context.
 	Messages []protocol.Message `json:"messages"`
 	// Execution is "unknown" when a tool call of the turn that resumed the
@@ -49,6 +52,36 @@ type InterruptDetail struct {
 	UnknownToolCalls []store.ToolCallRecord `json:"unknownToolCalls,omitempty"`
 	// Votes are the votes on a gated call, oldest first.
 	Votes []store.Vote `json:"votes,omitempty"`
+}
+
+// detailJSON is InterruptDetail's JSON: the interrupt's wire form and the
+// detail's own fields.
+type detailJSON struct {
+	protocol.InboxInterrupt
+	detailFields
+}
+
+// detailFields is InterruptDetail without its methods.
+type detailFields InterruptDetail
+
+// MarshalJSON writes the interrupt's wire form and the detail's fields.
+func (d InterruptDetail) MarshalJSON() ([]byte, error) {
+	return json.Marshal(detailJSON{d.Interrupt.Wire(), detailFields(d)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *InterruptDetail) UnmarshalJSON(b []byte) error {
+	var v detailJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	it, err := store.InterruptOfWire(v.InboxInterrupt)
+	if err != nil {
+		return err
+	}
+	*d = InterruptDetail(v.detailFields)
+	d.Interrupt = it
+	return nil
 }
 
 // visibleInterrupt reads an interrupt the caller may see: one needing a

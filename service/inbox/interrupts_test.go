@@ -35,7 +35,7 @@ func TestDecisionsResumeAfterTheLast(t *testing.T) {
 		t.Fatalf("bad output: %v", err)
 	}
 	first, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), "ok")
-	if err != nil || first.Status != "recorded" || len(first.WaitingFor) != 1 || first.WaitingFor[0].ID != items[1].ID {
+	if err != nil || first.Status != "recorded" || len(first.WaitingFor) != 1 || first.WaitingFor[0].ID != items[1].ID.String() {
 		t.Fatalf("first decision: %v %+v", err, first)
 	}
 	if _, err := inbox.New(rt).RespondInterrupt(ctx, op, items[0].ID, json.RawMessage(`{"approved":true}`), ""); !errors.As(err, &e) || e.Status != store.CodeAborted {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -621,39 +622,95 @@ type PendingStat struct {
 	Oldest   time.Time
 }
 
-// Interrupt is one interrupted tool request, as the inbox shows it.
+// Interrupt is one interrupted tool request: a row of the interrupts
+// table. It has no JSON form of its own: the API shows its Wire form
+// (protocol.InboxInterrupt), the one definition the Go client shares.
 type Interrupt struct {
-	ID                uuid.UUID       `json:"id"`
-	Agent             string          `json:"agent"`
-	SessionID         string          `json:"sessionId"`
-	SnapshotID        string          `json:"snapshotId"`
-	Tool              string          `json:"tool"`
-	Ref               string          `json:"ref,omitempty"`
-	Input             json.RawMessage `json:"input,omitempty"`
-	Metadata          json.RawMessage `json:"metadata,omitempty"`
-	Status            string          `json:"status"`
-	CreatedAt         time.Time       `json:"createdAt"`
-	ExpiresAt         *time.Time      `json:"expiresAt,omitempty"`
-	ResolvedAt        *time.Time      `json:"resolvedAt,omitempty"`
-	ResolvedBy        string          `json:"resolvedBy,omitempty"`
-	Resolution        json.RawMessage `json:"resolution,omitempty"`
-	ResumedSnapshotID string          `json:"resumedSnapshotId,omitempty"`
+	ID                uuid.UUID
+	Agent             string
+	SessionID         string
+	SnapshotID        string
+	Tool              string
+	Ref               string
+	Input             json.RawMessage
+	Metadata          json.RawMessage
+	Status            string
+	CreatedAt         time.Time
+	ExpiresAt         *time.Time
+	ResolvedAt        *time.Time
+	ResolvedBy        string
+	Resolution        json.RawMessage
+	ResumedSnapshotID string
 	// PreviousID is the interrupt this one replaces: a restart of the
 	// same request that interrupted again.
-	PreviousID *uuid.UUID      `json:"previousId,omitempty"`
+	PreviousID *uuid.UUID
 	OnExpire   json.RawMessage `json:"-"`
 	// EndUser is who asked (the session's end user when it paused).
-	EndUser string `json:"endUser,omitempty"`
+	EndUser string
 	// Policy is a gated call's approval policy; Scope the scope deciding
 	// it needs now (the policy's, or its escalation's); Approvals of
 	// ApprovalsNeeded given so far for the current proposal, and
 	// ProposedInput an approver's edit of the input, when there is one.
-	Policy          *StoredPolicy   `json:"policy,omitempty"`
-	Scope           string          `json:"scope,omitempty"`
-	Approvals       int             `json:"approvals,omitempty"`
-	ApprovalsNeeded int             `json:"approvalsNeeded,omitempty"`
-	ProposedInput   json.RawMessage `json:"proposedInput,omitempty"`
-	EscalatedAt     *time.Time      `json:"escalatedAt,omitempty"`
+	Policy          *StoredPolicy
+	Scope           string
+	Approvals       int
+	ApprovalsNeeded int
+	ProposedInput   json.RawMessage
+	EscalatedAt     *time.Time
+}
+
+// Wire is the interrupt as the inbox's API shows it (the JSON of both
+// forms is the same).
+func (it *Interrupt) Wire() protocol.InboxInterrupt {
+	w := protocol.InboxInterrupt{
+		ID: it.ID.String(), Agent: it.Agent, SessionID: it.SessionID, SnapshotID: it.SnapshotID,
+		Tool: it.Tool, Ref: it.Ref, Input: it.Input, Metadata: it.Metadata, Status: it.Status,
+		CreatedAt: it.CreatedAt, ExpiresAt: it.ExpiresAt, ResolvedAt: it.ResolvedAt, ResolvedBy: it.ResolvedBy,
+		Resolution: it.Resolution, ResumedSnapshotID: it.ResumedSnapshotID, EndUser: it.EndUser,
+		Scope: it.Scope, Approvals: it.Approvals, ApprovalsNeeded: it.ApprovalsNeeded,
+		ProposedInput: it.ProposedInput, EscalatedAt: it.EscalatedAt,
+	}
+	if it.PreviousID != nil {
+		w.PreviousID = it.PreviousID.String()
+	}
+	if p := it.Policy; p != nil {
+		w.Policy = &protocol.InboxPolicy{Scope: p.Scope, Approvals: p.Approvals, AllowEdit: p.AllowEdit, Attempts: p.Attempts}
+		if e := p.Escalate; e != nil {
+			w.Policy.Escalate = &protocol.InboxEscalation{AfterMs: e.AfterMs, Scope: e.Scope}
+		}
+	}
+	return w
+}
+
+// InterruptOfWire is the record of a wire form (Wire's inverse; the wire
+// form has no OnExpire). Malformed ids are an error.
+func InterruptOfWire(w protocol.InboxInterrupt) (Interrupt, error) {
+	id, err := uuid.Parse(w.ID)
+	if err != nil {
+		return Interrupt{}, fmt.Errorf("interrupt id %q: %w", w.ID, err)
+	}
+	it := Interrupt{
+		ID: id, Agent: w.Agent, SessionID: w.SessionID, SnapshotID: w.SnapshotID,
+		Tool: w.Tool, Ref: w.Ref, Input: w.Input, Metadata: w.Metadata, Status: w.Status,
+		CreatedAt: w.CreatedAt, ExpiresAt: w.ExpiresAt, ResolvedAt: w.ResolvedAt, ResolvedBy: w.ResolvedBy,
+		Resolution: w.Resolution, ResumedSnapshotID: w.ResumedSnapshotID, EndUser: w.EndUser,
+		Scope: w.Scope, Approvals: w.Approvals, ApprovalsNeeded: w.ApprovalsNeeded,
+		ProposedInput: w.ProposedInput, EscalatedAt: w.EscalatedAt,
+	}
+	if w.PreviousID != "" {
+		prev, err := uuid.Parse(w.PreviousID)
+		if err != nil {
+			return Interrupt{}, fmt.Errorf("previous interrupt id %q: %w", w.PreviousID, err)
+		}
+		it.PreviousID = &prev
+	}
+	if p := w.Policy; p != nil {
+		it.Policy = &StoredPolicy{Scope: p.Scope, Approvals: p.Approvals, AllowEdit: p.AllowEdit, Attempts: p.Attempts}
+		if e := p.Escalate; e != nil {
+			it.Policy.Escalate = &StoredEscalation{AfterMs: e.AfterMs, Scope: e.Scope}
+		}
+	}
+	return it, nil
 }
 
 // InterruptEvent is one entry of an interrupt's audit trail.
