@@ -77,6 +77,21 @@ example:
 # their time waiting on servers, databases and browsers rather than on the
 # two cores.
 TEST_P ?= 4
+# TEST_JSON=file keeps go test's -json output (each package's and test's
+# start, end and elapsed time) in file.race and file.plain, for a look at
+# where a run's time went.
+TEST_JSON ?=
+# The packages that take longest start first (go test runs them in the
+# order given), so that they overlap the rest instead of running alone at
+# the end.
+TEST_FIRST ?= ./tests/cluster ./tests/ui ./tests/docs ./httpapi ./service ./examples/... ./cmd/platform/app
+# The packages whose tests drive the code from outside (a browser, built
+# programs, the benchmark harness, source checks) run without the race
+# detector, beside the others, which run with it: the server code they
+# drive runs under the race detector in the packages that test it
+# (httpapi, service/..., and tests/cluster's race-built servers).
+TEST_PLAIN ?= ./tests/ui ./tests/docs ./tests/layers ./tests/funclen ./examples/... ./internal/bench ./internal/testsummary
+TEST_P_PLAIN ?= 2
 
 test:
 	@stop=; if [[ -z $${DATABASE_URL:-} ]] && ! (exec 3<>/dev/tcp/127.0.0.1/$${PG_TEST_PORT:-54328}) 2>/dev/null; then stop=1; fi; \
@@ -87,12 +102,16 @@ test:
 	$(GO) build -o "$$counts/testsummary" ./internal/testsummary; \
 	bash tests/compat/install.sh; bash tests/ui/install.sh; \
 	bash tests/compat/run.sh >"$$counts/js.log" 2>&1 & js_pid=$$!; \
-	$(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -count=1 -json ./... | "$$counts/testsummary" -slowest 10 -counts "$$counts/go" || true; \
+	all=$$($(GO) list $(TEST_FIRST) ./...); plain=$$($(GO) list $(TEST_PLAIN)); \
+	racy=$$(grep -vxF -f <(echo "$$plain") <<<"$$all"); plain=$$(grep -xF -f <(echo "$$plain") <<<"$$all"); \
+	{ $(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -count=1 -json $$racy | tee $(if $(TEST_JSON),$(TEST_JSON).race,/dev/null) | "$$counts/testsummary" -slowest 10 -counts "$$counts/go-race" || true; } & race_pid=$$!; \
+	$(GO) test -p $(TEST_P_PLAIN) -parallel $(TEST_P) -count=1 -json $$plain | tee $(if $(TEST_JSON),$(TEST_JSON).plain,/dev/null) | "$$counts/testsummary" -slowest 5 -counts "$$counts/go-plain" || true; \
+	wait $$race_pid || true; \
 	js_rc=0; wait $$js_pid || js_rc=$$?; \
 	echo "--- the JS client suite (tests/compat/run.sh, run beside the Go tests) ---"; cat "$$counts/js.log"; \
 	awk -v rc=$$js_rc '/^# (pass|fail|cancelled) /{n[$$2]=$$3} END{f=n["fail"]+n["cancelled"]; if (rc && !f) f=1; if ("pass" in n) print n["pass"], f}' "$$counts/js.log" >"$$counts/js"; \
 	[[ -s $$counts/js ]] || rm -f "$$counts/js"; \
-	"$$counts/testsummary" -total "$$counts/go" "$$counts/js"
+	"$$counts/testsummary" -total "$$counts/go-race" "$$counts/go-plain" "$$counts/js"
 
 check:
 	@unformatted=$$(find . \( -path ./.git -o -path ./db -o -path ./.pgdata -o -path ./.pgdata-test -o -path ./bin \
