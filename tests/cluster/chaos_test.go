@@ -372,8 +372,15 @@ func classify(a chaosAnswer, ambiguous bool) (verdict, string) {
 }
 
 // turnVerdict reads a protocol turn's output: a failed turn for want of
-// the database is retried; another failed one is final.
+// the database is retried; another failed one is final. An aborted turn
+// is retried too: a turn that lost its guard (its heartbeat failed while
+// PostgreSQL was down) gives its claim back and ends aborted, leaving the
+// approval pending for the client to send again; a retry that finds it
+// taken after all counts as taken (409 after a retry).
 func turnVerdict(out *service.AgentOutput) (verdict, string) {
+	if out.FinishReason == service.FinishAborted {
+		return retryAmbiguous, "200-aborted"
+	}
 	if out.FinishReason != service.FinishFailed {
 		return taken, ""
 	}
