@@ -11,22 +11,14 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
-// Event is one event of the tenant's live stream (GET /api/v1/events).
-type Event struct {
-	TenantID string `json:"tenantId"`
-	// ID is the event's opaque id: what a stream resumes after.
-	ID          string    `json:"eventId"`
-	Type        string    `json:"type"`
-	InterruptID string    `json:"interruptId,omitempty"`
-	Agent       string    `json:"agent,omitempty"`
-	Tool        string    `json:"tool,omitempty"`
-	SessionID   string    `json:"sessionId,omitempty"`
-	SnapshotID  string    `json:"snapshotId,omitempty"`
-	Actor       string    `json:"actor,omitempty"`
-	At          time.Time `json:"at"`
-}
+// Event is one event of the tenant's live stream (GET /api/v1/events):
+// one definition, shared with the server (protocol.Event). Its ID is what
+// a stream resumes after.
+type Event = protocol.Event
 
 // Defaults of the event stream's reconnection.
 const (

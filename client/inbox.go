@@ -128,15 +128,9 @@ func (c *Client) Interrupt(ctx context.Context, id string) (*InboxInterruptDetai
 	return &out, nil
 }
 
-// AuditEvent is one entry of an interrupt's audit trail.
-type AuditEvent struct {
-	ID          string          `json:"id"`
-	InterruptID string          `json:"interruptId"`
-	Type        string          `json:"type"`
-	Actor       string          `json:"actor"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	CreatedAt   time.Time       `json:"createdAt"`
-}
+// AuditEvent is one entry of an interrupt's audit trail (one definition,
+// shared with the server: protocol.AuditEvent).
+type AuditEvent = protocol.AuditEvent
 
 // InterruptEvents returns an interrupt's audit trail, oldest first.
 func (c *Client) InterruptEvents(ctx context.Context, id string) ([]AuditEvent, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/events"
 	"github.com/holdpoint/holdpoint/service/inbox"
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // escalatingAgent's model calls transferMoney, which its policy gates for
@@ -70,13 +71,13 @@ func TestEscalationOnTheEventStream(t *testing.T) {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
 	f := live.next(t, 1)[0]
-	if f.event != "interrupt.escalated" || f.note.InterruptID == nil || *f.note.InterruptID != id || f.note.Actor != "system" ||
+	if f.event != "interrupt.escalated" || f.note.InterruptID != id.String() || f.note.Actor != "system" ||
 		f.note.Tool != "transferMoney" || f.note.SessionID != "s-esc" {
 		t.Fatalf("frame %+v", f)
 	}
 
 	var trail struct {
-		Items []service.InterruptEvent `json:"items"`
+		Items []protocol.AuditEvent `json:"items"`
 	}
 	jsonOf(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+id.String()+"/events", nil), http.StatusOK, &trail)
 	last := trail.Items[len(trail.Items)-1]

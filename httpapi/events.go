@@ -250,7 +250,7 @@ func (st *eventStream) send(n service.Notification) error {
 	if !st.filter.match(n) {
 		return nil
 	}
-	b, err := json.Marshal(n)
+	b, err := json.Marshal(n.Wire())
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}

@@ -258,7 +258,14 @@ func (a *api) interruptOutcome(c echo.Context) error {
 // interruptEvents answers an interrupt's audit trail, oldest first:
 // GET /api/v1/interrupts/:id/events.
 func (a *api) interruptEvents(c echo.Context) error {
-	return interruptItems(a, c, a.inbox.InterruptEvents)
+	return interruptItems(a, c, func(ctx context.Context, caller service.Caller, id uuid.UUID) ([]protocol.AuditEvent, error) {
+		events, err := a.inbox.InterruptEvents(ctx, caller, id)
+		out := make([]protocol.AuditEvent, len(events))
+		for i, ev := range events {
+			out[i] = ev.Wire()
+		}
+		return out, err
+	})
 }
 
 // interruptItems answers {"items": [...]}, what list finds for the

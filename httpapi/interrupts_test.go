@@ -35,6 +35,7 @@ import (
 	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
 	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
@@ -610,11 +611,11 @@ func TestDeadlinesOverHTTP(t *testing.T) {
 // GET /api/v1/interrupts/{id}/events shows them.
 func (s *inboxServer) eventTypes(t *testing.T, id uuid.UUID) string {
 	t.Helper()
-	var body struct{ Items []service.InterruptEvent }
+	var body struct{ Items []protocol.AuditEvent }
 	okJSON(t, s.call(t, http.MethodGet, "/api/v1/interrupts/"+id.String()+"/events", nil), &body)
 	var out []string
 	for _, ev := range body.Items {
-		if ev.InterruptID != id {
+		if ev.InterruptID != id.String() {
 			t.Fatalf("event %s of interrupt %s listed for %s", ev.ID, ev.InterruptID, id)
 		}
 		out = append(out, ev.Type+":"+ev.Actor)
@@ -745,7 +746,7 @@ func sumTotals(rows []service.ReportRow) int {
 // liveEvent is one event of GET /api/v1/events.
 type liveEvent struct {
 	name string
-	note service.Notification
+	note protocol.Event
 	err  error // the frame's data did not decode
 }
 
@@ -829,7 +830,7 @@ const eventBound = time.Minute
 
 // awaitEvent waits for the stream's event name about the interrupt id,
 // skipping others, for at most eventBound.
-func awaitEvent(t *testing.T, events <-chan liveEvent, name string, id uuid.UUID) service.Notification {
+func awaitEvent(t *testing.T, events <-chan liveEvent, name string, id uuid.UUID) protocol.Event {
 	t.Helper()
 	start := time.Now()
 	timeout := time.After(eventBound)
@@ -842,7 +843,7 @@ func awaitEvent(t *testing.T, events <-chan liveEvent, name string, id uuid.UUID
 			if ev.err != nil {
 				t.Fatal(ev.err)
 			}
-			if ev.name == name && ev.note.InterruptID != nil && *ev.note.InterruptID == id {
+			if ev.name == name && ev.note.InterruptID == id.String() {
 				if d := time.Since(start); d > time.Second {
 					t.Logf("%s event of %s took %s", name, id, d)
 				}
@@ -868,7 +869,7 @@ func TestLiveEvents(t *testing.T) {
 
 	_, it := s.pausedTransfer(t, "live", "Transfer $5 to account "+newAccount())
 	note := awaitEvent(t, events, "interrupt.created", it.ID)
-	if note.TenantID != "default" || !strings.HasPrefix(note.EventID, "ev_") || len(note.EventID) != 25 {
+	if note.TenantID != "default" || !strings.HasPrefix(note.ID, "ev_") || len(note.ID) != 25 {
 		t.Fatalf("notification %+v", note)
 	}
 	var d decisionAnswer
@@ -879,7 +880,7 @@ func TestLiveEvents(t *testing.T) {
 	_, own := s.pausedTransfer(t, "live", "Transfer $5 to account "+newAccount(), tenantHeader, "other")
 	select {
 	case ev := <-others:
-		if ev.note.InterruptID == nil || *ev.note.InterruptID != own.ID || ev.note.TenantID != "other" || ev.name != "interrupt.created" {
+		if ev.note.InterruptID != own.ID.String() || ev.note.TenantID != "other" || ev.name != "interrupt.created" {
 			t.Fatalf("other tenant's first event %+v, want interrupt.created of %s", ev, own.ID)
 		}
 	case <-time.After(eventBound):

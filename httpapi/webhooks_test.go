@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -181,7 +182,7 @@ type stream struct {
 
 type sseFrame struct {
 	id, event string
-	note      service.Notification
+	note      protocol.Event
 }
 
 // openEvents opens the event stream with a query and headers; it returns
@@ -265,7 +266,7 @@ func TestEventStreamResumesFromLastEventID(t *testing.T) {
 	_, live := s.openEvents(t, "?type=interrupt.created")
 	_, first := s.pausedTransfer(t, "sess-1", "Transfer $10 to account 1")
 	seen := live.next(t, 1)[0]
-	if seen.event != "interrupt.created" || seen.note.InterruptID == nil || *seen.note.InterruptID != first.ID || seen.id != seen.note.EventID {
+	if seen.event != "interrupt.created" || seen.note.InterruptID != first.ID.String() || seen.id != seen.note.ID {
 		t.Fatalf("first frame %+v", seen)
 	}
 	live.cancel()
@@ -293,7 +294,7 @@ func TestEventStreamResumesFromLastEventID(t *testing.T) {
 		if want := "turn.completed interrupt.created turn.completed interrupt.created turn.completed"; strings.Join(names, " ") != want {
 			t.Fatalf("resume %v replayed %q, want %q", how, strings.Join(names, " "), want)
 		}
-		if got[0].note.SessionID != "sess-1" || *got[1].note.InterruptID != second.ID || *got[3].note.InterruptID != third.ID ||
+		if got[0].note.SessionID != "sess-1" || got[1].note.InterruptID != second.ID.String() || got[3].note.InterruptID != third.ID.String() ||
 			got[2].note.SessionID != "sess-2" {
 			t.Errorf("resume %v replayed %+v", how, got)
 		}
@@ -303,7 +304,7 @@ func TestEventStreamResumesFromLastEventID(t *testing.T) {
 			// Then live, on the same stream.
 			_, fourth := s.pausedTransfer(t, "sess-4", "Transfer $40 to account 4")
 			f := st.next(t, 2)
-			if f[0].event != "interrupt.created" || *f[0].note.InterruptID != fourth.ID || f[1].note.SessionID != "sess-4" {
+			if f[0].event != "interrupt.created" || f[0].note.InterruptID != fourth.ID.String() || f[1].note.SessionID != "sess-4" {
 				t.Errorf("live after the replay: %+v", f)
 			}
 		} else {

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/holdpoint/holdpoint/service/protocol"
 	"time"
+
+	"github.com/holdpoint/holdpoint/service/protocol"
 
 	"github.com/google/uuid"
 )

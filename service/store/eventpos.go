@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // EventPos is an event's position in the log: its writing transaction's
@@ -22,23 +24,36 @@ func (p EventPos) After(q EventPos) bool {
 	return p.Xid > q.Xid || (p.Xid == q.Xid && p.ID > q.ID)
 }
 
-// Notification announces an event to live listeners.
+// Notification announces an event to live listeners; Wire is the form
+// streams send.
 type Notification struct {
-	TenantID string `json:"tenantId"`
+	TenantID string
 	// EventID is the event's opaque id (see eventids.go): what a listener
 	// resumes from.
-	EventID string `json:"eventId"`
+	EventID string
 	// Pos is the event's position in the log, never shown.
-	Pos EventPos `json:"-"`
+	Pos EventPos
 	// Type is the event's public name, e.g. interrupt.created.
-	Type        string     `json:"type"`
-	InterruptID *uuid.UUID `json:"interruptId,omitempty"`
-	Agent       string     `json:"agent,omitempty"`
-	Tool        string     `json:"tool,omitempty"`
-	SessionID   string     `json:"sessionId,omitempty"`
-	SnapshotID  string     `json:"snapshotId,omitempty"`
-	Actor       string     `json:"actor,omitempty"`
-	At          time.Time  `json:"at"`
+	Type        string
+	InterruptID *uuid.UUID
+	Agent       string
+	Tool        string
+	SessionID   string
+	SnapshotID  string
+	Actor       string
+	At          time.Time
+}
+
+// Wire returns the event as GET /api/v1/events sends it.
+func (n Notification) Wire() protocol.Event {
+	w := protocol.Event{
+		TenantID: n.TenantID, ID: n.EventID, Type: n.Type, Agent: n.Agent, Tool: n.Tool,
+		SessionID: n.SessionID, SnapshotID: n.SnapshotID, Actor: n.Actor, At: n.At,
+	}
+	if n.InterruptID != nil {
+		w.InterruptID = n.InterruptID.String()
+	}
+	return w
 }
 
 // EventSource is where the hub reads events from.

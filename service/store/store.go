@@ -713,18 +713,24 @@ func InterruptOfWire(w protocol.InboxInterrupt) (Interrupt, error) {
 	return it, nil
 }
 
-// InterruptEvent is one entry of an interrupt's audit trail.
+// InterruptEvent is one entry of an interrupt's audit trail; Wire is the
+// form the API sends.
 type InterruptEvent struct {
 	// ID is the event's opaque id (Pos, encrypted for the tenant): the
 	// same id the event streams and webhooks carry.
-	ID string `json:"id"`
+	ID string
 	// Pos is the event's position in the log, never shown.
-	Pos         EventPos        `json:"-"`
-	InterruptID uuid.UUID       `json:"interruptId"`
-	Type        string          `json:"type"`
-	Actor       string          `json:"actor"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	CreatedAt   time.Time       `json:"createdAt"`
+	Pos         EventPos
+	InterruptID uuid.UUID
+	Type        string
+	Actor       string
+	Payload     json.RawMessage
+	CreatedAt   time.Time
+}
+
+// Wire returns the entry as GET /api/v1/interrupts/{id}/events sends it.
+func (e InterruptEvent) Wire() protocol.AuditEvent {
+	return protocol.AuditEvent{ID: e.ID, InterruptID: e.InterruptID.String(), Type: e.Type, Actor: e.Actor, Payload: e.Payload, CreatedAt: e.CreatedAt}
 }
 
 // InterruptFilter selects a page of the inbox.

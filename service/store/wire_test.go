@@ -1,8 +1,10 @@
 package store_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +66,58 @@ func TestInterruptWireHasEveryField(t *testing.T) {
 	var back protocol.InboxInterrupt
 	if err := json.Unmarshal(raw, &back); err != nil || !reflect.DeepEqual(back.Policy, w.Policy) || back.ID != w.ID {
 		t.Errorf("round trip: %v %+v", err, back)
+	}
+}
+
+// TestEventWiresHaveEveryField fails when a field of a live event or of an
+// audit-trail entry is missing from its wire form (protocol.Event,
+// protocol.AuditEvent, which the Go client shares) or is left empty by
+// Wire.
+func TestEventWiresHaveEveryField(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 6, 9, 30, 0, 0, time.UTC)
+	id := uuid.New()
+	pos := store.EventPos{Xid: 7, ID: 9}
+	n := store.Notification{TenantID: "acme", EventID: "ev_1", Pos: pos, Type: "interrupt.created", InterruptID: &id,
+		Agent: "bank", Tool: "pay", SessionID: "s1", SnapshotID: "snap", Actor: "key:ops", At: at}
+	ev := store.InterruptEvent{ID: "ev_1", Pos: pos, InterruptID: id, Type: "interrupt.created", Actor: "key:ops",
+		Payload: json.RawMessage(`{"a":1}`), CreatedAt: at}
+	for _, c := range []struct {
+		rec, wire any
+		renamed   map[string]string // record field -> wire field
+	}{
+		{n, n.Wire(), map[string]string{"EventID": "ID"}},
+		{ev, ev.Wire(), nil},
+	} {
+		rec, wire := reflect.ValueOf(c.rec), reflect.ValueOf(c.wire)
+		for i := range rec.NumField() {
+			f := rec.Type().Field(i)
+			if f.Name == "Pos" {
+				continue // never shown
+			}
+			if rec.Field(i).IsZero() {
+				t.Fatalf("the test's %s leaves %s empty", rec.Type(), f.Name)
+			}
+			name := cmp.Or(c.renamed[f.Name], f.Name)
+			if w := wire.FieldByName(name); !w.IsValid() {
+				t.Errorf("%s.%s is not in %s", rec.Type(), f.Name, wire.Type())
+			} else if w.IsZero() {
+				t.Errorf("%s.Wire leaves %s empty", rec.Type(), name)
+			}
+		}
+		if rec.NumField()-1 != wire.NumField() {
+			t.Errorf("%s has %d fields shown, %s %d", rec.Type(), rec.NumField()-1, wire.Type(), wire.NumField())
+		}
+	}
+	if w := n.Wire(); w.InterruptID != id.String() || w.ID != "ev_1" {
+		t.Errorf("Notification.Wire = %+v", w)
+	}
+	n.InterruptID = nil
+	if w := n.Wire(); w.InterruptID != "" {
+		t.Errorf("an event about no interrupt shows interrupt %q", w.InterruptID)
+	}
+	raw, err := json.Marshal(ev.Wire())
+	if err != nil || !strings.Contains(string(raw), `"interruptId":"`+id.String()+`"`) || !strings.Contains(string(raw), `"payload":{"a":1}`) {
+		t.Errorf("audit entry on the wire: %s %v", raw, err)
 	}
 }
