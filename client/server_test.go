@@ -57,7 +57,7 @@ func newServer(t *testing.T) *testServer {
 
 // watchEvents records the Last-Event-ID of each event stream and, while
 // eventsDown is set, refuses the stream as a restarting server would.
-func (s *testServer) watchEvents(api http.Handler) http.Handler {
+func (s *testServer) watchEvents(_ httpapi.Options, api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/events" {
 			s.mu.Lock()

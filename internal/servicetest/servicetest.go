@@ -6,9 +6,12 @@
 // the reverse order, when the test ends; a runtime that does not shut down
 // in time fails the test.
 //
-// Tests that need a part built differently (a store that fails, two
-// runtimes on one database, a pooler between them) still wire it by hand;
-// everything else starts from New.
+// A second instance on the same database is another New with URL set to
+// the first's Env.URL; a pool configured differently (a tracer, another
+// role, a proxy) takes Pool; a store that counts its calls takes Store.
+// Tests that need a part built differently still (a store that fails
+// mid-turn, an instance left to die) wire it by hand; everything else
+// starts from New.
 package servicetest
 
 import (
@@ -36,6 +39,16 @@ const ShutdownTimeout = 10 * time.Second
 // Options say what New starts beyond the database, the store and the
 // runtime. The zero value starts just those.
 type Options struct {
+	// URL is the database to start on (an earlier Env's URL, for another
+	// instance on its database); empty: a fresh one, dropped when the test
+	// ends.
+	URL string
+	// Pool, when set, adjusts the application pool's configuration before
+	// it connects (pgstore.NewAppPoolWith).
+	Pool func(*pgxpool.Config)
+	// Store, when set, wraps the store the runtime is given (to count its
+	// calls); Env.Store stays the store it wraps.
+	Store func(*pgstore.PgStore) service.Store
 	// Runtime configures the runtime; a nil Logger is the test's.
 	Runtime service.Options
 	// Register registers the test's agents (demo.Register and the like)
@@ -47,12 +60,16 @@ type Options struct {
 	// Events runs an event hub (GET /api/v1/events).
 	Events bool
 	// HTTP serves the API on loopback with these options (nil: no server).
-	// A nil Logger is the test's; Auth and Events default to the
-	// environment's tenants and hub.
+	// A nil Logger is the test's; Auth (unless DevMode) and Events
+	// default to the environment's tenants and hub.
 	HTTP *httpapi.Options
+	// DevMode, with HTTP, serves without authentication (Auth stays nil):
+	// every request acts as httpapi.DevCaller.
+	DevMode bool
 	// Wrap, with HTTP, wraps the API's handler (to watch or refuse
-	// requests).
-	Wrap func(http.Handler) http.Handler
+	// requests); it is given the options the API was built with, the
+	// defaults filled in.
+	Wrap func(httpapi.Options, http.Handler) http.Handler
 }
 
 // Env is what New started.
@@ -74,8 +91,11 @@ type Env struct {
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	e := &Env{URL: testdb.URL(t)}
-	pool, err := pgstore.NewAppPool(ctx, e.URL)
+	e := &Env{URL: opts.URL}
+	if e.URL == "" {
+		e.URL = testdb.URL(t)
+	}
+	pool, err := pgstore.NewAppPoolWith(ctx, e.URL, opts.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +105,11 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.Runtime.Logger == nil {
 		opts.Runtime.Logger = testlog.Logger(t)
 	}
-	e.Runtime = service.NewRuntime(e.Store, opts.Runtime)
+	var st service.Store = e.Store
+	if opts.Store != nil {
+		st = opts.Store(e.Store)
+	}
+	e.Runtime = service.NewRuntime(st, opts.Runtime)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
@@ -107,7 +131,7 @@ func New(t testing.TB, opts Options) *Env {
 		stopHub = e.runHub(opts.Runtime)
 	}
 	if opts.HTTP != nil {
-		e.serve(t, *opts.HTTP, opts.Runtime, opts.Wrap)
+		e.serve(t, *opts.HTTP, opts.Runtime, opts.DevMode, opts.Wrap)
 	}
 	// Registered after the server's Close, so it runs before it: stopping
 	// the hub ends the event streams, which Close waits for.
@@ -141,11 +165,11 @@ func (e *Env) runHub(ro service.Options) (stop func()) {
 }
 
 // serve starts the API on a loopback server.
-func (e *Env) serve(t testing.TB, o httpapi.Options, ro service.Options, wrap func(http.Handler) http.Handler) {
+func (e *Env) serve(t testing.TB, o httpapi.Options, ro service.Options, devMode bool, wrap func(httpapi.Options, http.Handler) http.Handler) {
 	if o.Logger == nil {
 		o.Logger = ro.Logger
 	}
-	if o.Auth == nil {
+	if o.Auth == nil && !devMode {
 		o.Auth = e.Tenants
 	}
 	if o.Events == nil && e.Hub != nil {
@@ -153,7 +177,7 @@ func (e *Env) serve(t testing.TB, o httpapi.Options, ro service.Options, wrap fu
 	}
 	var h http.Handler = httpapi.New(e.Runtime, o)
 	if wrap != nil {
-		h = wrap(h)
+		h = wrap(o, h)
 	}
 	e.Server = httptest.NewServer(h)
 	t.Cleanup(e.Server.Close)
