@@ -18,10 +18,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // vendoredSpec is the conformance suite kept in the repository (the Genkit
@@ -267,20 +265,7 @@ func runCase(t *testing.T, tc specCase) {
 	})
 
 	// The store runs as the application role, under row-level security.
-	pool, err := pgstore.NewAppPool(context.Background(), testdb.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := newStore(t, pool)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		if err := rt.Shutdown(sctx); err != nil {
-			t.Errorf("runtime shutdown: %v", err)
-		}
-	})
+	rt := servicetest.New(t, servicetest.Options{}).Runtime
 	model := &programmableModel{}
 	registerHarnessAgents(t, rt, model)
 	c.rt, c.model = rt, model

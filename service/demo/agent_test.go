@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/inbox"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
 )
@@ -23,20 +22,9 @@ var caller = auth.Caller{TenantID: "default", Actor: "test"}
 // streaming pauses) over a fresh database.
 func demoRuntime(t *testing.T) *service.Runtime {
 	t.Helper()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := pgstore.New(app)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(app.Close)
-	t.Cleanup(store.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	if err := Register(rt, &Model{}); err != nil {
-		t.Fatal(err)
-	}
-	return rt
+	return servicetest.New(t, servicetest.Options{
+		Register: func(rt *service.Runtime) error { return Register(rt, &Model{}) },
+	}).Runtime
 }
 
 // interrupted returns the interrupted tool requests of an answer.

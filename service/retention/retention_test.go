@@ -13,15 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/bench"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/auth"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/retention"
 	"github.com/holdpoint/holdpoint/service/store"
-	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // env is a runtime with the benchmark agent (a user message pauses on an
@@ -36,28 +35,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url := testdb.URL(t)
 	ctx := context.Background()
-	app, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := pgstore.New(app)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(app.Close)
-	t.Cleanup(owner.Close)
-	t.Cleanup(store.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	if err := bench.Register(rt); err != nil {
-		t.Fatal(err)
-	}
-	acc := tenants.New(store)
+	te := servicetest.New(t, servicetest.Options{Register: bench.Register})
+	store, rt := te.Store, te.Runtime
+	owner := testdb.OwnerPool(t, te.URL)
 	for _, id := range []string{"acme", "rival"} {
-		if _, err := acc.CreateTenant(ctx, id, id); err != nil {
+		if _, err := te.Tenants.CreateTenant(ctx, id, id); err != nil {
 			t.Fatal(err)
 		}
 	}

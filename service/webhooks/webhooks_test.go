@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
@@ -31,7 +31,6 @@ import (
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
-	"github.com/holdpoint/holdpoint/service/tenants"
 	"github.com/holdpoint/holdpoint/service/webhooks"
 )
 
@@ -51,22 +50,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := pgstore.New(app)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(app.Close)
-	t.Cleanup(store.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	if err := rt.Register(demo.BankingAgent(demo.NewModel())); err != nil {
-		t.Fatal(err)
-	}
-	acc := tenants.New(store)
+	te := servicetest.New(t, servicetest.Options{
+		Register: func(rt *service.Runtime) error { return rt.Register(demo.BankingAgent(demo.NewModel())) },
+	})
+	url, store, rt := te.URL, te.Store, te.Runtime
 	for _, id := range []string{"acme", "rival"} {
-		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
+		if _, err := te.Tenants.CreateTenant(context.Background(), id, id); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
 	"github.com/holdpoint/holdpoint/service/keys"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenantagents"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
@@ -89,16 +87,8 @@ type platform struct {
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := pgstore.New(app)
-	rt := service.NewRuntime(store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(app.Close)
-	t.Cleanup(store.Close)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	env := servicetest.New(t, servicetest.Options{})
+	store, rt := env.Store, env.Runtime
 	m := &tenantagents.Manager{Store: store, Runtime: rt, Models: models{}, AllowLoopback: true}
 	rt.SetTenantAgents(m)
 	if _, err := tenants.New(store).CreateTenant(context.Background(), "acme", "acme"); err != nil {
