@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // TestDashboardPages renders the dev-mode dashboard against a paused
@@ -21,14 +18,8 @@ import (
 // CSP, and the decision form comes from the output schema.
 func TestDashboardPages(t *testing.T) {
 	t.Parallel()
-	url := testdb.URL(t)
-	app, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	env := servicetest.New(t, servicetest.Options{HTTP: &httpapi.Options{}, DevMode: true})
+	rt, srv := env.Runtime, env.Server
 	model := scriptedAsk{input: `{"action":"transferMoney","details":"<script>alert(1)</script> to account 1"}`}
 	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{
 		Name: "userApproval", Interrupt: true,
@@ -41,8 +32,6 @@ func TestDashboardPages(t *testing.T) {
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("turn: %v %+v", err, out)
 	}
-	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: testlog.Logger(t)}))
-	t.Cleanup(srv.Close)
 	get := func(path string) (int, http.Header, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)

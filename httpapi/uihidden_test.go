@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"html"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/holdpoint/holdpoint/httpapi"
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // TestDashboardShowsHiddenCharacters is the attack of issue 25: a model
@@ -23,13 +20,8 @@ import (
 // decision page's link to the session escapes its id.
 func TestDashboardShowsHiddenCharacters(t *testing.T) {
 	t.Parallel()
-	app, err := pgstore.NewAppPool(context.Background(), testdb.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	env := servicetest.New(t, servicetest.Options{HTTP: &httpapi.Options{}, DevMode: true})
+	rt := env.Runtime
 	model := scriptedAsk{input: `{"action":"transferMoney","account":"\u202e54321","amount\u200b":"50"}`}
 	if err := rt.Register(&service.Agent{Name: "asker", ServerManaged: true, Model: model, Tools: []*service.Tool{{
 		Name: "userApproval", Interrupt: true, OutputSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}}}`),
@@ -41,9 +33,7 @@ func TestDashboardShowsHiddenCharacters(t *testing.T) {
 	if err != nil || out.FinishReason != "interrupted" {
 		t.Fatalf("turn: %v %+v", err, out)
 	}
-	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{Logger: testlog.Logger(t)}))
-	t.Cleanup(srv.Close)
-	s := &testServer{srv: srv}
+	s := &testServer{srv: env.Server}
 	inbox := getUI(t, s, "/ui/")
 	id := inbox[strings.Index(inbox, `href="/ui/interrupts/`)+len(`href="/ui/interrupts/`):][:36]
 	decision := getUI(t, s, "/ui/interrupts/"+id)
