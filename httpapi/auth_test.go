@@ -16,11 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
-	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
@@ -49,45 +49,20 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 // configuration (another role, a proxy between it and the database).
 func newAuthServerWith(t *testing.T, pool func(*pgxpool.Config), configure func(*httpapi.Options), extra ...*service.Agent) *authServer {
 	t.Helper()
-	ctx := context.Background()
-	url := testdb.URL(t)
-	owner := testdb.OwnerPool(t, url)
-	app, err := pgstore.NewAppPoolWith(ctx, url, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last-in first-out: server, runtime, hub, then pools.
-	t.Cleanup(app.Close)
-
 	logs := &lockedBuffer{}
-	log := testlog.Tee(t, logs)
-	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
-	for _, a := range append(append(baseAgents(), demo.BankingAgent(demo.NewModel())), extra...) {
-		if err := rt.Register(a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hubCtx, stopHub := context.WithCancel(ctx)
-	hub := eventhub.New(newStore(t, app), log)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); hub.Run(hubCtx) }()
-	t.Cleanup(func() { stopHub(); <-hubDone })
-
-	acc := tenants.New(newStore(t, app))
-	opts := httpapi.Options{Logger: log, Auth: acc, Events: hub}
+	var opts httpapi.Options // Auth and Events: the environment's tenants and hub
 	if configure != nil {
 		configure(&opts)
 	}
-	srv := httptest.NewServer(contractChecked(t, opts, httpapi.New(rt, opts)))
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("runtime shutdown: %v", err)
-		}
+	env := servicetest.New(t, servicetest.Options{
+		Pool:     pool,
+		Runtime:  service.Options{Logger: testlog.Tee(t, logs)},
+		Register: register(append(append(baseAgents(), demo.BankingAgent(demo.NewModel())), extra...)...),
+		Events:   true,
+		HTTP:     &opts,
+		Wrap:     checkedAgainstContract(t),
 	})
-	return &authServer{srv: srv, owner: owner, acc: acc, logs: logs, rt: rt, store: newStore(t, app), app: app}
+	return &authServer{srv: env.Server, owner: testdb.OwnerPool(t, env.URL), acc: env.Tenants, logs: logs, rt: env.Runtime, store: env.Store, app: env.Pool}
 }
 
 // tenant creates a tenant.

@@ -19,10 +19,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // testServer is the API on a loopback HTTP server over a fresh database.
@@ -98,42 +98,43 @@ func baseAgents() []*service.Agent {
 	}
 }
 
-// newStore returns a store over pool, closed (its notifier stopped) when
-// the test ends.
-func newStore(t testing.TB, pool *pgxpool.Pool) *pgstore.PgStore {
-	s := pgstore.New(pool)
-	t.Cleanup(s.Close)
-	return s
+// register returns a servicetest Register that registers agents.
+func register(agents ...*service.Agent) func(*service.Runtime) error {
+	return func(rt *service.Runtime) error {
+		for _, a := range agents {
+			if err := rt.Register(a); err != nil {
+				return fmt.Errorf("register %s: %w", a.Name, err)
+			}
+		}
+		return nil
+	}
 }
 
-// newServer starts the API over a fresh database with the base agents and
-// extra ones; configure may change the options.
+// checkedAgainstContract is a servicetest Wrap that checks every exchange
+// against the OpenAPI document (contractChecked).
+func checkedAgainstContract(t *testing.T) func(httpapi.Options, http.Handler) http.Handler {
+	return func(opts httpapi.Options, h http.Handler) http.Handler { return contractChecked(t, opts, h) }
+}
+
+// newServer starts the API in dev mode (no authentication) over a fresh
+// database with the base agents and extra ones; configure may change the
+// options.
 func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service.Agent) *testServer {
 	t.Helper()
-	pool := testdb.Pool(t)
-	owner := testdb.OwnerPool(t, pool.Config().ConnString())
 	logs := &lockedBuffer{}
-	log := testlog.Tee(t, logs)
-	rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: log})
-	for _, a := range append(baseAgents(), extra...) {
-		if err := rt.Register(a); err != nil {
-			t.Fatalf("register %s: %v", a.Name, err)
-		}
-	}
-	opts := httpapi.Options{Logger: log}
+	var opts httpapi.Options
 	if configure != nil {
 		configure(&opts)
 	}
-	srv := httptest.NewServer(contractChecked(t, opts, httpapi.New(rt, opts)))
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("runtime shutdown: %v", err)
-		}
+	env := servicetest.New(t, servicetest.Options{
+		Runtime:  service.Options{Logger: testlog.Tee(t, logs)},
+		Register: register(append(baseAgents(), extra...)...),
+		HTTP:     &opts,
+		DevMode:  true,
+		Wrap:     checkedAgainstContract(t),
 	})
-	return &testServer{srv: srv, base: srv.URL + "/api/agents", owner: owner, logs: logs}
+	srv := env.Server
+	return &testServer{srv: srv, base: srv.URL + "/api/agents", owner: testdb.OwnerPool(t, env.URL), logs: logs}
 }
 
 // response is a finished HTTP exchange.

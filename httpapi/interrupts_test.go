@@ -25,6 +25,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
@@ -34,7 +35,6 @@ import (
 	"github.com/holdpoint/holdpoint/service/eventhub"
 	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/keys"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/protocol"
 	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/webhooks"
@@ -90,39 +90,24 @@ const tenantHeader = "X-Test-Tenant"
 // newInboxServer starts the API over cfg's database.
 func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	t.Helper()
-	ctx := context.Background()
-	if cfg.dbURL == "" {
-		cfg.dbURL = testdb.URL(t)
-	}
-	owner := testdb.OwnerPool(t, cfg.dbURL)
-	app, err := pgstore.NewAppPoolWith(ctx, cfg.dbURL, func(c *pgxpool.Config) {
-		c.MaxConns = 16
-		c.ConnConfig.Tracer = cfg.tracer
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-
 	logs := &lockedBuffer{}
 	log := testlog.Tee(t, logs)
-	rt := service.NewRuntime(newStore(t, app), service.Options{Logger: log})
-	for _, a := range append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, cfg.agents...) {
-		if err := rt.Register(a); err != nil {
-			t.Fatalf("register %s: %v", a.Name, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("runtime shutdown: %v", err)
-		}
+	env := servicetest.New(t, servicetest.Options{
+		URL: cfg.dbURL,
+		Pool: func(c *pgxpool.Config) {
+			c.MaxConns = 16
+			c.ConnConfig.Tracer = cfg.tracer
+		},
+		Runtime:  service.Options{Logger: log},
+		Register: register(append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, cfg.agents...)...),
 	})
+	rt := env.Runtime
+	owner := testdb.OwnerPool(t, env.URL)
 
+	// The event hub is the test's own: its source may be gated.
 	bg, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
-	var src store.EventSource = newStore(t, app)
+	var src store.EventSource = env.Store
 	if cfg.horizonGate != nil {
 		src = gatedHorizon{EventSource: src, gate: cfg.horizonGate}
 	}
@@ -131,12 +116,11 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	if cfg.sweep > 0 {
 		workers.Go(func() { inbox.New(rt).RunDeadlineSweeper(bg, cfg.sweep) })
 	}
-	store := newStore(t, app)
 	opts := httpapi.Options{
 		Logger:   log,
 		Events:   hub,
-		Webhooks: &webhooks.Manager{Store: store, AllowLoopback: true},
-		EventIDs: keys.NewEventIDs(store.SigningKeys),
+		Webhooks: &webhooks.Manager{Store: env.Store, AllowLoopback: true},
+		EventIDs: keys.NewEventIDs(env.Store.SigningKeys),
 		Caller: func(c echo.Context) (service.Caller, error) {
 			if tenant := c.Request().Header.Get(tenantHeader); tenant != "" {
 				return service.Caller{TenantID: tenant, Actor: "operator:" + tenant}, nil
@@ -149,7 +133,7 @@ func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	// Runs first: stopping the hub ends the event streams, which srv.Close
 	// would otherwise wait for.
 	t.Cleanup(func() { stop(); workers.Wait() })
-	return &inboxServer{srv: srv, url: srv.URL, rt: rt, app: app, owner: owner, logs: logs}
+	return &inboxServer{srv: srv, url: srv.URL, rt: rt, app: env.Pool, owner: owner, logs: logs}
 }
 
 // call sends a request; body is nil, a string sent as is, or a value sent

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,10 +16,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
-	"github.com/holdpoint/holdpoint/service/pgstore"
+	"github.com/holdpoint/holdpoint/service/store"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 	"github.com/holdpoint/holdpoint/service/tenants"
 )
@@ -36,41 +36,25 @@ type observedServer struct {
 
 func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 	t.Helper()
-	ctx := context.Background()
-	url := testdb.URL(t)
-	owner := testdb.OwnerPool(t, url)
-	app, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
 	logs := &lockedBuffer{}
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(logs, nil)))
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	store := newStore(t, app)
+	// The metrics read the environment's store, which New makes after
+	// them: the first scrape comes once New has returned.
+	var env *servicetest.Env
+	pending := func(ctx context.Context) ([]store.PendingStat, error) { return env.Store.PendingInterruptStats(ctx) }
 	// No cache: each scrape reads the store, so the test sees each change.
-	metrics := telemetry.New(telemetry.Options{Pending: store.PendingInterruptStats, PendingCacheTTL: time.Nanosecond, Logger: log})
-	rt := service.NewRuntime(store, service.Options{Logger: log, Observer: metrics, TracerProvider: tp})
-	for _, a := range append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, extra...) {
-		if err := rt.Register(a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	acc := tenants.New(store)
-	srv := httptest.NewServer(httpapi.New(rt, httpapi.Options{
-		Logger: log, Auth: acc, Metrics: metrics, MetricsHandler: metrics.Handler(), MetricsToken: testMetricsToken, TracerProvider: tp,
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("runtime shutdown: %v", err)
-		}
+	metrics := telemetry.New(telemetry.Options{Pending: pending, PendingCacheTTL: time.Nanosecond, Logger: log})
+	env = servicetest.New(t, servicetest.Options{
+		Runtime:  service.Options{Logger: log, Observer: metrics, TracerProvider: tp},
+		Register: register(append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, extra...)...),
+		// Auth: the environment's tenants.
+		HTTP: &httpapi.Options{Metrics: metrics, MetricsHandler: metrics.Handler(), MetricsToken: testMetricsToken, TracerProvider: tp},
 	})
-	return &observedServer{authServer: &authServer{srv: srv, owner: owner, acc: acc, logs: logs, rt: rt, store: store}, spans: spans, logs: logs}
+	a := &authServer{srv: env.Server, owner: testdb.OwnerPool(t, env.URL), acc: env.Tenants, logs: logs, rt: env.Runtime, store: env.Store}
+	return &observedServer{authServer: a, spans: spans, logs: logs}
 }
 
 // testMetricsToken is the operator's scrape token of the observed server.
