@@ -10,12 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/inbox"
 	"github.com/holdpoint/holdpoint/service/observe"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/telemetry"
 )
 
@@ -280,15 +280,7 @@ func TestGuardGoesWithWhatItGuarded(t *testing.T) {
 // runner, stopped when the test ends.
 func newInstanceWithoutBackground(t *testing.T, url string, opts service.Options, register func(rt *service.Runtime)) *service.Runtime {
 	t.Helper()
-	pool, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	rt := service.NewRuntime(newStore(t, pool), opts)
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	register(rt)
-	return rt
+	return servicetest.New(t, servicetest.Options{URL: url, Runtime: opts, Register: registered(register)}).Runtime
 }
 
 // TestAnInstanceNeverRunsItsJobTwice: a job whose heartbeat went stale

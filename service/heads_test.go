@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/observe"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -56,14 +56,15 @@ func newInstances(t *testing.T, n int) ([]*node, *pgxpool.Pool) {
 	admin := testdb.OwnerPool(t, url)
 	var out []*node
 	for range n {
-		app, err := pgstore.NewAppPool(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in := &node{store: &loadCounter{PgStore: newStore(t, app)}, moves: &headMoves{}}
-		in.rt = service.NewRuntime(in.store, service.Options{Logger: testlog.Logger(t), Observer: in.moves})
-		t.Cleanup(app.Close)
-		t.Cleanup(func() { _ = in.rt.Shutdown(context.Background()) })
+		in := &node{moves: &headMoves{}}
+		in.rt = servicetest.New(t, servicetest.Options{
+			URL: url,
+			Store: func(s *pgstore.PgStore) service.Store {
+				in.store = &loadCounter{PgStore: s}
+				return in.store
+			},
+			Runtime: service.Options{Observer: in.moves},
+		}).Runtime
 		model := &scriptModel{fn: func(req *service.ModelRequest) service.Message {
 			in.calls.Add(1)
 			var texts []string
@@ -82,7 +83,7 @@ func newInstances(t *testing.T, n int) ([]*node, *pgxpool.Pool) {
 			}
 			return text(service.RoleModel, "ok")
 		}}
-		err = in.rt.Register(&service.Agent{Name: "chat", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		err := in.rt.Register(&service.Agent{Name: "chat", ServerManaged: true, Model: model, Tools: []*service.Tool{
 			{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
 				in.paid.Add(1)
 				return json.RawMessage(`{"ok":true}`), nil

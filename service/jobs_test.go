@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
@@ -16,8 +17,8 @@ import (
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
-// instance is one "server process" of a test: its own runtime and pool on
-// a shared database.
+// instance is one "server process" of a test: its own runtime, store and
+// pool on a shared database, running its background loop.
 type instance struct {
 	rt     *service.Runtime
 	cancel context.CancelFunc
@@ -26,20 +27,18 @@ type instance struct {
 
 func startInstance(t *testing.T, url string, opts service.Options, register func(rt *service.Runtime)) *instance {
 	t.Helper()
-	pool, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := service.NewRuntime(newStore(t, pool), opts)
-	register(rt)
+	rt := servicetest.New(t, servicetest.Options{URL: url, Runtime: opts, Register: registered(register)}).Runtime
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{rt: rt, cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(in.done); rt.RunBackground(ctx) }()
-	t.Cleanup(func() {
-		in.stop()
-		pool.Close()
-	})
+	// Runs before New's cleanups: the store and the pool outlive it.
+	t.Cleanup(in.stop)
 	return in
+}
+
+// registered is register as a servicetest Register.
+func registered(register func(rt *service.Runtime)) func(*service.Runtime) error {
+	return func(rt *service.Runtime) error { register(rt); return nil }
 }
 
 func (in *instance) stop() {

@@ -8,12 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/keys"
-	"github.com/holdpoint/holdpoint/service/pgstore"
-	"github.com/holdpoint/holdpoint/service/tenants"
 )
 
 // walletAgent registers a client-managed agent that asks for approval
@@ -83,23 +80,17 @@ var approveInput = service.AgentInput{Resume: &service.Resume{Respond: []service
 // state still seeds a conversation.
 func TestClientStateIsSigned(t *testing.T) {
 	t.Parallel()
-	url := testdb.URL(t)
 	ctx := context.Background()
-	pool, err := pgstore.NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	acc := tenants.New(newStore(t, pool))
+	env := servicetest.New(t, servicetest.Options{})
+	acc := env.Tenants
 	if _, err := acc.CreateTenant(ctx, "other", "Other"); err != nil {
 		t.Fatal(err)
 	}
+	// Another instance on the same database.
 	newRT := func() *service.Runtime {
-		rt := service.NewRuntime(newStore(t, pool), service.Options{Logger: testlog.Logger(t)})
-		t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-		return rt
+		return servicetest.New(t, servicetest.Options{URL: env.URL}).Runtime
 	}
-	rt := newRT()
+	rt := env.Runtime
 	var pays atomic.Int32
 	walletAgent(t, rt, "wallet", &pays)
 	walletAgent(t, rt, "purse", &pays)
@@ -163,7 +154,7 @@ func TestClientStateIsSigned(t *testing.T) {
 			Metadata: service.Metadata{"interrupt": json.RawMessage(`true`)}}}},
 	}}
 	before := pays.Load()
-	_, err = rt.InvokeOne(ctx, alice, "wallet", service.AgentInit{State: forged}, service.AgentInput{Resume: &service.Resume{
+	_, err := rt.InvokeOne(ctx, alice, "wallet", service.AgentInit{State: forged}, service.AgentInput{Resume: &service.Resume{
 		Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p1", Input: json.RawMessage(`{"amount":99999}`)}}}}}, nil)
 	if !isStatus(err, service.CodeInvalidArgument) || pays.Load() != before {
 		t.Fatalf("restart from a forged state: %v (pays %d -> %d)", err, before, pays.Load())
