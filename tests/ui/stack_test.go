@@ -4,9 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/eventhub"
@@ -15,7 +14,7 @@ import (
 
 // stack is what every browser test's server runs on: a fresh database, a
 // store as the application role, a runtime (shut down when the test
-// ends) and a running event hub.
+// ends) and a running event hub, as servicetest.New starts them.
 type stack struct {
 	url   string
 	store *pgstore.PgStore
@@ -30,23 +29,11 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{url: testdb.URL(t), log: testlog.Logger(t)}
-	app, err := pgstore.NewAppPool(context.Background(), s.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	s.store = pgstore.New(app)
-	t.Cleanup(s.store.Close)
-	s.rt = service.NewRuntime(s.store, service.Options{Logger: s.log})
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.rt.Shutdown(c)
-	})
+	s := &stack{log: testlog.Logger(t)}
+	env := servicetest.New(t, servicetest.Options{Runtime: service.Options{Logger: s.log}, Events: true})
+	s.url, s.store, s.rt, s.hub = env.URL, env.Store, env.Runtime, env.Hub
 	s.bg, s.stop = context.WithCancel(context.Background())
-	s.hub = eventhub.New(s.store, s.log)
-	s.run(t, s.hub.Run)
+	t.Cleanup(s.stop)
 	return s
 }
 
