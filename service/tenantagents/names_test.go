@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/httptool"
@@ -111,13 +111,13 @@ func TestAgentNamesAreOneNamespace(t *testing.T) {
 // tenants' agents, or, with tenants set, serving them too.
 func (e *env) demoInstance(t *testing.T, tenants bool) *service.Runtime {
 	t.Helper()
-	rt := service.NewRuntime(e.store, service.Options{Logger: testlog.Logger(t)})
-	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
-	if err := rt.Register(demo.BankingAgent(demo.NewModel())); err != nil {
-		t.Fatal(err)
-	}
+	in := servicetest.New(t, servicetest.Options{
+		URL:      e.url,
+		Register: func(rt *service.Runtime) error { return rt.Register(demo.BankingAgent(demo.NewModel())) },
+	})
+	rt := in.Runtime
 	if tenants {
-		rt.SetTenantAgents(&tenantagents.Manager{Store: e.store, Runtime: rt, Models: models{}, AllowLoopback: true,
+		rt.SetTenantAgents(&tenantagents.Manager{Store: in.Store, Runtime: rt, Models: models{}, AllowLoopback: true,
 			Client: httptool.Client{Backoff: 10 * time.Millisecond}})
 	}
 	return rt

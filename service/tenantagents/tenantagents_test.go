@@ -69,6 +69,7 @@ func (scripted) Generate(_ context.Context, req *protocol.ModelRequest, _ func(p
 // env is a runtime serving tenants' agents over a fresh database, with a
 // receiver for their HTTP tools.
 type env struct {
+	url     string // the database
 	rt      *service.Runtime
 	store   *pgstore.PgStore
 	m       *tenantagents.Manager
@@ -89,7 +90,7 @@ func newEnv(t *testing.T) *env {
 	if err := rt.Register(demo.BankingAgentClient(demo.NewModel())); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{rt: rt, store: store, m: m, admin: admin, tenants: map[string]auth.Caller{}}
+	e := &env{url: te.URL, rt: rt, store: store, m: m, admin: admin, tenants: map[string]auth.Caller{}}
 	acc := tenants.New(store)
 	for _, id := range []string{"acme", "rival"} {
 		if _, err := acc.CreateTenant(context.Background(), id, id); err != nil {
