@@ -14,7 +14,6 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // instance is one "server process" of a test: its own runtime, store and
@@ -128,13 +127,7 @@ func count(t *testing.T, admin *pgxpool.Pool, sql string, args ...any) int {
 func crashedAfterTool(t *testing.T, url string, opts service.Options) (*pgxpool.Pool, string, *service.Runtime, *atomic.Int32) {
 	t.Helper()
 	admin := testdb.OwnerPool(t, url)
-	poolA, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(poolA.Close)
-	rtA := service.NewRuntime(newStore(t, poolA), opts)
-	t.Cleanup(func() { _ = rtA.Shutdown(context.Background()) })
+	rtA := servicetest.New(t, servicetest.Options{URL: url, Runtime: opts}).Runtime
 	var paidA atomic.Int32
 	slowPayAgent(rtA, &paidA, make(chan struct{}), nil)
 	snap := detachPay(t, rtA)

@@ -12,11 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/inbox"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // approverModel pauses on an approval, asks for pay once it is approved,
@@ -112,13 +112,7 @@ func lostOutcome(t *testing.T, session string) *lostCase {
 	url := testdb.URL(t)
 	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 600 * time.Millisecond}
 	lc := &lostCase{admin: testdb.OwnerPool(t, url), paid: &payLog{}, session: session}
-	poolA, err := pgstore.NewAppPool(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(poolA.Close)
-	rtA := service.NewRuntime(newStore(t, poolA), opts)
-	t.Cleanup(func() { _ = rtA.Shutdown(context.Background()) })
+	rtA := servicetest.New(t, servicetest.Options{URL: url, Runtime: opts}).Runtime
 	approverAgent(t, rtA, lc.paid, make(chan struct{}))
 	ctx := context.Background()
 	out, err := rtA.InvokeOne(ctx, testCaller, "approver", service.AgentInit{SessionID: session}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay 100"))}, nil)

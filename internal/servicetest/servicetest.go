@@ -10,8 +10,8 @@
 // the first's Env.URL; a pool configured differently (a tracer, another
 // role, a proxy) takes Pool; a store that counts its calls takes Store.
 // Tests that need a part built differently still (a store that fails
-// mid-turn, an instance left to die) wire it by hand; everything else
-// starts from New.
+// mid-turn, a runtime with no store at all) wire it by hand; everything
+// else starts from New.
 package servicetest
 
 import (
