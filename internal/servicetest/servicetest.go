@@ -1,10 +1,10 @@
 // Package servicetest starts the platform for a test, as coderdtest.New
 // does for Coder: a database of its own cloned from the migrated template
-// (or an earlier Env's, see URL), the application pool (row-level security on), the store, a runtime with
-// the test's logger, and on request a tenant with keys, the event hub and
-// the API on a loopback HTTP server. Everything it starts is stopped, in
-// the reverse order, when the test ends; a runtime that does not shut down
-// in time fails the test.
+// (or an earlier Env's, see URL), the application pool (row-level security
+// on), the store, a runtime with the test's logger, and on request a
+// tenant with keys, the event hub and the API on a loopback HTTP server.
+// Everything it starts is stopped, in the reverse order, when the test
+// ends; a runtime that does not shut down in time fails the test.
 //
 // A second instance on the same database is another New with URL set to
 // the first's Env.URL; a pool configured differently (a tracer, another
