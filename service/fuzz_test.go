@@ -11,10 +11,9 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/limits"
-	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // fuzzModel answers every request with a short text, so a resumed turn
@@ -68,15 +67,9 @@ var (
 // fuzzRuntime is a runtime over a database of the fuzzer's own with the
 // fuzz agent registered, and the number of transfers its tool made.
 func fuzzRuntime(f *testing.F) (*service.Runtime, *service.Agent, *atomic.Int64) {
-	pool, err := pgstore.NewAppPool(context.Background(), testdb.URL(f))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(pool.Close)
 	// Logs are dropped: kept, those of every input would pile up in memory
 	// for as long as the fuzzer runs.
-	rt := service.NewRuntime(newStore(f, pool), service.Options{Logger: slog.New(slog.DiscardHandler)})
-	f.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	rt := servicetest.New(f, servicetest.Options{Runtime: service.Options{Logger: slog.New(slog.DiscardHandler)}}).Runtime
 	var transfers atomic.Int64
 	agent := fuzzAgent()
 	run := agent.Tools[1].Run
