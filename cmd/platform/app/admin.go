@@ -30,6 +30,9 @@ type adminCommand struct {
 	name  string // "platform keys create"
 	usage string // the usage line after "Usage: "
 	fs    *flag.FlagSet
+	// tenant is the value of the required --tenant flag of a command on
+	// one tenant (newTenantCommand), which parse checks; nil: none.
+	tenant *string
 }
 
 // newAdminCommand returns a sub-command whose flags the caller adds to fs.
@@ -43,9 +46,18 @@ func newAdminCommand(name, usage string, stderr io.Writer) *adminCommand {
 	return &adminCommand{name: name, usage: usage, fs: fs}
 }
 
+// newTenantCommand returns a sub-command on one tenant: it has the
+// --tenant flag, whose value it returns, and parse requires it.
+func newTenantCommand(name, usage string, stderr io.Writer) (*adminCommand, *string) {
+	cmd := newAdminCommand(name, usage, stderr)
+	cmd.tenant = cmd.fs.String("tenant", "", "tenant id (required)")
+	return cmd, cmd.tenant
+}
+
 // parse parses flags given before, between or after the positional
 // arguments (`keys revoke KEY --tenant T` as well as `keys revoke --tenant T
-// KEY`) and returns the positional ones. The exit code is -1 to go on.
+// KEY`) and returns the positional ones, then requires --tenant on a
+// command on one tenant. The exit code is -1 to go on.
 func (a *adminCommand) parse(args []string, positional int, stderr io.Writer) ([]string, int) {
 	var pos []string
 	for {
@@ -66,6 +78,11 @@ func (a *adminCommand) parse(args []string, positional int, stderr io.Writer) ([
 		fmt.Fprintf(stderr, "%s: want %d argument(s), got %d\n", a.name, positional, len(pos))
 		a.fs.Usage()
 		return nil, 2
+	}
+	if a.tenant != nil {
+		if code := requireTenant(a, *a.tenant, stderr); code >= 0 {
+			return nil, code
+		}
 	}
 	return pos, -1
 }

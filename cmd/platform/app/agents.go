@@ -113,15 +113,11 @@ func currentUser() string {
 
 // agentsApply runs `platform agents apply -f FILE --tenant ID`.
 func agentsApply(p Platform, args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform agents apply", "platform agents apply -f FILE --tenant ID [--name N] [--allow-loopback-tools]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform agents apply", "platform agents apply -f FILE --tenant ID [--name N] [--allow-loopback-tools]", stderr)
 	file := cmd.fs.String("f", "", "the definition: a .prompt file or its JSON form (required; - reads standard input)")
 	name := cmd.fs.String("name", "", "the agent's name (default: the file's name field, else the file name without extension)")
 	loopback := cmd.fs.Bool("allow-loopback-tools", false, "let the agent's HTTP tools call loopback addresses (the server must allow them too)")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	if *file == "" {
@@ -181,12 +177,8 @@ func describeDefinitionError(err error) error {
 
 // agentsList runs `platform agents list --tenant ID`.
 func agentsList(p Platform, args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform agents list", "platform agents list --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform agents list", "platform agents list --tenant ID", stderr)
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
@@ -209,14 +201,10 @@ func agentsList(p Platform, args []string, stdout, stderr io.Writer) int {
 
 // agentsShow runs `platform agents show NAME --tenant ID [--version N]`.
 func agentsShow(p Platform, args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform agents show", "platform agents show NAME --tenant ID [--version N]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform agents show", "platform agents show NAME --tenant ID [--version N]", stderr)
 	version := cmd.fs.Int("version", 0, "a version (default: the current one, with the list of versions)")
 	pos, code := cmd.parse(args, 1, stderr)
 	if code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
@@ -241,13 +229,9 @@ func agentsShow(p Platform, args []string, stdout, stderr io.Writer) int {
 
 // agentsDisable runs `platform agents disable NAME --tenant ID`.
 func agentsDisable(p Platform, args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform agents disable", "platform agents disable NAME --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform agents disable", "platform agents disable NAME --tenant ID", stderr)
 	pos, code := cmd.parse(args, 1, stderr)
 	if code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {
@@ -265,8 +249,7 @@ func agentsDisable(p Platform, args []string, stdout, stderr io.Writer) int {
 
 // tenantsToolHosts runs `platform tenants allow-tool-hosts --tenant ID [HOST|CIDR...]`.
 func tenantsToolHosts(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform tenants allow-tool-hosts", "platform tenants allow-tool-hosts --tenant ID [HOST|CIDR ...]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform tenants allow-tool-hosts", "platform tenants allow-tool-hosts --tenant ID [HOST|CIDR ...]", stderr)
 	if code := parseFlags(cmd.fs, args); code >= 0 {
 		return code
 	}
@@ -292,14 +275,10 @@ func tenantsToolHosts(args []string, stdout, stderr io.Writer) int {
 
 // tenantsToolSecret runs `platform tenants tool-secret --tenant ID [--rotate]`.
 func tenantsToolSecret(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform tenants tool-secret", "platform tenants tool-secret --tenant ID [--rotate [--grace 24h]]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform tenants tool-secret", "platform tenants tool-secret --tenant ID [--rotate [--grace 24h]]", stderr)
 	rotate := cmd.fs.Bool("rotate", false, "make a new secret sign from now on; calls are signed with both during the grace period")
 	grace := cmd.fs.Duration("grace", 24*time.Hour, "with --rotate: how long the old secret keeps signing too (at most 720h)")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	return cmd.withStore(stderr, func(ctx context.Context, store *pgstore.PgStore) error {

@@ -51,16 +51,12 @@ func requireTenant(cmd *adminCommand, tenant string, stderr io.Writer) int {
 
 // keysCreate runs `platform keys create`.
 func keysCreate(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform keys create", "platform keys create --tenant ID --role client|admin [--name N] [--scope S]...", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform keys create", "platform keys create --tenant ID --role client|admin [--name N] [--scope S]...", stderr)
 	role := cmd.fs.String("role", "", "client (protocol routes) or admin (every route) (required)")
 	name := cmd.fs.String("name", "", "a name to recognize the key by")
 	var scopes scopesFlag
 	cmd.fs.Var(&scopes, "scope", `a scope the key holds, e.g. approve:payments ("*": every scope); repeat for more`)
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	if *role != tenants.RoleClient && *role != tenants.RoleAdmin {
@@ -85,12 +81,8 @@ func keysCreate(args []string, stdout, stderr io.Writer) int {
 
 // keysList runs `platform keys list --tenant ID`.
 func keysList(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform keys list", "platform keys list --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform keys list", "platform keys list --tenant ID", stderr)
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	return cmd.withTenants(stderr, func(ctx context.Context, acc *tenants.Tenants) error {
@@ -110,13 +102,9 @@ func keysList(args []string, stdout, stderr io.Writer) int {
 
 // keysRevoke runs `platform keys revoke --tenant ID KEY_ID`.
 func keysRevoke(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform keys revoke", "platform keys revoke --tenant ID KEY_ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform keys revoke", "platform keys revoke --tenant ID KEY_ID", stderr)
 	pos, code := cmd.parse(args, 1, stderr)
 	if code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	id, err := uuid.Parse(pos[0])

@@ -52,14 +52,10 @@ func tenantsCommand(args []string, stdout, stderr io.Writer) int {
 
 // tenantsRotateSecret runs `platform tenants rotate-secret`.
 func tenantsRotateSecret(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform tenants rotate-secret", "platform tenants rotate-secret --tenant ID [--purpose token|state|tool|all] [--grace 24h]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform tenants rotate-secret", "platform tenants rotate-secret --tenant ID [--purpose token|state|tool|all] [--grace 24h]", stderr)
 	purpose := cmd.fs.String("purpose", "all", "which key: token (end-user tokens), state (client-managed state), tool (HTTP tool calls), or all")
 	grace := cmd.fs.Duration("grace", 24*time.Hour, "how long what the old key signed stays valid (at most 720h)")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	purposes := []string{keys.PurposeToken, keys.PurposeState, keys.PurposeTool}

@@ -29,14 +29,10 @@ func tokensCommand(args []string, stdout, stderr io.Writer) int {
 
 // tokensRevoke runs `platform tokens revoke`.
 func tokensRevoke(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform tokens revoke", "platform tokens revoke --tenant ID (--token-id ID | --user USER)", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform tokens revoke", "platform tokens revoke --tenant ID (--token-id ID | --user USER)", stderr)
 	tokenID := cmd.fs.String("token-id", "", "the tokenId printed when the token was minted")
 	user := cmd.fs.String("user", "", "end user whose tokens issued so far are all refused")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	if (*tokenID == "") == (*user == "") {
@@ -61,14 +57,10 @@ func tokensRevoke(args []string, stdout, stderr io.Writer) int {
 
 // tokensMint runs `platform tokens mint`.
 func tokensMint(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform tokens mint", "platform tokens mint --tenant ID --user USER [--ttl 15m]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform tokens mint", "platform tokens mint --tenant ID --user USER [--ttl 15m]", stderr)
 	user := cmd.fs.String("user", "", "end user id the token acts for (required)")
 	ttl := cmd.fs.Duration("ttl", tenants.DefaultTokenTTL, "lifetime, at most 24h")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	if *user == "" {

@@ -105,15 +105,12 @@ func publicError(err error) error {
 }
 
 // webhookArgs parses a webhooks subcommand's flags and its id arguments,
-// one per name, and checks --tenant (tenant is the flag's value, read
-// after the parse); it returns the ids, or the exit code
-// of a usage error (2) after saying what is wrong.
-func webhookArgs(cmd *adminCommand, args []string, tenant *string, stderr io.Writer, names ...string) ([]uuid.UUID, int) {
+// one per name, and checks --tenant (see adminCommand.parse); it returns
+// the ids, or the exit code of a usage error (2) after saying what is
+// wrong.
+func webhookArgs(cmd *adminCommand, args []string, stderr io.Writer, names ...string) ([]uuid.UUID, int) {
 	pos, code := cmd.parse(args, len(names), stderr)
 	if code >= 0 {
-		return nil, code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return nil, code
 	}
 	ids := make([]uuid.UUID, len(names))
@@ -123,6 +120,15 @@ func webhookArgs(cmd *adminCommand, args []string, tenant *string, stderr io.Wri
 		}
 	}
 	return ids, -1
+}
+
+// webhookID is webhookArgs for a sub-command on one endpoint: its ID.
+func webhookID(cmd *adminCommand, args []string, stderr io.Writer) (uuid.UUID, int) {
+	ids, code := webhookArgs(cmd, args, stderr, "ID")
+	if code >= 0 {
+		return uuid.Nil, code
+	}
+	return ids[0], -1
 }
 
 // parseWebhookID parses an id argument; what is not a UUID is a usage
@@ -156,18 +162,14 @@ func flagsSet(fs *flag.FlagSet) map[string]bool {
 
 // webhooksCreate runs `platform webhooks create`.
 func webhooksCreate(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks create",
+	cmd, tenant := newTenantCommand("platform webhooks create",
 		"platform webhooks create --tenant ID --url URL [--events T,T] [--description D] [--disabled] [--allow-loopback]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
 	url := cmd.fs.String("url", "", "where to POST the events (required)")
 	events := cmd.fs.String("events", "", "comma-separated event types to send (default: all)")
 	description := cmd.fs.String("description", "", "a description to recognize the endpoint by")
 	disabled := cmd.fs.Bool("disabled", false, "create the endpoint disabled (no deliveries until enabled)")
 	loopback := cmd.fs.Bool("allow-loopback", false, "let the URL be a loopback address (the server must allow them too)")
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	if *url == "" {
@@ -224,12 +226,8 @@ func healthByID(hs []webhooks.Health) map[uuid.UUID]webhooks.Health {
 
 // webhooksList runs `platform webhooks list --tenant ID`.
 func webhooksList(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks list", "platform webhooks list --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform webhooks list", "platform webhooks list --tenant ID", stderr)
 	if _, code := cmd.parse(args, 0, stderr); code >= 0 {
-		return code
-	}
-	if code := requireTenant(cmd, *tenant, stderr); code >= 0 {
 		return code
 	}
 	return cmd.withWebhooks(*tenant, false, stderr, func(ctx context.Context, env webhookEnv) error {
@@ -263,13 +261,11 @@ func eventsColumn(types []string) string {
 
 // webhooksShow runs `platform webhooks show ID --tenant ID`.
 func webhooksShow(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks show", "platform webhooks show ID --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
+	cmd, tenant := newTenantCommand("platform webhooks show", "platform webhooks show ID --tenant ID", stderr)
+	id, code := webhookID(cmd, args, stderr)
 	if code >= 0 {
 		return code
 	}
-	id := ids[0]
 	return cmd.withWebhooks(*tenant, false, stderr, func(ctx context.Context, env webhookEnv) error {
 		h, err := env.m.Get(ctx, env.caller, id)
 		if err != nil {
@@ -316,20 +312,18 @@ func oneLine(s string) string {
 
 // webhooksUpdate runs `platform webhooks update ID --tenant ID ...`.
 func webhooksUpdate(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks update",
+	cmd, tenant := newTenantCommand("platform webhooks update",
 		"platform webhooks update ID --tenant ID [--url U] [--events T,T] [--description D] [--enable|--disable] [--allow-loopback]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
 	url := cmd.fs.String("url", "", "a new URL")
 	events := cmd.fs.String("events", "", "the comma-separated event types to send from now on")
 	description := cmd.fs.String("description", "", "a new description (empty: none)")
 	enable := cmd.fs.Bool("enable", false, "enable the endpoint")
 	disable := cmd.fs.Bool("disable", false, "disable the endpoint (its pending deliveries wait)")
 	loopback := cmd.fs.Bool("allow-loopback", false, "let the new URL be a loopback address (the server must allow them too)")
-	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
+	id, code := webhookID(cmd, args, stderr)
 	if code >= 0 {
 		return code
 	}
-	id := ids[0]
 	if *enable && *disable {
 		fmt.Fprintf(stderr, "%s: give at most one of --enable and --disable\n", cmd.name)
 		return 2
@@ -366,13 +360,11 @@ func webhooksUpdate(args []string, stdout, stderr io.Writer) int {
 
 // webhooksDelete runs `platform webhooks delete ID --tenant ID`.
 func webhooksDelete(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks delete", "platform webhooks delete ID --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
+	cmd, tenant := newTenantCommand("platform webhooks delete", "platform webhooks delete ID --tenant ID", stderr)
+	id, code := webhookID(cmd, args, stderr)
 	if code >= 0 {
 		return code
 	}
-	id := ids[0]
 	return cmd.withWebhooks(*tenant, false, stderr, func(ctx context.Context, env webhookEnv) error {
 		if err := env.m.Delete(ctx, env.caller, id); err != nil {
 			return err
@@ -384,15 +376,13 @@ func webhooksDelete(args []string, stdout, stderr io.Writer) int {
 
 // webhooksRotateSecret runs `platform webhooks rotate-secret ID --tenant ID [--overlap 24h]`.
 func webhooksRotateSecret(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks rotate-secret", "platform webhooks rotate-secret ID --tenant ID [--overlap 24h]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
+	cmd, tenant := newTenantCommand("platform webhooks rotate-secret", "platform webhooks rotate-secret ID --tenant ID [--overlap 24h]", stderr)
 	overlap := cmd.fs.Duration("overlap", webhooks.DefaultOverlap,
 		fmt.Sprintf("how long the old secret keeps signing too (at most %s)", webhooks.MaxOverlap))
-	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
+	id, code := webhookID(cmd, args, stderr)
 	if code >= 0 {
 		return code
 	}
-	id := ids[0]
 	if *overlap <= 0 || *overlap > webhooks.MaxOverlap {
 		fmt.Fprintf(stderr, "%s: --overlap must be more than 0s and at most %s\n", cmd.name, webhooks.MaxOverlap)
 		return 2
@@ -411,17 +401,15 @@ func webhooksRotateSecret(args []string, stdout, stderr io.Writer) int {
 
 // webhooksDeliveries runs `platform webhooks deliveries ID --tenant ID`.
 func webhooksDeliveries(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks deliveries",
+	cmd, tenant := newTenantCommand("platform webhooks deliveries",
 		"platform webhooks deliveries ID --tenant ID [--status pending|delivered|dead] [--limit 50] [--cursor C]", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
 	status := cmd.fs.String("status", "", "only the deliveries in this status: pending, delivered or dead")
 	limit := cmd.fs.Int("limit", webhookDeliveriesPage, fmt.Sprintf("at most this many deliveries (1 to %d)", maxWebhookDeliveriesPage))
 	cursor := cmd.fs.String("cursor", "", "the next page: the cursor the previous page printed")
-	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID")
+	id, code := webhookID(cmd, args, stderr)
 	if code >= 0 {
 		return code
 	}
-	id := ids[0]
 	switch *status {
 	case "", webhooks.DeliveryPending, webhooks.DeliveryDelivered, webhooks.DeliveryDead:
 	default:
@@ -472,9 +460,8 @@ func truncate(s string, n int) string {
 
 // webhooksRedeliver runs `platform webhooks redeliver ID DELIVERY_ID --tenant ID`.
 func webhooksRedeliver(args []string, stdout, stderr io.Writer) int {
-	cmd := newAdminCommand("platform webhooks redeliver", "platform webhooks redeliver ID DELIVERY_ID --tenant ID", stderr)
-	tenant := cmd.fs.String("tenant", "", "tenant id (required)")
-	ids, code := webhookArgs(cmd, args, tenant, stderr, "ID", "DELIVERY_ID")
+	cmd, tenant := newTenantCommand("platform webhooks redeliver", "platform webhooks redeliver ID DELIVERY_ID --tenant ID", stderr)
+	ids, code := webhookArgs(cmd, args, stderr, "ID", "DELIVERY_ID")
 	if code >= 0 {
 		return code
 	}
