@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -186,16 +185,14 @@ func agentsList(p Platform, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "NAME\tVERSION\tSTATE\tUPDATED")
-		for _, r := range recs {
+		return writeTable(stdout, "NAME\tVERSION\tSTATE\tUPDATED", len(recs), func(w io.Writer, i int) {
+			r := recs[i]
 			state := "enabled"
 			if r.DisabledAt != nil {
 				state = "disabled"
 			}
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", r.Name, r.CurrentVersion, state, r.UpdatedAt.UTC().Format(time.RFC3339))
-		}
-		return w.Flush()
+		})
 	})
 }
 

@@ -90,13 +90,11 @@ func keysList(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tROLE\tPREFIX\tNAME\tSCOPES\tCREATED\tLAST USED\tREVOKED")
-		for _, k := range keys {
+		return writeTable(stdout, "ID\tROLE\tPREFIX\tNAME\tSCOPES\tCREATED\tLAST USED\tREVOKED", len(keys), func(w io.Writer, i int) {
+			k := keys[i]
 			fmt.Fprintf(w, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Role, k.Prefix, orDash(k.Name),
 				orDash(strings.Join(k.Scopes, ",")), k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt))
-		}
-		return w.Flush()
+		})
 	})
 }
 
@@ -138,6 +136,18 @@ func scopesNote(scopes []string) string {
 		return ""
 	}
 	return ", with scopes " + strings.Join(scopes, ", ")
+}
+
+// writeTable prints a table in the aligned columns of the list commands:
+// header (its columns separated by tabs), then rows lines, row printing
+// line i (likewise, ending in a newline).
+func writeTable(out io.Writer, header string, rows int, row func(w io.Writer, i int)) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, header)
+	for i := range rows {
+		row(w, i)
+	}
+	return w.Flush()
 }
 
 // orDash shows an empty column as a dash, so the table stays aligned.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/holdpoint/holdpoint/service/keys"
@@ -109,11 +108,9 @@ func tenantsList(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tCREATED")
-		for _, t := range tenants {
+		return writeTable(stdout, "ID\tNAME\tCREATED", len(tenants), func(w io.Writer, i int) {
+			t := tenants[i]
 			fmt.Fprintf(w, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339))
-		}
-		return w.Flush()
+		})
 	})
 }

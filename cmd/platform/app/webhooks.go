@@ -240,14 +240,12 @@ func webhooksList(args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		health := healthByID(hs)
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tURL\tENABLED\tEVENTS\tPENDING\tDELIVERED\tDEAD")
-		for _, h := range hooks {
+		return writeTable(stdout, "ID\tURL\tENABLED\tEVENTS\tPENDING\tDELIVERED\tDEAD", len(hooks), func(w io.Writer, i int) {
+			h := hooks[i]
 			f := health[h.ID]
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", h.ID, h.URL, yesNo(h.Enabled), eventsColumn(h.EventTypes),
 				f.Pending, f.Delivered, f.Dead)
-		}
-		return w.Flush()
+		})
 	})
 }
 
@@ -425,9 +423,8 @@ func webhooksDeliveries(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "DELIVERY\tEVENT TYPE\tSTATUS\tATTEMPTS\tLAST STATUS\tNEXT ATTEMPT\tLAST ERROR")
-		for _, d := range page.Items {
+		err = writeTable(stdout, "DELIVERY\tEVENT TYPE\tSTATUS\tATTEMPTS\tLAST STATUS\tNEXT ATTEMPT\tLAST ERROR", len(page.Items), func(w io.Writer, i int) {
+			d := page.Items[i]
 			last := "-"
 			if d.LastStatus != 0 {
 				last = fmt.Sprint(d.LastStatus)
@@ -438,8 +435,8 @@ func webhooksDeliveries(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.ID, d.EventType, d.Status, d.Attempts, last, next,
 				orDash(truncate(oneLine(d.LastError), lastErrorWidth)))
-		}
-		if err := w.Flush(); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 		if page.NextCursor != "" {
