@@ -312,34 +312,31 @@ func (s *PgStore) ListInterrupts(ctx context.Context, tenantID string, f store.I
 
 // GetInterrupt implements Store.
 func (s *PgStore) GetInterrupt(ctx context.Context, tenantID string, id uuid.UUID) (*store.Interrupt, error) {
-	var row db.GetInterruptRow
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		row, err = q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
-		return err
+	row, err := pipedQuery(ctx, s, tenantID, func(q *db.Queries) (db.GetInterruptRow, error) {
+		return q.GetInterrupt(ctx, db.GetInterruptParams{TenantID: tenantID, ID: id})
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := interruptFromRow(row.Interrupt)
-	out.EndUser = row.AskedBy
-	return &out, nil
+	return askedInterrupt(row.Interrupt, row.AskedBy), nil
+}
+
+// askedInterrupt is the interrupt of r, with the end user who asked it.
+func askedInterrupt(r db.Interrupt, endUser string) *store.Interrupt {
+	out := interruptFromRow(r)
+	out.EndUser = endUser
+	return &out
 }
 
 // InterruptOfRequest implements Store.
 func (s *PgStore) InterruptOfRequest(ctx context.Context, tenantID, snapshotID, tool, ref string) (*store.Interrupt, error) {
-	var row db.GetInterruptOfRequestRow
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		row, err = q.GetInterruptOfRequest(ctx, db.GetInterruptOfRequestParams{TenantID: tenantID, SnapshotID: snapshotID, Tool: tool, Ref: ref})
-		return err
+	row, err := pipedQuery(ctx, s, tenantID, func(q *db.Queries) (db.GetInterruptOfRequestRow, error) {
+		return q.GetInterruptOfRequest(ctx, db.GetInterruptOfRequestParams{TenantID: tenantID, SnapshotID: snapshotID, Tool: tool, Ref: ref})
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := interruptFromRow(row.Interrupt)
-	out.EndUser = row.AskedBy
-	return &out, nil
+	return askedInterrupt(row.Interrupt, row.AskedBy), nil
 }
 
 // ListInterruptEvents implements Store.
@@ -558,42 +555,24 @@ func floatIf(ok bool, v float64) *float64 {
 
 // CountPendingInterrupts implements Store.
 func (s *PgStore) CountPendingInterrupts(ctx context.Context, tenantID string, scopes []string, allScopes bool) ([]store.PendingCount, error) {
-	var rows []db.CountPendingInterruptsRow
 	if scopes == nil {
 		scopes = []string{}
 	}
-	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
-		var err error
-		rows, err = q.CountPendingInterrupts(ctx, db.CountPendingInterruptsParams{TenantID: tenantID, Scopes: scopes, AllScopes: allScopes})
-		return err
+	return pipedRows(ctx, s, tenantID, func(q *db.Queries) ([]db.CountPendingInterruptsRow, error) {
+		return q.CountPendingInterrupts(ctx, db.CountPendingInterruptsParams{TenantID: tenantID, Scopes: scopes, AllScopes: allScopes})
+	}, func(r db.CountPendingInterruptsRow) store.PendingCount {
+		return store.PendingCount{Agent: r.Agent, Tool: r.Tool, Pending: r.Pending}
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.PendingCount, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, store.PendingCount{Agent: r.Agent, Tool: r.Tool, Pending: r.Pending})
-	}
-	return out, nil
 }
 
 // PendingInterruptStats implements Store: a system function, since it
 // counts every tenant's interrupts.
 func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]store.PendingStat, error) {
-	var rows []db.PendingInterruptStatsRow
-	err := s.piped(ctx, "", func(q *db.Queries) error {
-		var err error
-		rows, err = q.PendingInterruptStats(ctx)
-		return err
+	return pipedRows(ctx, s, "", func(q *db.Queries) ([]db.PendingInterruptStatsRow, error) {
+		return q.PendingInterruptStats(ctx)
+	}, func(r db.PendingInterruptStatsRow) store.PendingStat {
+		return store.PendingStat{TenantID: r.TenantID, Pending: r.Pending, Oldest: r.Oldest}
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.PendingStat, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, store.PendingStat{TenantID: r.TenantID, Pending: r.Pending, Oldest: r.Oldest})
-	}
-	return out, nil
 }
 
 // GuardDecided implements Store: the guard of a decided batch's turn (its

@@ -178,3 +178,28 @@ func (s *PgStore) piped(ctx context.Context, tenantID string, fn func(q *db.Quer
 	}
 	return translate(p.flush(ctx))
 }
+
+// pipedQuery runs one query with piped and answers what it returns.
+func pipedQuery[T any](ctx context.Context, s *PgStore, tenantID string, query func(q *db.Queries) (T, error)) (T, error) {
+	var v T
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		v, err = query(q)
+		return err
+	})
+	return v, err
+}
+
+// pipedRows runs one query with piped and answers its rows, each made a
+// T by conv (an empty slice, not nil, when there are none).
+func pipedRows[R, T any](ctx context.Context, s *PgStore, tenantID string, query func(q *db.Queries) ([]R, error), conv func(R) T) ([]T, error) {
+	rows, err := pipedQuery(ctx, s, tenantID, query)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, conv(r))
+	}
+	return out, nil
+}
