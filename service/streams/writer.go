@@ -43,21 +43,7 @@ func (w *Writer) ID() uuid.UUID { return w.id }
 
 // Append numbers frame, queues it for the next batch and returns its seq.
 // The frame must not change afterwards.
-func (w *Writer) Append(frame []byte) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.finished {
-		return 0
-	}
-	seq := w.next
-	w.next++
-	w.pending = append(w.pending, Frame{Seq: seq, Frame: frame})
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-	return seq
-}
+func (w *Writer) Append(frame []byte) int { return w.queue(frame, false) }
 
 // Finish appends the terminal frame, writes every frame still queued and
 // ends the stream; it returns the terminal frame's seq. Later Appends are
@@ -70,7 +56,12 @@ func (w *Writer) Finish(frame []byte) int {
 
 // End is Finish without the wait: it queues the terminal frame and
 // returns its seq at once; Wait waits for the writes.
-func (w *Writer) End(frame []byte) int {
+func (w *Writer) End(frame []byte) int { return w.queue(frame, true) }
+
+// queue numbers frame and queues it, waking loop: for the next batch, or,
+// when it is terminal, to write every queued frame and end. After the
+// terminal frame it drops frames and returns 0.
+func (w *Writer) queue(frame []byte, terminal bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.finished {
@@ -78,9 +69,16 @@ func (w *Writer) End(frame []byte) int {
 	}
 	seq := w.next
 	w.next++
-	w.pending = append(w.pending, Frame{Seq: seq, Frame: frame, Terminal: true})
-	w.finished = true
-	close(w.fin)
+	w.pending = append(w.pending, Frame{Seq: seq, Frame: frame, Terminal: terminal})
+	if terminal {
+		w.finished = true
+		close(w.fin)
+		return seq
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 	return seq
 }
 
