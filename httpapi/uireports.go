@@ -180,20 +180,33 @@ func dailyCharts(days []service.ReportRow) []chart {
 	}
 }
 
+// uiReportDays is what the reports page and its CSV show: the chosen
+// range [from, to) and the figures per day of it.
+type uiReportDays struct {
+	caller   service.Caller
+	from, to time.Time
+	days     []service.ReportRow
+}
+
+// reportDays resolves the dashboard's caller and the chosen range, and
+// reads the figures per day of that range.
+func (a *api) reportDays(c echo.Context) (r uiReportDays, err error) {
+	if r.caller, err = a.uiCaller(c); err != nil {
+		return r, err
+	}
+	if r.from, r.to, err = reportRange(c); err != nil {
+		return r, err
+	}
+	r.days, err = a.inbox.ReportInterrupts(c.Request().Context(), r.caller, r.from, r.to, "day")
+	return r, err
+}
+
 func (a *api) uiReports(c echo.Context) error {
-	caller, err := a.uiCaller(c)
+	r, err := a.reportDays(c)
 	if err != nil {
 		return err
 	}
-	from, to, err := reportRange(c)
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	days, err := a.inbox.ReportInterrupts(ctx, caller, from, to, "day")
-	if err != nil {
-		return err
-	}
+	ctx, caller, from, to := c.Request().Context(), r.caller, r.from, r.to
 	byAgent, err := a.inbox.ReportInterrupts(ctx, caller, from, to, "agent")
 	if err != nil {
 		return err
@@ -224,7 +237,7 @@ func (a *api) uiReports(c echo.Context) error {
 			}
 		}
 	}
-	charts := append(dailyCharts(everyDay(from, to, days)), barChart("Pending by age", "", ageLabels, []series{{"pending", "#b7791f", ages}}))
+	charts := append(dailyCharts(everyDay(from, to, r.days)), barChart("Pending by age", "", ageLabels, []series{{"pending", "#b7791f", ages}}))
 	return a.render(c, "reports.html", struct {
 		page
 		From, To        string
@@ -235,18 +248,11 @@ func (a *api) uiReports(c echo.Context) error {
 
 // uiReportsCSV answers the figures per day of the chosen range as CSV.
 func (a *api) uiReportsCSV(c echo.Context) error {
-	caller, err := a.uiCaller(c)
+	r, err := a.reportDays(c)
 	if err != nil {
 		return err
 	}
-	from, to, err := reportRange(c)
-	if err != nil {
-		return err
-	}
-	days, err := a.inbox.ReportInterrupts(c.Request().Context(), caller, from, to, "day")
-	if err != nil {
-		return err
-	}
+	from, days := r.from, r.days
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
 	h.Set(echo.HeaderContentDisposition, `attachment; filename="interrupts-`+from.Format(time.DateOnly)+`.csv"`)
