@@ -221,38 +221,16 @@ func interruptID(c echo.Context) (uuid.UUID, error) {
 // getInterrupt answers one interrupt with the end of its session's history:
 // GET /api/v1/interrupts/:id.
 func (a *api) getInterrupt(c echo.Context) error {
-	caller, err := a.opts.Caller(c)
-	if err != nil {
-		return err
-	}
-	id, err := interruptID(c)
-	if err != nil {
-		return err
-	}
-	it, err := a.inbox.GetInterrupt(c.Request().Context(), caller, id, contextMessages)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, it)
+	return answerByID(a, c, interruptID, func(ctx context.Context, caller service.Caller, id uuid.UUID) (*inbox.InterruptDetail, error) {
+		return a.inbox.GetInterrupt(ctx, caller, id, contextMessages)
+	})
 }
 
 // interruptOutcome answers a decision's outcome to any key of the tenant
 // (and an end user's token, for that user's sessions):
 // GET /api/v1/interrupts/:id/outcome.
 func (a *api) interruptOutcome(c echo.Context) error {
-	caller, err := a.opts.Caller(c)
-	if err != nil {
-		return err
-	}
-	id, err := interruptID(c)
-	if err != nil {
-		return err
-	}
-	out, err := a.inbox.InterruptOutcome(c.Request().Context(), caller, id)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, out)
+	return answerByID(a, c, interruptID, a.inbox.InterruptOutcome)
 }
 
 // interruptEvents answers an interrupt's audit trail, oldest first:
@@ -271,22 +249,35 @@ func (a *api) interruptEvents(c echo.Context) error {
 // interruptItems answers {"items": [...]}, what list finds for the
 // interrupt named by the path (never null).
 func interruptItems[T any](a *api, c echo.Context, list func(context.Context, service.Caller, uuid.UUID) ([]T, error)) error {
+	return answerByID(a, c, interruptID, func(ctx context.Context, caller service.Caller, id uuid.UUID) (map[string]any, error) {
+		items, err := list(ctx, caller, id)
+		if err != nil {
+			return nil, err
+		}
+		if items == nil {
+			items = []T{}
+		}
+		return map[string]any{"items": items}, nil
+	})
+}
+
+// answerByID resolves the caller and the id the path names (pathID reads
+// it and answers a malformed one), then answers as JSON what get finds for
+// them.
+func answerByID[T any](a *api, c echo.Context, pathID func(echo.Context) (uuid.UUID, error), get func(context.Context, service.Caller, uuid.UUID) (T, error)) error {
 	caller, err := a.opts.Caller(c)
 	if err != nil {
 		return err
 	}
-	id, err := interruptID(c)
+	id, err := pathID(c)
 	if err != nil {
 		return err
 	}
-	items, err := list(c.Request().Context(), caller, id)
+	res, err := get(c.Request().Context(), caller, id)
 	if err != nil {
 		return err
 	}
-	if items == nil {
-		items = []T{}
-	}
-	return writeJSON(c, map[string]any{"items": items})
+	return writeJSON(c, res)
 }
 
 // decisionRequest is the body of respond and restart.
@@ -301,15 +292,7 @@ type decisionRequest struct {
 // respondInterrupt decides an interrupt with an output on the user's
 // behalf: POST /api/v1/interrupts/:id/respond.
 func (a *api) respondInterrupt(c echo.Context) error {
-	caller, id, req, err := a.beginDecision(c, true)
-	if err != nil {
-		return err
-	}
-	ctx, err := decisionKey(c)
-	if err != nil {
-		return err
-	}
-	res, err := a.inbox.RespondInterrupt(ctx, caller, id, req.Output, noteOf(req))
+	_, res, err := a.decide(c, true, true, a.inbox.RespondInterrupt)
 	if err != nil {
 		return err
 	}
@@ -319,19 +302,38 @@ func (a *api) respondInterrupt(c echo.Context) error {
 // restartInterrupt decides an interrupt by running its tool again:
 // POST /api/v1/interrupts/:id/restart.
 func (a *api) restartInterrupt(c echo.Context) error {
-	caller, id, req, err := a.beginDecision(c, false)
-	if err != nil {
-		return err
-	}
-	ctx, err := decisionKey(c)
-	if err != nil {
-		return err
-	}
-	res, err := a.inbox.ApproveInterrupt(ctx, caller, id, req.Input, noteOf(req))
+	_, res, err := a.decide(c, false, true, a.inbox.ApproveInterrupt)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, res)
+}
+
+// decideFunc is the inbox's RespondInterrupt (given the body's output) or
+// ApproveInterrupt (given its edited input, if any).
+type decideFunc func(ctx context.Context, c service.Caller, id uuid.UUID, value json.RawMessage, note string) (*inbox.DecisionResult, error)
+
+// decide resolves the caller and the interrupt the path names, checks the
+// decision body (see beginDecision) and makes the decision with decide:
+// respond's (withOutput) or restart's. With keyed the request's
+// Idempotency-Key goes with it (see decisionKey).
+func (a *api) decide(c echo.Context, withOutput, keyed bool, decide decideFunc) (uuid.UUID, *inbox.DecisionResult, error) {
+	caller, id, req, err := a.beginDecision(c, withOutput)
+	if err != nil {
+		return id, nil, err
+	}
+	ctx := c.Request().Context()
+	if keyed {
+		if ctx, err = decisionKey(c); err != nil {
+			return id, nil, err
+		}
+	}
+	value := req.Input
+	if withOutput {
+		value = req.Output
+	}
+	res, err := decide(ctx, caller, id, value, noteOf(req))
+	return id, res, err
 }
 
 // idempotencyKey is what an Idempotency-Key header must look like.
@@ -361,34 +363,44 @@ func noteOf(req decisionRequest) string {
 // beginDecision resolves the caller and the interrupt id and decodes the
 // decision body. Only respond takes an output; restart's body may be empty.
 func (a *api) beginDecision(c echo.Context, withOutput bool) (service.Caller, uuid.UUID, decisionRequest, error) {
+	const want = `{"output": ..., "note": ...}`
+	return a.beginBody(c, interruptID, want, func(present bool, req decisionRequest) error {
+		switch {
+		case !present && withOutput:
+			return invalid("request body is empty: expected a JSON object %s", want)
+		case !withOutput && req.Output != nil:
+			return invalid("restart takes no output: it runs the tool again with its original input")
+		case withOutput && req.Input != nil:
+			return invalid("respond takes no input: it answers with an output")
+		case string(req.Input) == "null":
+			return invalid("input must be the edited input (a JSON value other than null)")
+		case req.Note != nil && utf8.RuneCountInString(*req.Note) > maxNoteLength:
+			return invalid("note must be at most %d characters", maxNoteLength)
+		}
+		return nil
+	})
+}
+
+// beginBody resolves the caller and the id the path names (see
+// answerByID) and decodes the request body, expected as want (it may be
+// empty), for check to judge (present: the body was not empty). On an
+// error the id is uuid.Nil.
+func (a *api) beginBody(c echo.Context, pathID func(echo.Context) (uuid.UUID, error), want string, check func(present bool, req decisionRequest) error) (service.Caller, uuid.UUID, decisionRequest, error) {
 	var req decisionRequest
 	caller, err := a.opts.Caller(c)
 	if err != nil {
 		return caller, uuid.Nil, req, err
 	}
-	id, err := interruptID(c)
+	id, err := pathID(c)
 	if err != nil {
 		return caller, uuid.Nil, req, err
 	}
-	const want = `{"output": ..., "note": ...}`
 	present, err := decodeBody(c, &req, want, true)
+	if err == nil {
+		err = check(present, req)
+	}
 	if err != nil {
 		return caller, uuid.Nil, req, err
-	}
-	if !present && withOutput {
-		return caller, uuid.Nil, req, invalid("request body is empty: expected a JSON object %s", want)
-	}
-	if !withOutput && req.Output != nil {
-		return caller, uuid.Nil, req, invalid("restart takes no output: it runs the tool again with its original input")
-	}
-	if withOutput && req.Input != nil {
-		return caller, uuid.Nil, req, invalid("respond takes no input: it answers with an output")
-	}
-	if string(req.Input) == "null" {
-		return caller, uuid.Nil, req, invalid("input must be the edited input (a JSON value other than null)")
-	}
-	if req.Note != nil && utf8.RuneCountInString(*req.Note) > maxNoteLength {
-		return caller, uuid.Nil, req, invalid("note must be at most %d characters", maxNoteLength)
 	}
 	return caller, id, req, nil
 }

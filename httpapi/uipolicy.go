@@ -223,30 +223,23 @@ func indented(raws ...json.RawMessage) string {
 // uiApprove is an approval vote from the decision page:
 // POST /ui/interrupts/:id/approve {"input": ..., "note": ...}.
 func (a *api) uiApprove(c echo.Context) error {
-	caller, id, req, err := a.beginDecision(c, false)
-	if err != nil {
-		return err
-	}
-	res, err := a.inbox.ApproveInterrupt(c.Request().Context(), caller, id, req.Input, noteOf(req))
-	if err != nil {
-		return err
-	}
-	setFlash(c, id.String(), "n", decisionNotice("Approved", res))
-	return c.Redirect(http.StatusSeeOther, "/ui/interrupts/"+id.String())
+	return a.uiDecide(c, false, "Approved", a.inbox.ApproveInterrupt)
 }
 
 // uiDeny is a denial from the decision page, with the output the agent is
 // given instead: POST /ui/interrupts/:id/deny {"output": ..., "note": ...}.
 func (a *api) uiDeny(c echo.Context) error {
-	caller, id, req, err := a.beginDecision(c, true)
+	return a.uiDecide(c, true, "Denied", a.inbox.RespondInterrupt)
+}
+
+// uiDecide makes a decision from the decision page (see api.decide) and
+// sends the browser back to the page with its outcome, told as verb.
+func (a *api) uiDecide(c echo.Context, withOutput bool, verb string, decide decideFunc) error {
+	id, res, err := a.decide(c, withOutput, false, decide)
 	if err != nil {
 		return err
 	}
-	res, err := a.inbox.RespondInterrupt(c.Request().Context(), caller, id, req.Output, noteOf(req))
-	if err != nil {
-		return err
-	}
-	setFlash(c, id.String(), "n", decisionNotice("Denied", res))
+	setFlash(c, id.String(), "n", decisionNotice(verb, res))
 	return c.Redirect(http.StatusSeeOther, "/ui/interrupts/"+id.String())
 }
 
@@ -255,11 +248,7 @@ func (a *api) uiDeny(c echo.Context) error {
 // from, else to its session's page:
 // POST /ui/tool-calls/:id/retry?from=INTERRUPT_ID {"note": ...}.
 func (a *api) uiRetry(c echo.Context) error {
-	caller, id, req, err := a.beginToolDecision(c, false)
-	if err != nil {
-		return err
-	}
-	rec, err := a.inbox.RetryToolCall(c.Request().Context(), caller, id, noteOf(req))
+	rec, err := a.toolDecision(c, false, withoutOutput(a.inbox.RetryToolCall))
 	if err != nil {
 		return err
 	}
