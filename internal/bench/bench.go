@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/httpapi"
+	"github.com/holdpoint/holdpoint/internal/faultproxy"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/streams"
@@ -262,7 +263,7 @@ type run struct {
 	store   *pgstore.PgStore
 	rt      *service.Runtime
 	cnt     *counter
-	proxy   *latencyProxy
+	proxy   *faultproxy.Proxy
 	cycle   cycleFunc
 	rig     *webhookRig
 	wt      *waits
@@ -291,15 +292,16 @@ func (r *run) open(ctx context.Context) error {
 	r.cnt = &counter{}
 	if r.cfg.DBRTT > 0 {
 		target := net.JoinHostPort(poolCfg.ConnConfig.Host, strconv.Itoa(int(poolCfg.ConnConfig.Port)))
-		if r.proxy, err = startLatencyProxy(target, r.cfg.DBRTT); err != nil {
+		// Half a round trip each way.
+		if r.proxy, err = faultproxy.StartDelayed(target, r.cfg.DBRTT/2); err != nil {
 			return err
 		}
-		r.closers = append(r.closers, r.proxy.close)
+		r.closers = append(r.closers, r.proxy.Close)
 	}
 	r.pool, err = pgstore.NewAppPoolWith(ctx, r.cfg.DatabaseURL, func(c *pgxpool.Config) {
 		c.ConnConfig.Tracer = r.cnt
 		if r.proxy != nil {
-			c.ConnConfig.DialFunc = dialer(r.proxy.addr())
+			c.ConnConfig.DialFunc = dialer(r.proxy.Addr())
 		}
 	})
 	if err != nil {

@@ -2,7 +2,8 @@
 // connection through it ends at once and new ones are refused, as when a
 // database server stops or its host drops off the network, without
 // touching the server itself (the tests share one PostgreSQL cluster that
-// no test may stop).
+// no test may stop). StartDelayed adds a network's latency instead: the
+// benchmark's database on another host, on one machine.
 package faultproxy
 
 import (
@@ -10,12 +11,14 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards the connections it accepts on loopback to one target.
 type Proxy struct {
 	target string
 	addr   string
+	delay  time.Duration // each chunk's, each way (StartDelayed)
 
 	mu sync.Mutex
 	ln net.Listener // nil while cut
@@ -28,12 +31,17 @@ type Proxy struct {
 
 // Start listens on a free loopback port and forwards to target
 // (host:port).
-func Start(target string) (*Proxy, error) {
+func Start(target string) (*Proxy, error) { return StartDelayed(target, 0) }
+
+// StartDelayed is Start with every chunk forwarded oneWay after it was
+// read, in each direction and in order, so a round trip takes 2*oneWay
+// more. It holds no bandwidth back: chunks overlap in flight.
+func StartDelayed(target string, oneWay time.Duration) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, addr: ln.Addr().String(), delay: oneWay, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
 	return p, nil
 }
@@ -137,14 +145,53 @@ func (p *Proxy) track(ln net.Listener, conns ...net.Conn) bool {
 	return true
 }
 
-// pipe copies src to dst; when either side ends, both do.
+// pipe copies src to dst (delayed, with StartDelayed); when either side
+// ends, both do.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	if p.delay > 0 {
+		copyDelayed(dst, src, p.delay)
+	} else {
+		_, _ = io.Copy(dst, src)
+	}
 	p.mu.Lock()
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
 	_ = dst.Close()
 	_ = src.Close()
+}
+
+// copyDelayed copies src to dst until either fails, writing each chunk
+// delay after it was read.
+func copyDelayed(dst io.Writer, src io.Reader, delay time.Duration) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	q := make(chan chunk, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		failed := false
+		for c := range q { // drained after a failed write: the reader never blocks
+			if !failed {
+				time.Sleep(time.Until(c.at))
+				_, err := dst.Write(c.b)
+				failed = err != nil
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			q <- chunk{b: append([]byte(nil), buf[:n]...), at: time.Now().Add(delay)}
+		}
+		if err != nil {
+			break
+		}
+	}
+	close(q)
+	<-done
 }
