@@ -19,6 +19,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/pgstore"
@@ -32,7 +33,7 @@ type authServer struct {
 	srv   *httptest.Server
 	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
 	acc   *tenants.Tenants
-	logs  *lockedBuffer
+	logs  *testproc.Output
 	rt    *service.Runtime
 	store *pgstore.PgStore
 	app   *pgxpool.Pool // the server's pool
@@ -49,7 +50,7 @@ func newAuthServer(t *testing.T, configure func(*httpapi.Options), extra ...*ser
 // configuration (another role, a proxy between it and the database).
 func newAuthServerWith(t *testing.T, pool func(*pgxpool.Config), configure func(*httpapi.Options), extra ...*service.Agent) *authServer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := new(testproc.Output)
 	var opts httpapi.Options // Auth and Events: the environment's tenants and hub
 	if configure != nil {
 		configure(&opts)

@@ -22,6 +22,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -30,28 +31,7 @@ type testServer struct {
 	srv   *httptest.Server
 	base  string        // URL of the agent routes
 	owner *pgxpool.Pool // the tables' owner, for the tests' own assertions
-	logs  *lockedBuffer
-}
-
-// lockedBuffer collects the server's logs; handlers write from many
-// goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends to the buffer.
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs  *testproc.Output
 }
 
 // scriptedModel answers every request with "Hello", streamed in two chunks,
@@ -121,7 +101,7 @@ func checkedAgainstContract(t *testing.T) func(httpapi.Options, http.Handler) ht
 // options.
 func newServer(t *testing.T, configure func(*httpapi.Options), extra ...*service.Agent) *testServer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := new(testproc.Output)
 	var opts httpapi.Options
 	if configure != nil {
 		configure(&opts)

@@ -29,6 +29,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/sqlcapture"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
@@ -50,7 +51,7 @@ type inboxServer struct {
 	rt    *service.Runtime
 	app   *pgxpool.Pool
 	owner *pgxpool.Pool
-	logs  *lockedBuffer
+	logs  *testproc.Output
 }
 
 // inboxConfig configures newInboxServer.
@@ -90,7 +91,7 @@ const tenantHeader = "X-Test-Tenant"
 // newInboxServer starts the API over cfg's database.
 func newInboxServer(t *testing.T, cfg inboxConfig) *inboxServer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := new(testproc.Output)
 	log := testlog.Tee(t, logs)
 	env := servicetest.New(t, servicetest.Options{
 		URL: cfg.dbURL,

@@ -18,6 +18,7 @@ import (
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
 	"github.com/holdpoint/holdpoint/service/store"
@@ -31,12 +32,12 @@ import (
 type observedServer struct {
 	*authServer
 	spans *tracetest.SpanRecorder
-	logs  *lockedBuffer
+	logs  *testproc.Output
 }
 
 func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := new(testproc.Output)
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(logs, nil)))
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -300,7 +301,7 @@ func TestTraceOfATurn(t *testing.T) {
 
 func TestLogInsideATurnCarriesTraceID(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := new(testproc.Output)
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(logs, nil)))
 	agent := &service.Agent{Name: "loggingAgent", ServerManaged: true, Turn: func(ctx context.Context, t *service.Turn) (string, error) {
 		log.InfoContext(ctx, "inside the turn")

@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/service/agentdef"
 )
 
@@ -181,7 +182,7 @@ func checkYAML(t *testing.T, p *pageRun, b block) {
 		if err := os.WriteFile(f, []byte(b.text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(filepath.Join(platformBin(t), "platform"), "doctor", "--config", f, "--addr", freeAddr(t))
+		cmd := exec.Command(filepath.Join(platformBin(t), "platform"), "doctor", "--config", f, "--addr", testproc.FreeAddr(t))
 		cmd.Env = p.env()
 		out, _ := cmd.CombinedOutput()
 		first, _, _ := strings.Cut(string(out), "\n")

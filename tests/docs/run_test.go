@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,13 +14,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 )
 
 // The platform binary, built once for every page that runs commands.
@@ -84,7 +83,7 @@ func newPageRun(t *testing.T, page string) *pageRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pageRun{t: t, page: page, dir: t.TempDir(), state: t.TempDir(), addr: freeAddr(t)}
+	p := &pageRun{t: t, page: page, dir: t.TempDir(), state: t.TempDir(), addr: testproc.FreeAddr(t)}
 	p.subs = []string{"http://" + defaultAddr, "http://" + p.addr, defaultAddr, p.addr, placeholderRoot, abs}
 	if err := os.WriteFile(filepath.Join(p.state, "cwd"), []byte(p.dir), 0o644); err != nil {
 		t.Fatal(err)
@@ -258,26 +257,8 @@ func (p *pageRun) serve(b block, command string) {
 	}
 	cmd := exec.Command("bash", "-c", p.script("exec "+p.substitute(strings.TrimSpace(command))))
 	cmd.Env = p.env()
-	log := new(syncBuffer)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	proc := testproc.Start(t, p.page+": the server", cmd, 30*time.Second)
 	p.srv = cmd
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s: server log:\n%s", p.page, log.String())
-		}
-	})
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if res, err := http.Get("http://" + p.addr + "/readyz"); err == nil {
@@ -287,12 +268,12 @@ func (p *pageRun) serve(b block, command string) {
 			}
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("%s: the server exited before it was ready: %v\n%s", b, err, log.String())
+		case <-proc.Done():
+			t.Fatalf("%s: the server exited before it was ready: %v\n%s", b, proc.Err(), proc.Out)
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: the server was not ready within 3 minutes:\n%s", b, log.String())
+			t.Fatalf("%s: the server was not ready within 3 minutes:\n%s", b, proc.Out)
 		}
 	}
 }
@@ -308,35 +289,6 @@ func (p *pageRun) writeFile(b block) {
 	if err := os.WriteFile(name, []byte(p.substitute(b.text)), 0o644); err != nil {
 		p.t.Fatalf("%s: %v", b, err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// freeAddr returns a loopback address no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // shellQuote quotes s for bash.

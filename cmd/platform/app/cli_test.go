@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
@@ -160,7 +161,7 @@ func TestDoctorMissingDatabase(t *testing.T) {
 	}
 	name := fmt.Sprintf("holdpoint_missing_%d", time.Now().UnixNano())
 	u.Path = "/" + name
-	code, out, _ := runPlatform(t, u.String(), "doctor", "--addr", freshPort(t))
+	code, out, _ := runPlatform(t, u.String(), "doctor", "--addr", testproc.FreeAddr(t))
 	l := doctorLine(out, "database")
 	if code != 1 || !strings.HasPrefix(l, "FAIL") || !strings.Contains(l, "create it: createdb") || !strings.Contains(l, name) ||
 		!strings.Contains(l, `CREATE DATABASE "`+name+`"`) || strings.Contains(l, "start it") {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -228,7 +229,7 @@ func doctorLine(out, check string) string {
 func TestDoctorGoodDatabase(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
-	code, out, errOut := runPlatform(t, url, "doctor", "--dev", "--addr", freshPort(t))
+	code, out, errOut := runPlatform(t, url, "doctor", "--dev", "--addr", testproc.FreeAddr(t))
 	if code != 0 {
 		t.Fatalf("doctor = %d\n%s\n%s", code, out, errOut)
 	}
@@ -285,15 +286,15 @@ func TestDoctorFailures(t *testing.T) {
 	}
 
 	// Pending migrations are listed.
-	code, out, _ = runPlatform(t, emptyDatabase(t, connect(t, dbURL), ""), "doctor", "--dev", "--addr", freshPort(t))
+	code, out, _ = runPlatform(t, emptyDatabase(t, connect(t, dbURL), ""), "doctor", "--dev", "--addr", testproc.FreeAddr(t))
 	if l := doctorLine(out, "migrations"); code != 1 || !strings.HasPrefix(l, "FAIL") || !strings.Contains(l, "00001_init.sql") || !strings.Contains(l, "platform migrate up") {
 		t.Errorf("unmigrated database: exit %d, migrations line %q", code, l)
 	}
 
 	// An unreachable server: FAIL, and the password is never printed.
 	const password = "pa55-w0rd-secret"
-	unreachable := "postgres://holdpoint:" + password + "@" + freshPort(t) + "/holdpoint?sslmode=disable"
-	code, out, errOut := runPlatform(t, unreachable, "doctor", "--addr", freshPort(t))
+	unreachable := "postgres://holdpoint:" + password + "@" + testproc.FreeAddr(t) + "/holdpoint?sslmode=disable"
+	code, out, errOut := runPlatform(t, unreachable, "doctor", "--addr", testproc.FreeAddr(t))
 	if l := doctorLine(out, "database"); code != 1 || !strings.HasPrefix(l, "FAIL") || !strings.Contains(l, "cannot reach PostgreSQL at holdpoint@127.0.0.1") {
 		t.Errorf("unreachable database: exit %d, line %q\n%s", code, l, out)
 	}
@@ -302,7 +303,7 @@ func TestDoctorFailures(t *testing.T) {
 	}
 
 	// A URL that does not parse.
-	code, out, errOut = runPlatform(t, "postgres://holdpoint:"+password+"@host:notaport/x", "doctor", "--addr", freshPort(t))
+	code, out, errOut = runPlatform(t, "postgres://holdpoint:"+password+"@host:notaport/x", "doctor", "--addr", testproc.FreeAddr(t))
 	if l := doctorLine(out, "DATABASE_URL"); code != 1 || !strings.HasPrefix(l, "FAIL") || strings.Contains(out+errOut, password) {
 		t.Errorf("bad URL: exit %d, line %q\n%s%s", code, l, out, errOut)
 	}

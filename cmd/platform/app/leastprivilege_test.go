@@ -24,6 +24,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/db"
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
@@ -399,11 +400,11 @@ func TestServeWithPendingMigrations(t *testing.T) {
 	newest := migrateAllButNewest(t, ownerURL)
 	serverURL := asRole(t, ownerURL, role)
 
-	code, _, errOut := runPlatform(t, serverURL, "serve", "--demo", "--migrate=false", "--addr", freshPort(t))
+	code, _, errOut := runPlatform(t, serverURL, "serve", "--demo", "--migrate=false", "--addr", testproc.FreeAddr(t))
 	if code != 1 || !strings.Contains(errOut, "1 migration(s) pending ("+newest+")") || !strings.Contains(errOut, "platform migrate up") {
 		t.Errorf("serve --migrate=false with %s pending = %d:\n%s", newest, code, errOut)
 	}
-	code, _, errOut = runPlatform(t, serverURL, "serve", "--demo", "--addr", freshPort(t))
+	code, _, errOut = runPlatform(t, serverURL, "serve", "--demo", "--addr", testproc.FreeAddr(t))
 	if code != 1 || !strings.Contains(errOut, "role "+role+" may not change the schema") || !strings.Contains(errOut, "--migrate=false") {
 		t.Errorf("serve (migrating) as %s = %d:\n%s", role, code, errOut)
 	}
@@ -418,7 +419,7 @@ func TestServeWithPendingMigrations(t *testing.T) {
 	// A database never migrated: every migration is pending, and checking
 	// that created nothing.
 	emptyURL := emptyDatabase(t, admin, "")
-	code, _, errOut = runPlatform(t, asRole(t, emptyURL, role), "serve", "--demo", "--migrate=false", "--addr", freshPort(t))
+	code, _, errOut = runPlatform(t, asRole(t, emptyURL, role), "serve", "--demo", "--migrate=false", "--addr", testproc.FreeAddr(t))
 	if code != 1 || !strings.Contains(errOut, "00001_init.sql") {
 		t.Errorf("serve --migrate=false on an empty database = %d:\n%s", code, errOut)
 	}
@@ -433,7 +434,7 @@ func TestServeWithPendingMigrations(t *testing.T) {
 
 	// A login role that is not a member of holdpoint_app is told how to fix it.
 	outsider := createLoginRole(t, admin, "", false)
-	code, _, errOut = runPlatform(t, asRole(t, ownerURL, outsider), "serve", "--demo", "--migrate=false", "--addr", freshPort(t))
+	code, _, errOut = runPlatform(t, asRole(t, ownerURL, outsider), "serve", "--demo", "--migrate=false", "--addr", testproc.FreeAddr(t))
 	if code != 1 || !strings.Contains(errOut, `GRANT holdpoint_app TO \"`+outsider+`\"`) {
 		t.Errorf("serve as a role outside holdpoint_app = %d:\n%s", code, errOut)
 	}

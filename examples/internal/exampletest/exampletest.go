@@ -9,18 +9,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -28,8 +27,8 @@ import (
 type Server struct {
 	// URL is the base URL, e.g. http://127.0.0.1:41234.
 	URL string
-	// Log holds what the server wrote.
-	Log *bytes.Buffer
+	// Log holds what the server wrote (so far: read it while it runs).
+	Log *testproc.Output
 }
 
 // Start builds the Go package in dir (a main package) and runs
@@ -113,29 +112,11 @@ func Main(m *testing.M) {
 // Run runs the built program bin as Start does.
 func Run(t *testing.T, bin string, env ...string) *Server {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testproc.FreeAddr(t)
 	cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--log-level", "warn")
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+testdb.URL(t)), env...)
-	log := new(bytes.Buffer)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", log)
-		}
-	})
-	s := &Server{URL: "http://" + addr, Log: log}
+	p := testproc.Start(t, "the example's server", cmd, 20*time.Second)
+	s := &Server{URL: "http://" + addr, Log: p.Out}
 	// Generous: on a loaded machine a start (migrations included) can take
 	// many seconds; the loop ends as soon as the server answers.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -148,25 +129,14 @@ func Run(t *testing.T, bin string, env ...string) *Server {
 			}
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("the example exited before it was ready: %v\n%s", err, log)
-		default:
+		case <-p.Done():
+			t.Fatalf("the example exited before it was ready: %v\n%s", p.Err(), p.Out)
+		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the example was not ready within 2 minutes:\n%s", log)
+			t.Fatalf("the example was not ready within 2 minutes:\n%s", p.Out)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Turn runs one turn of agent (JSON, not streamed) and returns its output;
