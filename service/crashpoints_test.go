@@ -164,20 +164,7 @@ func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime
 	var paidA, paidB atomic.Int32
 	reached := make(chan struct{}, 1)
 	a, kill := dyingInstance(t, url, opts, cut, reached, func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, open, nil) })
-	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
-	if err != nil || out.FinishReason != service.FinishInterrupted {
-		t.Fatalf("pause: %v %+v", err, out)
-	}
-	paused := out.SnapshotID
-	aDone := make(chan error, 1)
-	go func() { aDone <- decide(a, paused) }()
-	select {
-	case <-reached:
-	case err := <-aDone:
-		t.Fatalf("A's approval ended before it reached the crash point: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("A's approval never reached the crash point")
-	}
+	paused, aDone := pauseThenDecide(t, a, decide, reached)
 	kill()
 	select {
 	case <-aDone:
@@ -282,18 +269,7 @@ func TestTakeoverKeepsTheClaimOfAFailedCall(t *testing.T) {
 	var paid atomic.Int32
 	reached := make(chan struct{}, 1)
 	a, kill := dyingInstance(t, url, opts, cutBeforeCommit, reached, func(rt *service.Runtime) { failingPayer(rt, &paid) })
-	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
-	if err != nil || out.FinishReason != service.FinishInterrupted {
-		t.Fatalf("pause: %v %+v", err, out)
-	}
-	paused := out.SnapshotID
-	aDone := make(chan error, 1)
-	go func() { aDone <- streamedApproval(a, paused) }()
-	select {
-	case <-reached:
-	case <-time.After(time.Minute):
-		t.Fatal("A never got to writing its failed turn")
-	}
+	paused, aDone := pauseThenDecide(t, a, streamedApproval, reached)
 	kill()
 	<-aDone
 	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {

@@ -116,20 +116,7 @@ func killAfterClaim(t *testing.T, point crashPoint, decide func(rt *service.Runt
 	// A runs no background loop, so nothing of A takes its job back: it
 	// stands for a dead instance once its job is handed to nobody.
 	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, point, make(chan struct{}), reached) })
-	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
-	if err != nil || out.FinishReason != service.FinishInterrupted {
-		t.Fatalf("pause: %v %+v", err, out)
-	}
-	paused := out.SnapshotID
-	aDone := make(chan error, 1)
-	go func() { aDone <- decide(a, paused) }()
-	select {
-	case <-reached:
-	case err := <-aDone:
-		t.Fatalf("A's resume ended before its model got to the crash point: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("A's model never got to the crash point")
-	}
+	paused, aDone := pauseThenDecide(t, a, decide, reached)
 	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, paused); n != 1 {
 		t.Fatalf("%d interrupts resolved at the crash point; want the approval", n)
 	}
@@ -170,6 +157,30 @@ func wantFinished(t *testing.T, admin *pgxpool.Pool, paused string) {
 		WHERE i.snapshot_id = $1 AND e.type = 'released'`, paused); n != 0 {
 		t.Fatalf("the approval was released %d times", n)
 	}
+}
+
+// pauseThenDecide pauses the payer on instance a, then approves it with
+// decide in the background until a's agent signals reached (the crash
+// point). It returns the paused snapshot and the approval's result, to
+// come once the instance finishes or dies; an approval that ends first,
+// or a point not reached within a minute, fails the test.
+func pauseThenDecide(t *testing.T, a *service.Runtime, decide func(rt *service.Runtime, paused string) error, reached <-chan struct{}) (string, <-chan error) {
+	t.Helper()
+	out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
+	if err != nil || out.FinishReason != service.FinishInterrupted {
+		t.Fatalf("pause: %v %+v", err, out)
+	}
+	paused := out.SnapshotID
+	aDone := make(chan error, 1)
+	go func() { aDone <- decide(a, paused) }()
+	select {
+	case <-reached:
+	case err := <-aDone:
+		t.Fatalf("A's approval ended before it reached the crash point: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("A's approval never reached the crash point")
+	}
+	return paused, aDone
 }
 
 // streamedApproval approves through a streamed resume.

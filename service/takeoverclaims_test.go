@@ -29,18 +29,7 @@ func TestTakeoverRunsOnlyOnClaimsItHolds(t *testing.T) {
 		var paid atomic.Int32
 		reached := make(chan struct{}, 1)
 		a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paid, beforeTool, make(chan struct{}), reached) })
-		out, err := a.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{}, service.AgentInput{Message: ptr(text(service.RoleUser, "pay"))}, nil)
-		if err != nil || out.FinishReason != service.FinishInterrupted {
-			t.Fatalf("pause: %v %+v", err, out)
-		}
-		paused := out.SnapshotID
-		aDone := make(chan error, 1)
-		go func() { aDone <- streamedApproval(a, paused) }()
-		select {
-		case <-reached:
-		case <-time.After(time.Minute):
-			t.Fatal("A's model never got past the claim")
-		}
+		paused, aDone := pauseThenDecide(t, a, streamedApproval, reached)
 		// What the failed turn and the failed delete leave: the claim
 		// given back, the job stale (and, emptied, listing no claim).
 		jobSQL := `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`
