@@ -93,9 +93,14 @@ TEST_FIRST ?= ./tests/cluster ./tests/ui ./tests/docs ./httpapi ./service ./exam
 TEST_PLAIN ?= ./tests/ui ./tests/docs ./tests/layers ./tests/funclen ./examples/... ./internal/bench ./internal/testsummary
 TEST_P_PLAIN ?= 2
 
+# The tests (and the programs they build) compile with -trimpath: without
+# it the build cache keys every package by its directory, so a fresh clone
+# compiles the whole module again, twice (with and without -race), before
+# its tests can start.
 test:
 	@stop=; if [[ -z $${DATABASE_URL:-} ]] && ! (exec 3<>/dev/tcp/127.0.0.1/$${PG_TEST_PORT:-54328}) 2>/dev/null; then stop=1; fi; \
 	url=$$(scripts/pg-local.sh test); export DATABASE_URL=$$url; \
+	export GOFLAGS="-trimpath $${GOFLAGS:-}"; \
 	bindir=$$(scripts/pg-local.sh bindir 2>/dev/null || true); \
 	if [[ -n $$bindir ]]; then export PATH=$$bindir:$$PATH; fi; \
 	counts=$$(mktemp -d); trap 'rm -rf "$$counts"; if [[ -n $$stop ]]; then scripts/pg-local.sh test-stop; fi' EXIT; \
