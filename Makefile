@@ -94,9 +94,9 @@ TEST_PLAIN ?= ./tests/ui ./tests/docs ./tests/layers ./tests/funclen ./examples/
 TEST_P_PLAIN ?= 2
 
 # The tests (and the programs they build) compile with -trimpath: without
-# it the build cache keys every package by its directory, so a fresh clone
-# compiles the whole module again, twice (with and without -race), before
-# its tests can start.
+# it the build cache keys what it compiles for a test (each package with
+# its _test files) by the checkout's directory, so a fresh clone compiled
+# all of it again, with and without -race, before its tests could start.
 test:
 	@stop=; if [[ -z $${DATABASE_URL:-} ]] && ! (exec 3<>/dev/tcp/127.0.0.1/$${PG_TEST_PORT:-54328}) 2>/dev/null; then stop=1; fi; \
 	url=$$(scripts/pg-local.sh test); export DATABASE_URL=$$url; \
