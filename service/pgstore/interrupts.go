@@ -136,7 +136,7 @@ func claimOutcome(claims []store.InterruptClaim, rows []db.ClaimInterruptsByKeyR
 // GuardedClaim implements Store: the guard's pending snapshot and job and
 // the claim in one transaction, which a refused claim rolls back whole.
 func (s *PgStore) GuardedClaim(ctx context.Context, w *store.SnapshotWrite, job *store.TurnJob, owner string, cp store.ClaimInterruptsParams) ([]uuid.UUID, error) {
-	params, err := writeTurnParams(w)
+	params, err := s.turnParams(w)
 	if err != nil {
 		return nil, err
 	}
@@ -580,7 +580,7 @@ func (s *PgStore) PendingInterruptStats(ctx context.Context) ([]store.PendingSta
 // for it, in one transaction; when a decision was taken already, nothing
 // is written and the error is store.ErrDecisionTaken.
 func (s *PgStore) GuardDecided(ctx context.Context, w *store.SnapshotWrite, job *store.TurnJob, owner string, ids []uuid.UUID) error {
-	params, err := writeTurnParams(w)
+	params, err := s.turnParams(w)
 	if err != nil {
 		return err
 	}

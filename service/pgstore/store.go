@@ -35,6 +35,8 @@ type PgStore struct {
 	// a turn that continues the session need not read it (see
 	// CachedSessionHead).
 	heads *headCache
+	// stats keeps the turn tables' planner statistics (statsKeeper).
+	stats *statsKeeper
 
 	// acquireTimeout bounds the wait for a pooled connection (see
 	// DefaultAcquireTimeout).
@@ -57,12 +59,16 @@ const DefaultSnapshotCacheSize = 4096
 // NewAppPool). Close stops its background work.
 func New(pool *pgxpool.Pool) *PgStore {
 	return &PgStore{pool: pool, q: db.New(pool), cache: newSnapshotCache(DefaultSnapshotCacheSize),
-		heads: newHeadCache(DefaultSnapshotCacheSize), closed: make(chan struct{}), acquireTimeout: DefaultAcquireTimeout}
+		heads: newHeadCache(DefaultSnapshotCacheSize), stats: newStatsKeeper(pool), closed: make(chan struct{}),
+		acquireTimeout: DefaultAcquireTimeout}
 }
 
 // Close stops the store's background work; the pool is the caller's.
 func (s *PgStore) Close() {
-	s.closeOnce.Do(func() { close(s.closed) })
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.stats.close()
+	})
 }
 
 // SQLSTATEs WriteTurn raises to refuse a write as a whole.

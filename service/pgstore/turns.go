@@ -201,7 +201,7 @@ func (s *PgStore) CreatePendingSnapshot(ctx context.Context, w *store.SnapshotWr
 	// The session moves to the pending snapshot (or, on failure, maybe
 	// not): what this instance cached of it is no longer its head.
 	s.heads.drop(w.TenantID, w.SessionID)
-	params, err := writeTurnParams(w)
+	params, err := s.turnParams(w)
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func (s *PgStore) CommitTurn(ctx context.Context, w *store.SnapshotWrite) (bool,
 // writeTurn writes a new snapshot: one statement (WriteTurn) in one batch,
 // so one round trip and one transaction.
 func (s *PgStore) writeTurn(ctx context.Context, w *store.SnapshotWrite) error {
-	p, err := writeTurnParams(w)
+	p, err := s.turnParams(w)
 	if err != nil {
 		return err
 	}
@@ -358,6 +358,13 @@ func messageRun(msgs []store.PositionedMessage) (*int32, []byte) {
 	buf = append(buf, ']')
 	from := int32(first)
 	return &from, buf
+}
+
+// turnParams is writeTurnParams for a write this store sends, counted for
+// the statistics keeper.
+func (s *PgStore) turnParams(w *store.SnapshotWrite) (db.WriteTurnParams, error) {
+	s.stats.wrote()
+	return writeTurnParams(w)
 }
 
 // writeTurnParams encodes a snapshot write for the WriteTurn statement, with

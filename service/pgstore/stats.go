@@ -1,0 +1,142 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// turnTables are the tables a turn's write (WriteTurn and the statements
+// queued with it) touches: the ones whose plans statsKeeper keeps right.
+var turnTables = []string{"sessions", "snapshots", "interrupts", "interrupt_events", "tool_calls", "turn_jobs"}
+
+// firstStatsCheck is the turn write count at which statsKeeper first looks
+// at the turn tables' statistics; it looks again at each doubling.
+const firstStatsCheck = 64
+
+// statsKeeper keeps the planner's statistics of the turn tables when
+// nothing else does. A connection plans each statement generically from its
+// sixth run (PostgreSQL's plan cache) and keeps that plan until the tables
+// are analyzed. Planned on tables that were never analyzed, and tiny at the
+// time, WriteTurn's lookups of a claimed interrupt by its key scanned the
+// tenant's whole range of interrupts_inbox_idx instead of the unique key (the
+// two cost the same on a table thought empty): every turn read every
+// interrupt the tenant ever had, and a run of 8 sessions fell from 1,094 to
+// 530 cycles/s between its 200th and its 800th cycle. Autovacuum analyzes a
+// table once it has 50 rows and at each 10 % of growth, which replans; a
+// server with autovacuum off never does, and a new one not before its first
+// round (a minute). So at the 64th turn write of this process, and at each
+// doubling of the count, the keeper analyzes each turn table that was never
+// analyzed, or every turn table when the server runs without autovacuum:
+// a logarithmic number of ANALYZEs over a process's life, none once
+// autovacuum keeps up.
+//
+// ANALYZE needs the tables' owner: the keeper's transaction drops the
+// application role for the login role (as migrations run). A login role
+// that owns no turn table (the tables migrated by another) is left to
+// autovacuum, and said once in the log.
+type statsKeeper struct {
+	pool   *pgxpool.Pool
+	writes atomic.Int64
+	next   atomic.Int64 // the write count of the next check
+	busy   atomic.Bool  // a check runs
+	off    atomic.Bool  // the login role may not analyze the turn tables
+
+	mu     sync.Mutex // guards closed and the WaitGroup's Add
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newStatsKeeper(pool *pgxpool.Pool) *statsKeeper {
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &statsKeeper{pool: pool, ctx: ctx, cancel: cancel}
+	k.next.Store(firstStatsCheck)
+	return k
+}
+
+// wrote counts a turn write, and starts a check in the background when the
+// count reaches the next one's.
+func (k *statsKeeper) wrote() {
+	n := k.writes.Add(1)
+	if n < k.next.Load() || k.off.Load() || !k.busy.CompareAndSwap(false, true) {
+		return
+	}
+	k.next.Store(2 * n)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return
+	}
+	k.wg.Go(func() {
+		defer k.busy.Store(false)
+		if _, err := k.analyze(k.ctx); err != nil && k.ctx.Err() == nil {
+			slog.Warn("could not analyze the turn tables", "err", err)
+		}
+	})
+}
+
+// close stops a running check and waits for it.
+func (k *statsKeeper) close() {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.cancel()
+	k.wg.Wait()
+}
+
+// analyze analyzes the turn tables that need it (see statsKeeper) and
+// answers which it analyzed.
+func (k *statsKeeper) analyze(ctx context.Context) (analyzed []string, err error) {
+	err = pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
+		// The login role, for this transaction only.
+		if _, err := tx.Exec(ctx, `SELECT set_config('role', 'none', true)`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+SELECT c.relname::text, pg_has_role(c.relowner, 'USAGE') AS owned
+FROM pg_class c
+JOIN pg_stat_user_tables t ON t.relid = c.oid
+WHERE c.oid = ANY (SELECT to_regclass(n) FROM unnest($1::text[]) AS n)
+  AND (current_setting('autovacuum') = 'off' OR (t.last_analyze IS NULL AND t.last_autoanalyze IS NULL))`, turnTables)
+		if err != nil {
+			return err
+		}
+		var names []string
+		notOwned := 0
+		for rows.Next() {
+			var name string
+			var owned bool
+			if err := rows.Scan(&name, &owned); err != nil {
+				return err
+			}
+			if owned {
+				names = append(names, name)
+			} else {
+				notOwned++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(names) == 0 && notOwned > 0 {
+			k.off.Store(true)
+			slog.Info("the turn tables' statistics are left to autovacuum: the database's login role does not own them")
+			return nil
+		}
+		for _, name := range names {
+			if _, err := tx.Exec(ctx, "ANALYZE "+pgx.Identifier{name}.Sanitize()); err != nil {
+				return fmt.Errorf("analyze %s: %w", name, err)
+			}
+		}
+		analyzed = names
+		return nil
+	})
+	return analyzed, err
+}
