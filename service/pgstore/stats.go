@@ -11,13 +11,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// turnTables are the tables a turn's write (WriteTurn and the statements
-// queued with it) touches: the ones whose plans statsKeeper keeps right.
-var turnTables = []string{"sessions", "snapshots", "interrupts", "interrupt_events", "tool_calls", "turn_jobs"}
+// turnTables are the tables statsKeeper analyzes: of the tables a turn
+// writes, the one whose plans have a choice to get wrong. Every other
+// lookup of a turn's write is by a primary key (sessions, snapshots,
+// tool_calls, turn_jobs) or inserts only (interrupt_events), and an ANALYZE
+// costs every connection its plans and cached catalog entries of the table:
+// analyzing all six cost a run of 8 sessions 15 % of its cycles.
+var turnTables = []string{"interrupts"}
 
 // firstStatsCheck is the turn write count at which statsKeeper first looks
-// at the turn tables' statistics; it looks again at each doubling.
-const firstStatsCheck = 64
+// at the turn tables' statistics; it looks again each time the count grows
+// statsCheckGrowth times.
+const (
+	firstStatsCheck  = 64
+	statsCheckGrowth = 4
+)
 
 // statsKeeper keeps the planner's statistics of the turn tables when
 // nothing else does. A connection plans each statement generically from its
@@ -30,11 +38,13 @@ const firstStatsCheck = 64
 // 530 cycles/s between its 200th and its 800th cycle. Autovacuum analyzes a
 // table once it has 50 rows and at each 10 % of growth, which replans; a
 // server with autovacuum off never does, and a new one not before its first
-// round (a minute). So at the 64th turn write of this process, and at each
-// doubling of the count, the keeper analyzes each turn table that was never
-// analyzed, or every turn table when the server runs without autovacuum:
-// a logarithmic number of ANALYZEs over a process's life, none once
-// autovacuum keeps up.
+// round (a minute). So at the 64th turn write of this process, and each
+// time the count has grown four times, the keeper analyzes each turn table
+// that was never analyzed, or every turn table when the server runs
+// without autovacuum: a logarithmic number of ANALYZEs over a process's
+// life, none once autovacuum keeps up. (The first, on a table of a page or
+// two, may plan a sequential scan; the next, on a table four times larger,
+// plans by key.)
 //
 // ANALYZE needs the tables' owner: the keeper's transaction drops the
 // application role for the login role (as migrations run). A login role
@@ -68,7 +78,7 @@ func (k *statsKeeper) wrote() {
 	if n < k.next.Load() || k.off.Load() || !k.busy.CompareAndSwap(false, true) {
 		return
 	}
-	k.next.Store(2 * n)
+	k.next.Store(statsCheckGrowth * n)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {

@@ -46,8 +46,8 @@ func TestStatsKeeperAnalyzesAtItsCounts(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if next := k.next.Load(); next != 6 {
-		t.Fatalf("the next check comes at %d writes; want 6 (the count doubled)", next)
+	if next := k.next.Load(); next != 3*statsCheckGrowth {
+		t.Fatalf("the next check comes at %d writes; want %d", next, 3*statsCheckGrowth)
 	}
 	var autovacuum string
 	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
