@@ -2,22 +2,106 @@ package app
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
 )
 
-// DefaultGCPercent is the garbage collector's target (GOGC) of a platform
-// process when the environment sets none. A turn allocates a few hundred
-// kilobytes that die with it while the live heap stays small (tens of
-// megabytes: sessions live in PostgreSQL), so at Go's default of 100 the
-// collector runs every few turns and took a quarter of the process's CPU;
-// at 400 the heap grows by a few tens of megabytes and the approval cycle
-// needs about a third less CPU (platform bench, 32 sessions: 0.51-0.55 ->
-// 0.34-0.39 ms per cycle). GOGC and GOMEMLIMIT, when set, win.
-const DefaultGCPercent = 400
+// The garbage collector's policy of a platform process when the
+// environment sets neither GOGC nor GOMEMLIMIT: collect when the heap
+// reaches HeapFloor or MinGCPercent more than the live heap, whichever is
+// larger.
+//
+// A turn allocates a few hundred kilobytes that die with it while the live
+// heap stays small (megabytes: sessions live in PostgreSQL), so at Go's
+// default (GOGC=100, a collection each time the heap doubles) the collector
+// ran every few turns and took a quarter of the process's CPU. A fixed
+// GOGC=400 took a third off the approval cycle's CPU (platform bench, 32
+// sessions: 0.51-0.55 -> 0.34-0.39 ms per cycle), but made the peak heap
+// five times the live heap, so memory grew with what the process held: the
+// histories of its conversations (peak RSS 59-61 MiB after 60 cycles of 8
+// sessions, 72-77 MiB after 200, 121-129 MiB after 800). With a floor, the
+// few megabytes of histories come out of a heap the process has anyway,
+// and a collection runs after as much garbage as at GOGC=400 or more; past
+// the floor the heap grows with the live heap at GOGC=MinGCPercent.
+const (
+	HeapFloor    = 24 << 20
+	MinGCPercent = 100
+)
 
-// tuneGC applies DefaultGCPercent unless GOGC is set.
+// tuneGC applies the policy above unless GOGC or GOMEMLIMIT is set.
 func tuneGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(DefaultGCPercent)
+	_, gogc := os.LookupEnv("GOGC")
+	_, limit := os.LookupEnv("GOMEMLIMIT")
+	if gogc || limit {
+		return
 	}
+	t := &gcTuner{floor: HeapFloor, least: MinGCPercent}
+	t.tune()
+	t.arm()
+}
+
+// gcTuner sets the collector's percentage after each collection, from the
+// live heap it left, so that the next one comes at the policy's heap.
+type gcTuner struct {
+	floor   uint64
+	least   int // the least percentage
+	percent int
+	stopped atomic.Bool
+	runs    atomic.Int64 // collections tuned after
+}
+
+// gcSentinel is an object whose only reference is dropped at once: its
+// finalizer runs after the next collection. It holds a pointer so that it
+// is not combined with other objects (Go's tiny allocator), whose
+// finalizers may never run.
+type gcSentinel struct{ _ *gcTuner }
+
+// arm has tune run after the next collection, and arm again, until stop.
+func (t *gcTuner) arm() {
+	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
+		if t.stopped.Load() {
+			return
+		}
+		t.runs.Add(1)
+		t.tune()
+		t.arm()
+	})
+}
+
+// stop ends the tuning after the next collection at the latest; the
+// percentage stays as last set.
+func (t *gcTuner) stop() { t.stopped.Store(true) }
+
+func (t *gcTuner) tune() {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	var live uint64
+	if sample[0].Value.Kind() == metrics.KindUint64 {
+		live = sample[0].Value.Uint64()
+	}
+	p := gcPercentFor(live, t.floor, t.least)
+	// Within a tenth of the current one: not worth a change.
+	if t.percent != 0 && p > t.percent*9/10 && p < t.percent*11/10 {
+		return
+	}
+	t.percent = p
+	debug.SetGCPercent(p)
+}
+
+// gcPercentFor is the GOGC that puts the next collection at the larger of
+// floor and live plus least percent of it.
+func gcPercentFor(live, floor uint64, least int) int {
+	if live == 0 {
+		live = 1 << 20
+	}
+	if live >= floor {
+		return least
+	}
+	p := int((floor - live) * 100 / live)
+	// A process with almost nothing live would otherwise set a percentage
+	// in the millions.
+	const most = 10000
+	return max(least, min(p, most))
 }
