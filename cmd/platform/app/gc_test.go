@@ -23,7 +23,7 @@ func TestGCPercentFor(t *testing.T) {
 		{0, 24 << 20, 2300},        // nothing measured: counted as 1 MiB
 		{8 << 20, 32 << 20, 300},   // another floor
 	} {
-		if got := gcPercentFor(c.live, c.floor, MinGCPercent); got != c.want {
+		if got := gcPercentFor(c.live, c.floor, 100); got != c.want {
 			t.Errorf("gcPercentFor(%d KiB live, %d KiB floor) = %d; want %d", c.live>>10, c.floor>>10, got, c.want)
 		}
 	}
@@ -64,8 +64,8 @@ func TestGCTunerFollowsCollections(t *testing.T) {
 	}
 	high.stop()
 	// Past the floor: the least percentage.
-	low := &gcTuner{floor: 1, least: 150}
+	low := &gcTuner{floor: 1, least: MinGCPercent}
 	low.arm()
-	awaitGOGC(150)
+	awaitGOGC(MinGCPercent)
 	low.stop()
 }
