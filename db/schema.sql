@@ -1895,7 +1895,7 @@ CREATE INDEX sessions_end_user_idx ON public.sessions USING btree (tenant_id, en
 -- Name: snapshots_session_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX snapshots_session_idx ON public.snapshots USING btree (session_id, tenant_id, created_at);
+CREATE INDEX snapshots_session_idx ON public.snapshots USING btree (session_id, tenant_id);
 
 --
 -- Name: tenant_agents_lower_name_idx; Type: INDEX; Schema: public; Owner: -

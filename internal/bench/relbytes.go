@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,6 +18,13 @@ import (
 // each (pg_relation_size). Not the free space and visibility maps, which
 // grow in steps of pages whatever a cycle writes, and which
 // pg_total_relation_size counted.
+//
+// A table's heap counts the pages that hold a live row, not its file's
+// length: under concurrent inserts PostgreSQL extends a heap by many
+// empty pages at once (20 for each backend waiting on the extension, up
+// to 512), and those pages, filled by later cycles, made one run's figure
+// for a table 0 and the next one's twice its rows. An index grows a page
+// at a time, so its file's length is what it uses.
 func relationSizes(ctx context.Context, admin *pgxpool.Pool) (map[string]int64, error) {
 	rows, err := admin.Query(ctx, `
 		WITH t AS (
@@ -44,7 +52,35 @@ func relationSizes(ctx context.Context, admin *pgxpool.Pool) (map[string]int64, 
 		}
 		sizes[name] = n
 	}
-	return sizes, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return sizes, heapPagesUsed(ctx, admin, sizes)
+}
+
+// heapPagesUsed replaces the size of each table's heap in sizes by the
+// bytes of its pages that hold a live row (a dead version's page that
+// holds no live row is not counted: vacuum would reuse it).
+func heapPagesUsed(ctx context.Context, admin *pgxpool.Pool, sizes map[string]int64) error {
+	rows, err := admin.Query(ctx, `
+		SELECT c.relname FROM pg_class c
+		WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace`)
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		q := `SELECT count(DISTINCT (ctid::text::point)[0])::bigint * current_setting('block_size')::bigint FROM public.` + pgx.Identifier{t}.Sanitize()
+		var n int64
+		if err := admin.QueryRow(ctx, q).Scan(&n); err != nil {
+			return fmt.Errorf("pages of %s: %w", t, err)
+		}
+		sizes[t] = n
+	}
+	return nil
 }
 
 // RelationBytes is what one relation grew by per cycle.
