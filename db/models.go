@@ -141,7 +141,7 @@ type Message struct {
 	SnapshotID string
 	Position   int32
 	Role       string
-	Body       []byte
+	Body       interface{}
 	CreatedAt  time.Time
 }
 
@@ -187,7 +187,7 @@ type Snapshot struct {
 	UpdatedAt    time.Time
 	AgentVersion *int32
 	MessagesFrom *int32
-	Messages     []byte
+	TurnMessages []byte
 }
 
 type Tenant struct {

@@ -226,12 +226,12 @@ CREATE TABLE public.snapshots (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     agent_version integer,
     messages_from integer,
-    messages json,
+    turn_messages json,
     CONSTRAINT snapshots_message_count_check CHECK ((message_count >= 0)),
-    CONSTRAINT snapshots_messages_check CHECK ((json_typeof(messages) = 'array'::text)),
     CONSTRAINT snapshots_messages_from_check CHECK ((messages_from >= 0)),
-    CONSTRAINT snapshots_messages_pair CHECK (((messages_from IS NULL) = (messages IS NULL))),
-    CONSTRAINT snapshots_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'completed'::text, 'failed'::text, 'aborted'::text])))
+    CONSTRAINT snapshots_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'completed'::text, 'failed'::text, 'aborted'::text]))),
+    CONSTRAINT snapshots_turn_messages_check CHECK ((json_typeof(turn_messages) = 'array'::text)),
+    CONSTRAINT snapshots_turn_messages_pair CHECK (((messages_from IS NULL) = (turn_messages IS NULL)))
 );
 
 ALTER TABLE ONLY public.snapshots FORCE ROW LEVEL SECURITY;
@@ -568,6 +568,61 @@ CREATE FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit
           AND c.turn_id = e.snapshot_key AND c.call_key = e.call_key LIMIT 1
     ) c ON true
     ORDER BY e.xid, e.id;
+$$;
+
+--
+-- Name: holdpoint_history_message(text, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.holdpoint_history_message(p_tenant text, p_snapshot text, p_position integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    cur text := p_snapshot;
+    nxt text;
+    el json;
+    edits json[] := '{}';
+    edit json;
+    body jsonb;
+    path text[];
+    meta jsonb;
+    k integer;
+BEGIN
+    LOOP
+        SELECT s.parent_id, CASE WHEN p_position >= s.messages_from THEN s.turn_messages -> (p_position - s.messages_from) END
+        INTO nxt, el
+        FROM snapshots s WHERE s.tenant_id = p_tenant AND s.id = cur;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        IF json_typeof(el) = 'object' THEN
+            body := el::jsonb;
+            EXIT;
+        ELSIF json_typeof(el) = 'array' THEN
+            edits := array_prepend(el, edits);
+        END IF;
+        IF nxt IS NULL THEN
+            RETURN NULL;
+        END IF;
+        cur := nxt;
+    END LOOP;
+    FOREACH edit IN ARRAY edits LOOP
+        FOR k IN SELECT x::integer FROM json_array_elements_text(edit) AS x LOOP
+            path := ARRAY['content', k::text, 'metadata'];
+            meta := body #> path;
+            IF meta ? 'interrupt' THEN
+                meta := (meta - 'interrupt') || jsonb_build_object('resolvedInterrupt', meta -> 'interrupt');
+            END IF;
+            IF meta IS NULL OR meta = '{}'::jsonb THEN
+                body := body #- path;
+            ELSE
+                body := jsonb_set(body, path, meta);
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN body;
+END;
 $$;
 
 --
@@ -1473,12 +1528,17 @@ CREATE VIEW public.messages WITH (security_invoker='true') AS
  SELECT s.tenant_id,
     s.id AS snapshot_id,
     (s.messages_from + ((e.n - 1))::integer) AS "position",
-    (e.body ->> 'role'::text) AS role,
-    (e.body)::jsonb AS body,
+    (m.body ->> 'role'::text) AS role,
+    m.body,
     s.created_at
-   FROM (public.snapshots s
-     CROSS JOIN LATERAL json_array_elements(s.messages) WITH ORDINALITY e(body, n))
-  WHERE ((s.messages IS NOT NULL) AND (json_typeof(e.body) = 'object'::text));
+   FROM ((public.snapshots s
+     CROSS JOIN LATERAL json_array_elements(s.turn_messages) WITH ORDINALITY e(body, n))
+     CROSS JOIN LATERAL ( SELECT
+                CASE json_typeof(e.body)
+                    WHEN 'object'::text THEN (e.body)::jsonb
+                    ELSE public.holdpoint_history_message(s.tenant_id, s.id, (s.messages_from + ((e.n - 1))::integer))
+                END AS body) m)
+  WHERE ((s.turn_messages IS NOT NULL) AND (json_typeof(e.body) = ANY (ARRAY['object'::text, 'array'::text])));
 
 --
 -- Name: retention_policies; Type: TABLE; Schema: public; Owner: -
@@ -2530,6 +2590,12 @@ GRANT SELECT ON TABLE public.event_log TO holdpoint_app;
 
 REVOKE ALL ON FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit integer) TO holdpoint_app;
+
+--
+-- Name: FUNCTION holdpoint_history_message(p_tenant text, p_snapshot text, p_position integer); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.holdpoint_history_message(p_tenant text, p_snapshot text, p_position integer) TO holdpoint_app;
 
 --
 -- Name: TABLE webhook_cursors; Type: ACL; Schema: public; Owner: -

@@ -32,7 +32,7 @@ func (q *Queries) AbortPendingSnapshot(ctx context.Context, arg AbortPendingSnap
 }
 
 const getSnapshot = `-- name: GetSnapshot :one
-SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, snapshots.messages_from, snapshots.messages, sessions.end_user AS session_end_user
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, snapshots.messages_from, snapshots.turn_messages, sessions.end_user AS session_end_user
 FROM snapshots
 JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
 WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
@@ -70,14 +70,14 @@ func (q *Queries) GetSnapshot(ctx context.Context, arg GetSnapshotParams) (GetSn
 		&i.Snapshot.UpdatedAt,
 		&i.Snapshot.AgentVersion,
 		&i.Snapshot.MessagesFrom,
-		&i.Snapshot.Messages,
+		&i.Snapshot.TurnMessages,
 		&i.SessionEndUser,
 	)
 	return i, err
 }
 
 const getSnapshotForUpdate = `-- name: GetSnapshotForUpdate :one
-SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, snapshots.messages_from, snapshots.messages, sessions.end_user AS session_end_user
+SELECT snapshots.tenant_id, snapshots.id, snapshots.session_id, snapshots.agent, snapshots.parent_id, snapshots.status, snapshots.finish_reason, snapshots.error, snapshots.custom, snapshots.artifacts, snapshots.message_count, snapshots.heartbeat_at, snapshots.created_at, snapshots.updated_at, snapshots.agent_version, snapshots.messages_from, snapshots.turn_messages, sessions.end_user AS session_end_user
 FROM snapshots
 JOIN sessions ON sessions.tenant_id = snapshots.tenant_id AND sessions.id = snapshots.session_id
 WHERE snapshots.tenant_id = $1 AND snapshots.id = $2
@@ -116,7 +116,7 @@ func (q *Queries) GetSnapshotForUpdate(ctx context.Context, arg GetSnapshotForUp
 		&i.Snapshot.UpdatedAt,
 		&i.Snapshot.AgentVersion,
 		&i.Snapshot.MessagesFrom,
-		&i.Snapshot.Messages,
+		&i.Snapshot.TurnMessages,
 		&i.SessionEndUser,
 	)
 	return i, err
@@ -170,7 +170,7 @@ const writeTurn = `-- name: WriteTurn :exec
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-        custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, messages
+        custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, turn_messages
     ) VALUES (
         $6, $8, $7, $9, $10, $11, $12, $13,
         $14, $15, $16, $17, nullif($18::integer, 0),
@@ -179,7 +179,7 @@ WITH snap AS (
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
-        messages_from = EXCLUDED.messages_from, messages = EXCLUDED.messages, updated_at = now()
+        messages_from = EXCLUDED.messages_from, turn_messages = EXCLUDED.turn_messages, updated_at = now()
     WHERE $21::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (
@@ -313,7 +313,7 @@ type WriteTurnParams struct {
 	HeartbeatAt       *time.Time
 	AgentVersion      int32
 	MessagesFrom      *int32
-	Messages          []byte
+	TurnMessages      []byte
 	FinalizePending   bool
 	EndUser           *string
 	Actor             string
@@ -334,8 +334,10 @@ type WriteTurnParams struct {
 }
 
 // The end of a turn in one statement: its snapshot with the messages it
-// added or rewrote (messages: a JSON array of the positions messages_from,
-// messages_from + 1, ..., null where it left a position to its ancestors),
+// added or rewrote (turn_messages: a JSON array of the positions
+// messages_from, messages_from + 1, ..., null where it left a position to
+// its ancestors, an array of part indexes where it resolved their
+// interrupts in its ancestors' message: migration 00042),
 // the session's new latest snapshot (creating the session on
 // its first turn), the interrupts it answered (claim) and those it paused
 // on, and the events (the
@@ -369,7 +371,7 @@ func (q *Queries) WriteTurn(ctx context.Context, arg WriteTurnParams) error {
 		arg.HeartbeatAt,
 		arg.AgentVersion,
 		arg.MessagesFrom,
-		arg.Messages,
+		arg.TurnMessages,
 		arg.FinalizePending,
 		arg.EndUser,
 		arg.Actor,

@@ -42,8 +42,10 @@ WHERE t.tenant_id = @tenant_id::text AND t.id = (
 
 -- name: WriteTurn :exec
 -- The end of a turn in one statement: its snapshot with the messages it
--- added or rewrote (messages: a JSON array of the positions messages_from,
--- messages_from + 1, ..., null where it left a position to its ancestors),
+-- added or rewrote (turn_messages: a JSON array of the positions
+-- messages_from, messages_from + 1, ..., null where it left a position to
+-- its ancestors, an array of part indexes where it resolved their
+-- interrupts in its ancestors' message: migration 00042),
 -- the session's new latest snapshot (creating the session on
 -- its first turn), the interrupts it answered (claim) and those it paused
 -- on, and the events (the
@@ -59,16 +61,16 @@ WHERE t.tenant_id = @tenant_id::text AND t.id = (
 WITH snap AS (
     INSERT INTO snapshots (
         tenant_id, id, session_id, agent, parent_id, status, finish_reason, error,
-        custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, messages
+        custom, artifacts, message_count, heartbeat_at, agent_version, messages_from, turn_messages
     ) VALUES (
         @tenant_id, @snapshot_id, @session_id, @agent, @parent_id, @status, @finish_reason, @error,
         @custom, @artifacts, @message_count, @heartbeat_at, nullif(@agent_version::integer, 0),
-        sqlc.narg(messages_from)::integer, sqlc.narg(messages)::json
+        sqlc.narg(messages_from)::integer, sqlc.narg(turn_messages)::json
     )
     ON CONFLICT (tenant_id, id) DO UPDATE
     SET status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, error = EXCLUDED.error,
         custom = EXCLUDED.custom, artifacts = EXCLUDED.artifacts, message_count = EXCLUDED.message_count,
-        messages_from = EXCLUDED.messages_from, messages = EXCLUDED.messages, updated_at = now()
+        messages_from = EXCLUDED.messages_from, turn_messages = EXCLUDED.turn_messages, updated_at = now()
     WHERE @finalize_pending::boolean AND snapshots.status = 'pending'
     RETURNING 1
 ), job AS (

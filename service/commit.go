@@ -182,12 +182,18 @@ func (inv *invocation) snapshotWrite(snapshotID, status, finish string, errd *Er
 			return fmt.Errorf("encoding message %d: %w", i, err)
 		}
 		// bodies may be the base's own array (bodiesFor): compare first.
-		if i < len(inv.baseBodies) && JSONEqual(inv.baseBodies[i], b) {
-			bodies[i] = inv.baseBodies[i]
-			return nil
+		pm := PositionedMessage{Position: i, Body: b}
+		if i < len(inv.baseBodies) {
+			if JSONEqual(inv.baseBodies[i], b) {
+				bodies[i] = inv.baseBodies[i]
+				return nil
+			}
+			if inv.baseID != "" {
+				pm.Base = inv.baseBodies[i] // the parent's, which the store may edit
+			}
 		}
 		bodies[i] = b
-		w.Messages = append(w.Messages, PositionedMessage{Position: i, Body: b})
+		w.Messages = append(w.Messages, pm)
 		return nil
 	}
 	for _, i := range slices.Sorted(maps.Keys(sess.touched)) {

@@ -17,11 +17,10 @@ import (
 
 // Metadata keys the protocol gives meaning to.
 const (
-	metaInterrupt         = "interrupt"
-	metaPendingOutput     = "pendingOutput"
-	metaResolvedInterrupt = "resolvedInterrupt"
-	metaResumed           = "resumed"
-	metaSource            = "source"
+	metaInterrupt     = "interrupt"
+	metaPendingOutput = "pendingOutput"
+	metaResumed       = "resumed"
+	metaSource        = "source"
 )
 
 var jsonTrue = json.RawMessage("true")
@@ -668,20 +667,6 @@ func (inv *invocation) repause(last Message, responses []Part, again []int, tr *
 		tr.interrupts = append(tr.interrupts, ni)
 	}
 	inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: paused}})
-}
-
-// resolvedMeta moves metadata.interrupt to metadata.resolvedInterrupt.
-func resolvedMeta(m Metadata) Metadata {
-	out := CloneMetadata(m)
-	if out == nil {
-		out = Metadata{}
-	}
-	irq, ok := out[metaInterrupt]
-	delete(out, metaInterrupt)
-	if ok {
-		out[metaResolvedInterrupt] = irq
-	}
-	return emptyToNil(out)
 }
 
 func emptyToNil(m Metadata) Metadata {

@@ -58,4 +58,6 @@ var (
 	JSONEqual     = protocol.JSONEqual
 	TextPart      = protocol.TextPart
 	CloneMetadata = protocol.CloneMetadata
+	// resolvedMeta moves metadata.interrupt to metadata.resolvedInterrupt.
+	resolvedMeta = protocol.ResolvedMetadata
 )

@@ -40,7 +40,7 @@ func seedPrunable(ctx context.Context, admin *pgxpool.Pool, rows int) error {
 		`INSERT INTO retention_policies (tenant_id, completed_seconds, failed_seconds) VALUES ('prunable', 3600, 3600)`,
 		`INSERT INTO sessions (tenant_id, id, agent, latest_snapshot_id, created_at, updated_at)
 		 SELECT 'prunable', 's' || g, 'bench', 'p' || g, now() - interval '2 days', now() - interval '2 days' FROM generate_series(1, $1::int) g`,
-		`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, message_count, created_at, updated_at, messages_from, messages)
+		`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, message_count, created_at, updated_at, messages_from, turn_messages)
 		 SELECT 'prunable', 'p' || g, 's' || g, 'bench', 'completed', 3, now() - interval '2 days', now() - interval '2 days', 0,
 		        '[{"role":"user","content":[{"text":"Transfer $50 to account 12345"}]},{"role":"model","content":[{"text":"Done."}]},{"role":"user","content":[{"text":"Transfer $50 to account 12345"}]}]'
 		 FROM generate_series(1, $1::int) g`,

@@ -25,13 +25,13 @@ func TestMessageRun(t *testing.T) {
 		{[]store.PositionedMessage{msg(7)}, 7, `[{"n":7}]`},
 		{[]store.PositionedMessage{msg(3), msg(1), msg(6)}, 1, `[{"n":1},null,{"n":3},null,null,{"n":6}]`},
 	} {
-		from, got := messageRun(c.msgs)
+		from, got := messageRun(c.msgs, true)
 		if from == nil || *from != c.from || string(got) != c.want {
 			t.Errorf("messageRun(%v) = %v %s, want %d %s", c.msgs, from, got, c.from, c.want)
 		}
 	}
-	if from, got := messageRun(nil); from != nil || got != nil {
-		t.Errorf("messageRun(nil) = %v %s, want nil nil", from, got)
+	if from, got := messageRun(nil, true); from != nil || got != nil {
+		t.Errorf("messageRun(nil, true) = %v %s, want nil nil", from, got)
 	}
 }
 
@@ -110,7 +110,7 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 	owner := testdb.OwnerPool(t, url)
 	var from *int32
 	var stored string
-	if err := owner.QueryRow(ctx, `SELECT messages_from, messages::jsonb::text FROM snapshots WHERE id = 's2'`).Scan(&from, &stored); err != nil {
+	if err := owner.QueryRow(ctx, `SELECT messages_from, turn_messages::jsonb::text FROM snapshots WHERE id = 's2'`).Scan(&from, &stored); err != nil {
 		t.Fatal(err)
 	}
 	if from == nil || *from != 1 {

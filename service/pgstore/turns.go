@@ -111,10 +111,23 @@ func stateFromRows(row db.Snapshot, hist []db.ListHistoryMessagesRow) (*protocol
 		if int(r.Position) != i {
 			return nil, nil, fmt.Errorf("snapshot %s: history position %d missing", row.ID, i)
 		}
-		if err := json.Unmarshal(r.Body, &state.Messages[i]); err != nil {
+		body := r.Body
+		if r.Edits != nil {
+			var edits []json.RawMessage
+			if err := json.Unmarshal(r.Edits, &edits); err != nil {
+				return nil, nil, fmt.Errorf("snapshot %s message %d edits: %w", row.ID, i, err)
+			}
+			for _, e := range edits {
+				var err error
+				if body, err = applyEdit(body, e); err != nil {
+					return nil, nil, fmt.Errorf("snapshot %s message %d: %w", row.ID, i, err)
+				}
+			}
+		}
+		if err := json.Unmarshal(body, &state.Messages[i]); err != nil {
 			return nil, nil, fmt.Errorf("snapshot %s message %d: %w", row.ID, i, err)
 		}
-		bodies[i] = r.Body
+		bodies[i] = body
 	}
 	return state, bodies, nil
 }
@@ -328,9 +341,10 @@ func (s *PgStore) writeTurn(ctx context.Context, w *store.SnapshotWrite) error {
 
 // messageRun is how a snapshot row holds the messages its turn wrote: the
 // first position, and a JSON array of the bodies from it to the last,
-// with null at a position the turn did not write. Both are nil when it
-// wrote none.
-func messageRun(msgs []store.PositionedMessage) (*int32, []byte) {
+// with null at a position the turn did not write and an edit (messageEdit)
+// where it resolved interrupts of its parent's message (with edits: the
+// write has a parent). Both are nil when it wrote none.
+func messageRun(msgs []store.PositionedMessage, edits bool) (*int32, []byte) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -343,6 +357,11 @@ func messageRun(msgs []store.PositionedMessage) (*int32, []byte) {
 	at := make([][]byte, last-first+1)
 	for _, m := range msgs {
 		at[m.Position-first] = m.Body
+		if edits && m.Base != nil {
+			if edit := messageEdit(m.Base, m.Body); edit != nil {
+				at[m.Position-first] = edit
+			}
+		}
 	}
 	buf := make([]byte, 0, size+5*(len(at)-len(msgs)))
 	buf = append(buf, '[')
@@ -382,7 +401,7 @@ func writeTurnParams(w *store.SnapshotWrite) (db.WriteTurnParams, error) {
 		Actor: orSystem(w.Actor), FinalizePending: w.FinalizePending, ExpectedHead: w.ExpectedHead,
 		MaxPending: int32(w.MaxPending), KeepHead: w.KeepHead,
 	}
-	p.MessagesFrom, p.Messages = messageRun(w.Messages)
+	p.MessagesFrom, p.TurnMessages = messageRun(w.Messages, w.ParentID != "")
 	var batch eventBatch
 	for _, in := range w.Interrupts {
 		id := store.NewRowID()

@@ -275,6 +275,22 @@ func CloneMetadata(m Metadata) Metadata {
 	return out
 }
 
+// ResolvedMetadata is m with its interrupt member moved to
+// resolvedInterrupt, as a resume leaves a request it answered (nil when
+// nothing is left). m is not changed.
+func ResolvedMetadata(m Metadata) Metadata {
+	out := CloneMetadata(m)
+	irq, ok := out["interrupt"]
+	delete(out, "interrupt")
+	if ok {
+		out["resolvedInterrupt"] = irq
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Text concatenates the message's text parts.
 func (m Message) Text() string {
 	var s string

@@ -473,6 +473,10 @@ type SnapshotWrite struct {
 type PositionedMessage struct {
 	Position int
 	Body     []byte
+	// Base, for a position the history already had (a rewrite), is the
+	// message's JSON there before: the store may keep the rewrite as an
+	// edit of it. Optional.
+	Base []byte
 }
 
 // NewInterrupt is an interrupted tool request to record.

@@ -316,7 +316,7 @@ func TestServeAsLoginRole(t *testing.T) {
 	}
 	for _, stmt := range []string{
 		"UPDATE interrupts SET status = 'pending' WHERE tenant_id = 'acme'",
-		"UPDATE snapshots SET messages = NULL, messages_from = NULL WHERE tenant_id = 'acme'",
+		"UPDATE snapshots SET turn_messages = NULL, messages_from = NULL WHERE tenant_id = 'acme'",
 		"UPDATE api_keys SET revoked_at = now() WHERE tenant_id = 'acme'",
 	} {
 		err := inTenant("other", func(tx pgx.Tx) error {

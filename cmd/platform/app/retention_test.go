@@ -67,7 +67,7 @@ func TestRetentionCommands(t *testing.T) {
 	conn := connect(t, url)
 	for _, sql := range []string{
 		`INSERT INTO sessions (tenant_id, id, agent, latest_snapshot_id, updated_at) VALUES ('acme', 'old', 'a', 'old-1', now() - interval '3 days')`,
-		`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, updated_at, message_count, messages_from, messages)
+		`INSERT INTO snapshots (tenant_id, id, session_id, agent, status, updated_at, message_count, messages_from, turn_messages)
 		 VALUES ('acme', 'old-1', 'old', 'a', 'completed', now() - interval '3 days', 2, 0, '[{"role": "user"}, {"role": "model"}]')`,
 	} {
 		if _, err := conn.Exec(context.Background(), sql); err != nil {
