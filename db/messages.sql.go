@@ -54,8 +54,8 @@ type ListHistoryMessagesRow struct {
 // The history of a snapshot: for each position below its message count, the
 // message written by the nearest snapshot on its ancestor chain (body), and
 // the edits of that message by the snapshots between (edits: a JSON array
-// of them, oldest first, or null; each an array of the indexes of the parts
-// whose interrupt it resolved, migration 00042).
+// of them, oldest first, or null; each ["resolved"]: every paused request
+// of the message resolved, migration 00042).
 // A snapshot row holds the messages its turn wrote as a JSON array of the
 // positions from messages_from on (an element is null where it left the
 // position to its ancestors), json: each body comes back as the text the

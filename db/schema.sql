@@ -608,18 +608,18 @@ BEGIN
         cur := nxt;
     END LOOP;
     FOREACH edit IN ARRAY edits LOOP
-        FOR k IN SELECT x::integer FROM json_array_elements_text(edit) AS x LOOP
-            path := ARRAY['content', k::text, 'metadata'];
-            meta := body #> path;
-            IF meta ? 'interrupt' THEN
-                meta := (meta - 'interrupt') || jsonb_build_object('resolvedInterrupt', meta -> 'interrupt');
-            END IF;
-            IF meta IS NULL OR meta = '{}'::jsonb THEN
-                body := body #- path;
-            ELSE
-                body := jsonb_set(body, path, meta);
-            END IF;
-        END LOOP;
+        IF edit::jsonb <> '["resolved"]'::jsonb THEN
+            RAISE EXCEPTION 'snapshot %: unknown message edit %', p_snapshot, edit;
+        END IF;
+        IF jsonb_typeof(body -> 'content') = 'array' THEN
+            FOR k IN 0 .. jsonb_array_length(body -> 'content') - 1 LOOP
+                path := ARRAY['content', k::text, 'metadata'];
+                meta := body #> path;
+                IF meta ? 'interrupt' THEN
+                    body := jsonb_set(body, path, (meta - 'interrupt') || jsonb_build_object('resolvedInterrupt', meta -> 'interrupt'));
+                END IF;
+            END LOOP;
+        END IF;
     END LOOP;
     RETURN body;
 END;

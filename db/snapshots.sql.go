@@ -336,8 +336,8 @@ type WriteTurnParams struct {
 // The end of a turn in one statement: its snapshot with the messages it
 // added or rewrote (turn_messages: a JSON array of the positions
 // messages_from, messages_from + 1, ..., null where it left a position to
-// its ancestors, an array of part indexes where it resolved their
-// interrupts in its ancestors' message: migration 00042),
+// its ancestors, the edit ["resolved"] where it resolved every paused
+// request of its ancestors' message: migration 00042),
 // the session's new latest snapshot (creating the session on
 // its first turn), the interrupts it answered (claim) and those it paused
 // on, and the events (the

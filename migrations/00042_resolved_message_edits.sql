@@ -3,12 +3,14 @@
 -- A resume rewrites the paused model message: each answered request's
 -- metadata.interrupt becomes metadata.resolvedInterrupt, the rest of the
 -- message unchanged. The resumed snapshot stored the whole message again
--- (about 180 bytes of an approval cycle's 3 KB). It now stores, at that
--- position, a JSON array of the indexes of the parts so rewritten: the
--- message is its ancestors' one with that edit, and the server writes the
--- edit only when applying it to the message it had gives, byte for byte,
--- the message it would have stored. A position holds a message (an
--- object), an edit (an array) or null (the ancestors' message, unchanged).
+-- (about 180 bytes of an approval cycle's 3 KB). When it resolved every
+-- paused request and changed nothing else, it now stores, at that
+-- position, the edit ["resolved"]: the message is its ancestors' one with
+-- every part's metadata.interrupt moved to metadata.resolvedInterrupt. The
+-- server writes the edit only when applying it to the message it had
+-- gives, byte for byte, the message it would have stored. A position
+-- holds a message (an object), an edit (an array) or null (the ancestors'
+-- message, unchanged).
 --
 -- The column is renamed: a server of an earlier build would read an edit
 -- as null, a history with the request still paused; instead its reads and
@@ -54,18 +56,18 @@ BEGIN
         cur := nxt;
     END LOOP;
     FOREACH edit IN ARRAY edits LOOP
-        FOR k IN SELECT x::integer FROM json_array_elements_text(edit) AS x LOOP
-            path := ARRAY['content', k::text, 'metadata'];
-            meta := body #> path;
-            IF meta ? 'interrupt' THEN
-                meta := (meta - 'interrupt') || jsonb_build_object('resolvedInterrupt', meta -> 'interrupt');
-            END IF;
-            IF meta IS NULL OR meta = '{}'::jsonb THEN
-                body := body #- path;
-            ELSE
-                body := jsonb_set(body, path, meta);
-            END IF;
-        END LOOP;
+        IF edit::jsonb <> '["resolved"]'::jsonb THEN
+            RAISE EXCEPTION 'snapshot %: unknown message edit %', p_snapshot, edit;
+        END IF;
+        IF jsonb_typeof(body -> 'content') = 'array' THEN
+            FOR k IN 0 .. jsonb_array_length(body -> 'content') - 1 LOOP
+                path := ARRAY['content', k::text, 'metadata'];
+                meta := body #> path;
+                IF meta ? 'interrupt' THEN
+                    body := jsonb_set(body, path, (meta - 'interrupt') || jsonb_build_object('resolvedInterrupt', meta -> 'interrupt'));
+                END IF;
+            END LOOP;
+        END IF;
     END LOOP;
     RETURN body;
 END;

@@ -2,75 +2,49 @@ package pgstore
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-
-	"github.com/holdpoint/holdpoint/service/protocol"
 )
 
 // A resume rewrites the paused model message, moving each answered
 // request's metadata.interrupt to metadata.resolvedInterrupt. A snapshot
-// row keeps such a rewrite as an edit of its ancestors' message: the JSON
-// array of the indexes of the parts whose interrupt it resolved (migration
-// 00042), some 180 bytes fewer per approval cycle. An edit is written only
-// when applying it to the message before gives the rewrite byte for byte,
-// so a history read back is the history written.
+// row keeps such a rewrite, when it resolved every paused request, as an
+// edit of its ancestors' message: the JSON array ["resolved"] (migration
+// 00042), some 180 bytes fewer per approval cycle than the message.
+//
+// The edit is applied to the message's JSON text, renaming each
+// "metadata":{"interrupt": to "metadata":{"resolvedInterrupt": (1.3 µs
+// for a message of two requests, where decoding it to rewrite it and
+// compare took 110 µs, a seventh of a cycle's CPU). The text is only the
+// means: an edit is written only when applying it to the parent's message
+// gives the rewrite byte for byte and leaves no "interrupt" in it, and a
+// history read back applies it to the same bytes. What SQL makes of it
+// (holdpoint_history_message: every part's metadata.interrupt moved) is
+// then the same message.
+
+var (
+	editResolved = []byte(`["resolved"]`)
+	pausedMeta   = []byte(`"metadata":{"interrupt":`)
+	resolvedMeta = []byte(`"metadata":{"resolvedInterrupt":`)
+	interruptKey = []byte(`"interrupt"`)
+)
 
 // messageEdit is the edit that turns base into body, or nil when body is
-// not base with some of its parts' interrupts resolved.
+// not base with every paused request resolved (or not only that).
 func messageEdit(base, body []byte) []byte {
-	if !bytes.Contains(base, []byte(`"interrupt"`)) {
+	if !bytes.Contains(base, pausedMeta) {
 		return nil
 	}
-	var was, now protocol.Message
-	if json.Unmarshal(base, &was) != nil || json.Unmarshal(body, &now) != nil || len(was.Content) != len(now.Content) {
+	edited := bytes.ReplaceAll(base, pausedMeta, resolvedMeta)
+	if !bytes.Equal(edited, body) || bytes.Contains(edited, interruptKey) {
 		return nil
 	}
-	var parts []int
-	for k, p := range was.Content {
-		_, paused := p.Metadata["interrupt"]
-		_, still := now.Content[k].Metadata["interrupt"]
-		if paused && !still {
-			parts = append(parts, k)
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	edited, err := resolveParts(was, parts)
-	if err != nil || !bytes.Equal(edited, body) {
-		return nil
-	}
-	edit, err := json.Marshal(parts)
-	if err != nil {
-		return nil
-	}
-	return edit
+	return editResolved
 }
 
 // applyEdit is the message an edit (messageEdit) makes of base.
 func applyEdit(base, edit []byte) ([]byte, error) {
-	var parts []int
-	if err := json.Unmarshal(edit, &parts); err != nil {
-		return nil, fmt.Errorf("edit %s: %w", edit, err)
+	if !bytes.Equal(edit, editResolved) {
+		return nil, fmt.Errorf("unknown edit %s", edit)
 	}
-	var m protocol.Message
-	if err := json.Unmarshal(base, &m); err != nil {
-		return nil, err
-	}
-	for _, k := range parts {
-		if k < 0 || k >= len(m.Content) {
-			return nil, fmt.Errorf("edit %s: the message has %d parts", edit, len(m.Content))
-		}
-	}
-	return resolveParts(m, parts)
-}
-
-// resolveParts is the JSON of m with the interrupts of its parts at parts
-// resolved. m's parts are changed.
-func resolveParts(m protocol.Message, parts []int) ([]byte, error) {
-	for _, k := range parts {
-		m.Content[k].Metadata = protocol.ResolvedMetadata(m.Content[k].Metadata)
-	}
-	return json.Marshal(m)
+	return bytes.ReplaceAll(base, pausedMeta, resolvedMeta), nil
 }

@@ -11,14 +11,13 @@ import (
 	"github.com/holdpoint/holdpoint/service/store"
 )
 
-// pausedRequests is a model message of two tool requests, both paused, the
-// first with interrupt metadata beside another member.
+// pausedRequests is a model message of two tool requests, both paused.
 func pausedRequests() protocol.Message {
 	part := func(ref string, meta protocol.Metadata) protocol.Part {
 		return protocol.Part{ToolRequest: &protocol.ToolRequest{Name: "transfer", Ref: ref, Input: json.RawMessage(`{"amount":50}`)}, Metadata: meta}
 	}
 	return protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{
-		part("a", protocol.Metadata{"interrupt": json.RawMessage(`{"reason":"large"}`), "note": json.RawMessage(`"x"`)}),
+		part("a", protocol.Metadata{"interrupt": json.RawMessage(`{"reason":"large"}`)}),
 		part("b", protocol.Metadata{"interrupt": json.RawMessage(`true`)}),
 	}}
 }
@@ -46,22 +45,32 @@ func resolved(m protocol.Message, parts ...int) protocol.Message {
 func TestMessageEdit(t *testing.T) {
 	paused := pausedRequests()
 	base := marshal(t, paused)
-	first := marshal(t, resolved(paused, 0))
-	both := marshal(t, resolved(paused, 0, 1))
-	other := resolved(paused, 1)
+	withNote := pausedRequests() // metadata.note sorts between interrupt and resolvedInterrupt
+	withNote.Content[0].Metadata["note"] = json.RawMessage(`"x"`)
+	inInput := pausedRequests()
+	inInput.Content[0].Metadata = protocol.Metadata{"interrupt": json.RawMessage(`true`)}
+	inInput.Content[0].ToolRequest.Input = json.RawMessage(`{"metadata":{"interrupt":1}}`)
+	// The second request's interrupt is not metadata's first member: the
+	// text edit would leave it, as a resume that answered only the first
+	// does, but SQL's reading of the edit would resolve it.
+	behind := pausedRequests()
+	behind.Content[1].Metadata["aside"] = json.RawMessage(`1`)
+	other := resolved(paused, 0, 1)
 	other.Content[0].ToolRequest = &protocol.ToolRequest{Name: "transfer", Ref: "a", Input: json.RawMessage(`{"amount":60}`)}
 	for _, c := range []struct {
 		name       string
 		base, body []byte
 		want       string
 	}{
-		{"one part resolved", base, first, "[0]"},
-		{"both", base, both, "[0,1]"},
-		{"the second, after the first", first, both, "[1]"},
+		{"every paused request resolved", base, marshal(t, resolved(paused, 0, 1)), `["resolved"]`},
+		{"one of two", base, marshal(t, resolved(paused, 0)), ""},
+		{"the second, after the first", marshal(t, resolved(paused, 0)), marshal(t, resolved(paused, 0, 1)), `["resolved"]`},
+		{"metadata with another member", marshal(t, withNote), marshal(t, resolved(withNote, 0, 1)), ""},
+		{"an input holding the same text", marshal(t, inInput), marshal(t, resolved(inInput, 0, 1)), ""},
 		{"an input changed too", base, marshal(t, other), ""},
+		{"a request left paused behind another member", marshal(t, behind), marshal(t, resolved(behind, 0)), ""},
 		{"no interrupt resolved", base, base, ""},
-		{"a message without interrupts", both, both, ""},
-		{"a body that is not a message", base, []byte(`[1]`), ""},
+		{"a message without interrupts", marshal(t, resolved(paused, 0, 1)), marshal(t, resolved(paused, 0, 1)), ""},
 	} {
 		edit := messageEdit(c.base, c.body)
 		if string(edit) != c.want {
@@ -76,7 +85,7 @@ func TestMessageEdit(t *testing.T) {
 			t.Errorf("%s: the edit applied gives %s %v, want %s", c.name, got, err, c.body)
 		}
 	}
-	for _, bad := range []string{`[2]`, `[-1]`, `{"a":1}`, `[0`} {
+	for _, bad := range []string{`[0]`, `["resolved",1]`, `{"a":1}`, `["resolved"`} {
 		if got, err := applyEdit(base, []byte(bad)); err == nil {
 			t.Errorf("applyEdit(%s) = %s, want an error", bad, got)
 		}
@@ -84,12 +93,12 @@ func TestMessageEdit(t *testing.T) {
 }
 
 // TestResolvedRewritesAreStoredAsEdits writes a paused turn, a resume that
-// answers one of its two requests and leaves the other paused, a resume of
-// that which answers the other, and a turn that rewrites the message
-// otherwise. The resumes' rows hold edits, not messages; the histories
-// read back on another instance (no cache) are the bodies written, byte
-// for byte; the messages view and holdpoint_history_message show each
-// edited message whole.
+// answers one of its two requests and leaves the other paused (stored
+// whole), a resume of that which answers the other (an edit), a turn that
+// rewrites the message otherwise (whole), and one more turn after it. The
+// histories read back on another instance (no cache) are the bodies
+// written, byte for byte; the messages view and holdpoint_history_message
+// show each edited message whole.
 func TestResolvedRewritesAreStoredAsEdits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -132,7 +141,7 @@ func TestResolvedRewritesAreStoredAsEdits(t *testing.T) {
 		}
 	}
 	owner := testdb.OwnerPool(t, url)
-	for id, want := range map[string]string{"s2": `[[0]]`, "s3": `[[1],` + string(tool) + `]`, "s4": `[` + string(bodies["s4"][1]) + `]`} {
+	for id, want := range map[string]string{"s2": `[` + string(bodies["s2"][1]) + `]`, "s3": `[["resolved"],` + string(tool) + `]`, "s4": `[` + string(bodies["s4"][1]) + `]`} {
 		var stored string
 		if err := owner.QueryRow(ctx, `SELECT turn_messages::text FROM snapshots WHERE id = $1`, id).Scan(&stored); err != nil {
 			t.Fatal(err)
@@ -173,6 +182,18 @@ func TestResolvedRewritesAreStoredAsEdits(t *testing.T) {
 		}
 		if !view || !fn {
 			t.Errorf("%s:%d: the view's body matches %v, holdpoint_history_message's %v", c.id, c.pos, view, fn)
+		}
+	}
+}
+
+// BenchmarkMessageEdit is what a resume's write spends finding its edit.
+func BenchmarkMessageEdit(b *testing.B) {
+	paused := pausedRequests()
+	base, _ := json.Marshal(paused)
+	body, _ := json.Marshal(resolved(paused, 0, 1))
+	for b.Loop() {
+		if messageEdit(base, body) == nil {
+			b.Fatal("no edit")
 		}
 	}
 }

@@ -342,8 +342,8 @@ func (s *PgStore) writeTurn(ctx context.Context, w *store.SnapshotWrite) error {
 // messageRun is how a snapshot row holds the messages its turn wrote: the
 // first position, and a JSON array of the bodies from it to the last,
 // with null at a position the turn did not write and an edit (messageEdit)
-// where it resolved interrupts of its parent's message (with edits: the
-// write has a parent). Both are nil when it wrote none.
+// where it resolved the paused requests of its parent's message (with
+// edits: the write has a parent). Both are nil when it wrote none.
 func messageRun(msgs []store.PositionedMessage, edits bool) (*int32, []byte) {
 	if len(msgs) == 0 {
 		return nil, nil
