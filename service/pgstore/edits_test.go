@@ -95,24 +95,15 @@ func TestMessageEdit(t *testing.T) {
 // TestResolvedRewritesAreStoredAsEdits writes a paused turn, a resume that
 // answers one of its two requests and leaves the other paused (stored
 // whole), a resume of that which answers the other (an edit), a turn that
-// rewrites the message otherwise (whole), and one more turn after it. The
-// histories read back on another instance (no cache) are the bodies
-// written, byte for byte; the messages view and holdpoint_history_message
-// show each edited message whole.
+// rewrites the message otherwise (whole). The histories read back on
+// another instance (no cache) are the bodies written, byte for byte; the
+// messages view and holdpoint_history_message show each edited message
+// whole.
 func TestResolvedRewritesAreStoredAsEdits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.URL(t)
-	stores := make([]*PgStore, 2)
-	for i := range stores {
-		pool, err := NewAppPool(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		stores[i] = New(pool)
-		t.Cleanup(stores[i].Close)
-	}
+	stores := storesOn(t, url, 2)
 	paused := pausedRequests()
 	user := marshal(t, protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart("pay")}})
 	bodies := map[string][][]byte{"s1": {user, marshal(t, paused)}}

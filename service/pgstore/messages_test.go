@@ -44,16 +44,7 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.URL(t)
-	stores := make([]*PgStore, 2)
-	for i := range stores {
-		pool, err := NewAppPool(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		stores[i] = New(pool)
-		t.Cleanup(stores[i].Close)
-	}
+	stores := storesOn(t, url, 2)
 	body := func(role, text string) []byte {
 		return []byte(fmt.Sprintf(`{"role":%q,"content":[{"text":%q}]}`, role, text))
 	}
@@ -137,4 +128,21 @@ func TestSnapshotRowsHoldTheirMessages(t *testing.T) {
 	if want := []string{"s1:0:user", "s1:1:model", "s1:2:user", "s1:3:model", "s2:1:model", "s2:3:model", "s2:4:user"}; !reflect.DeepEqual(listed, want) {
 		t.Errorf("the messages view lists %q, want %q", listed, want)
 	}
+}
+
+// storesOn is n stores on the database at url, each with a pool and a
+// cache of its own, closed when the test ends.
+func storesOn(t *testing.T, url string, n int) []*PgStore {
+	t.Helper()
+	stores := make([]*PgStore, n)
+	for i := range stores {
+		pool, err := NewAppPool(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		stores[i] = New(pool)
+		t.Cleanup(stores[i].Close)
+	}
+	return stores
 }
