@@ -7,8 +7,12 @@ package testproc
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,15 +20,57 @@ import (
 )
 
 // FreeAddr is a loopback host:port nothing listens on (for a program to
-// listen on, or for one expected to fail before it listens).
+// listen on, or for one expected to fail before it listens). Its port is
+// below the kernel's range of ephemeral ports, from which every outgoing
+// connection (the tests' hundreds to PostgreSQL) takes its local port: a
+// port from that range was once taken by one between this check and the
+// server's listen (a README block's server failed with "address already
+// in use"). It is random, and never one this process gave before, so that
+// tests asking at once rarely meet.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	const lowest = 10000
+	if top := ephemeralLow(); top > lowest+1000 {
+		for range 200 {
+			port := lowest + rand.IntN(top-lowest)
+			if _, taken := given.LoadOrStore(port, true); taken {
+				continue
+			}
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue
+			}
+			ln.Close()
+			return ln.Addr().String()
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// given is the ports FreeAddr gave.
+var given sync.Map
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range; 32768, its default, elsewhere).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return n
 }
 
 // Output is a buffer that processes and goroutines write while a test

@@ -3,6 +3,7 @@ package testproc
 import (
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +36,22 @@ func TestStartStopsTheProcessWhenTheTestEnds(t *testing.T) {
 	}
 }
 
-// TestFreeAddr: nothing listens on the address, and it can be listened on.
+// TestFreeAddr: nothing listens on the address, and it can be listened
+// on; its port is below the ephemeral ports outgoing connections take,
+// and no two calls give the same one.
 func TestFreeAddr(t *testing.T) {
+	seen := map[string]bool{}
+	for range 50 {
+		addr := FreeAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		if n, _ := strconv.Atoi(port); n >= ephemeralLow() || n < 10000 {
+			t.Errorf("port %d, want one from 10000 below the ephemeral ports (%d)", n, ephemeralLow())
+		}
+		if seen[addr] {
+			t.Errorf("%s given twice", addr)
+		}
+		seen[addr] = true
+	}
 	addr := FreeAddr(t)
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()

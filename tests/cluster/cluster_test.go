@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/demo"
@@ -108,16 +109,19 @@ next:
 	return out
 }
 
-// freePort asks the kernel for a free loopback port. Another process could
-// take it before the server binds it; startServer then fails loudly.
+// freePort is a free loopback port (testproc.FreeAddr: below the ports
+// outgoing connections take).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, err := net.SplitHostPort(testproc.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // startServer starts a server on dbURL (serve migrates it at start-up),

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/testproc"
 	"go.uber.org/goleak"
 )
 
@@ -91,12 +91,7 @@ type serveProcess struct {
 // it (SIGTERM) when the test ends.
 func startServe(t *testing.T, dbURL string, flags ...string) *serveProcess {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testproc.FreeAddr(t)
 	args := append([]string{"serve", "--addr", addr, "--log-format", "text"}, flags...)
 	s := &serveProcess{base: "http://" + addr, logPath: filepath.Join(t.TempDir(), "serve.log"), done: make(chan struct{})}
 	logFile, err := os.Create(s.logPath)
