@@ -453,3 +453,26 @@ func redact(adminURL string) string {
 	}
 	return "DATABASE_URL"
 }
+
+// WaitForEventHorizon waits, up to two minutes, until every event in
+// the database's log is final: older than every transaction still running
+// on the server (the readers of the log send an event only then). The
+// tests' databases share a server, so another test's long transaction
+// holds every test's events back; a test that times how soon events
+// arrive waits for this first.
+func WaitForEventHorizon(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var past bool
+		if err := pool.QueryRow(context.Background(),
+			`SELECT coalesce(pg_snapshot_xmin(pg_current_snapshot()) > max(xid), true) FROM interrupt_events`).Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		if past {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's transaction horizon did not pass the events within two minutes")
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -34,7 +33,7 @@ func TestEventReadsLookUpByKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitForHorizon(t, pool)
+	testdb.WaitForEventHorizon(t, pool)
 	var pages int64
 	if err := pool.QueryRow(ctx, `SELECT relpages FROM pg_class WHERE relname = 'snapshots'`).Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -80,7 +79,7 @@ func TestEventReadsStopAtTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitForHorizon(t, pool)
+	testdb.WaitForEventHorizon(t, pool)
 	var pages int64
 	if err := pool.QueryRow(ctx, `SELECT pg_relation_size('interrupt_events') / current_setting('block_size')::int`).Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -98,26 +97,6 @@ func TestEventReadsStopAtTheBatch(t *testing.T) {
 			t.Errorf("%s: a batch of 16 events read %d buffers (the log has %d pages): it reads past the batch", tc.name, buffers, pages)
 		}
 		t.Logf("%s: %d buffers for %d rows; the log has %d pages", tc.name, buffers, rows, pages)
-	}
-}
-
-// waitForHorizon waits until the readers see every seeded event: they stop
-// at the horizon, the oldest transaction still running anywhere on the
-// server (other tests' too), which hides the events after it until it
-// ends.
-func waitForHorizon(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var past bool
-		if err := pool.QueryRow(context.Background(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) FROM interrupt_events`).Scan(&past); err != nil {
-			t.Fatal(err)
-		}
-		if past {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the event horizon did not pass the seeded events within a minute")
-		}
 	}
 }
 

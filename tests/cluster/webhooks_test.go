@@ -874,6 +874,10 @@ func TestEventStreamResumesAfterRestartWithLastEventID(t *testing.T) {
 	for i := range 2 {
 		snaps[i], irqs[i] = pauseTurn(t, a, pool)
 	}
+	// Each read below is timed from when the events are final (the
+	// databases of the tests share a server: another test's transaction
+	// held B's replay back past 15 s on a loaded machine).
+	testdb.WaitForEventHorizon(t, pool)
 	seen := readTurns(t, first, 15*time.Second, snaps[0], snaps[1])
 	first.close()
 	lastID := seen[len(seen)-1].id
@@ -916,6 +920,7 @@ func TestEventStreamResumesAfterRestartWithLastEventID(t *testing.T) {
 		}
 	}
 
+	testdb.WaitForEventHorizon(t, pool)
 	reconnectAt := time.Now()
 	resumed := openEvents(t, b, lastID)
 	replayed := readTurns(t, resumed, 15*time.Second, snaps[2], snaps[3])
@@ -959,6 +964,7 @@ func TestEventStreamResumesAfterRestartWithLastEventID(t *testing.T) {
 
 	// The same stream carries live events after the replay.
 	snaps[4], irqs[4] = pauseTurn(t, b, pool)
+	testdb.WaitForEventHorizon(t, pool)
 	live := readTurns(t, resumed, 15*time.Second, snaps[4])
 	if p := typesOf(live, snaps[4]); !slices.Equal(p, pattern) || len(live) != len(pattern) {
 		t.Errorf("live after the replay: %v, want only turn 5's %v", live, pattern)
