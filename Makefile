@@ -92,6 +92,11 @@ TEST_FIRST ?= ./tests/cluster ./tests/ui ./tests/docs ./httpapi ./service ./exam
 # (httpapi, service/..., and tests/cluster's race-built servers).
 TEST_PLAIN ?= ./tests/ui ./tests/docs ./tests/layers ./tests/funclen ./examples/... ./internal/bench ./internal/testsummary
 TEST_P_PLAIN ?= 2
+# go test's own limit on each package's test binary (its default is 10m).
+# tests/cluster builds the race-instrumented server in TestMain: on a
+# fresh machine (an empty build cache) and with the other packages
+# compiling beside it, that build alone took ten minutes.
+TEST_TIMEOUT ?= 30m
 
 # The tests (and the programs they build) compile with -trimpath: without
 # it the build cache keys what it compiles for a test (each package with
@@ -109,8 +114,8 @@ test:
 	bash tests/compat/run.sh >"$$counts/js.log" 2>&1 & js_pid=$$!; \
 	all=$$($(GO) list $(TEST_FIRST) ./...); plain=$$($(GO) list $(TEST_PLAIN)); \
 	racy=$$(grep -vxF -f <(echo "$$plain") <<<"$$all"); plain=$$(grep -xF -f <(echo "$$plain") <<<"$$all"); \
-	{ $(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -count=1 -json $$racy | tee $(if $(TEST_JSON),$(TEST_JSON).race,/dev/null) | "$$counts/testsummary" -slowest 10 -counts "$$counts/go-race" || true; } & race_pid=$$!; \
-	$(GO) test -p $(TEST_P_PLAIN) -parallel $(TEST_P) -count=1 -json $$plain | tee $(if $(TEST_JSON),$(TEST_JSON).plain,/dev/null) | "$$counts/testsummary" -slowest 5 -counts "$$counts/go-plain" || true; \
+	{ $(GO) test $(RACE) -p $(TEST_P) -parallel $(TEST_P) -timeout $(TEST_TIMEOUT) -count=1 -json $$racy | tee $(if $(TEST_JSON),$(TEST_JSON).race,/dev/null) | "$$counts/testsummary" -slowest 10 -counts "$$counts/go-race" || true; } & race_pid=$$!; \
+	$(GO) test -p $(TEST_P_PLAIN) -parallel $(TEST_P) -timeout $(TEST_TIMEOUT) -count=1 -json $$plain | tee $(if $(TEST_JSON),$(TEST_JSON).plain,/dev/null) | "$$counts/testsummary" -slowest 5 -counts "$$counts/go-plain" || true; \
 	wait $$race_pid || true; \
 	js_rc=0; wait $$js_pid || js_rc=$$?; \
 	echo "--- the JS client suite (tests/compat/run.sh, run beside the Go tests) ---"; cat "$$counts/js.log"; \

@@ -195,10 +195,13 @@ func (p *pageRun) shell(b block) {
 	if strings.Contains(b.text, defaultAddr) && p.srv == nil {
 		p.serve(b, "platform serve --dev --log-level warn")
 	}
+	// The environment first: it builds the platform on first use, which
+	// on a cold build cache and a loaded machine takes minutes of its own.
+	env := p.env()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", p.script(p.substitute(b.text)))
-	cmd.Env = p.env()
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
