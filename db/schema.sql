@@ -480,7 +480,7 @@ $$;
 CREATE FUNCTION public.holdpoint_event_horizon() RETURNS bigint
     LANGUAGE sql STABLE
     AS $$
-    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
+    SELECT (SELECT holdpoint_horizon())::text::bigint;
 $$;
 
 --
@@ -550,7 +550,7 @@ CREATE FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit
                e.payload ->> 'snapshotId' AS snapshot_key, e.payload ->> 'callKey' AS call_key
         FROM interrupt_events e
         WHERE (e.xid, e.id) > (holdpoint_xid(p_xid), p_id)
-          AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+          AND e.xid < (SELECT holdpoint_horizon())
         ORDER BY e.xid, e.id
         LIMIT p_limit
     ) e
@@ -626,6 +626,31 @@ END;
 $$;
 
 --
+-- Name: holdpoint_horizon(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.holdpoint_horizon() RETURNS xid8
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    snap pg_snapshot := pg_current_snapshot();
+    h xid8 := least(pg_snapshot_xmax(snap), pg_current_xact_id_if_assigned());
+BEGIN
+    IF pg_snapshot_xmin(snap) < h THEN
+        SELECT least(h, min(x)) INTO h
+        FROM pg_snapshot_xip(snap) x
+        WHERE x::text::bigint % 4294967296 NOT IN (
+            SELECT a.backend_xid::text::bigint
+            FROM pg_stat_get_activity(NULL) a
+            WHERE a.backend_xid IS NOT NULL AND a.datid IS NOT NULL
+              AND a.datid <> (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()));
+    END IF;
+    RETURN h;
+END;
+$$;
+
+--
 -- Name: webhook_cursors; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -675,7 +700,7 @@ BEGIN
               AND c2.webhook_id <> ALL (p_held)
               AND EXISTS (SELECT 1 FROM interrupt_events e
                           WHERE e.tenant_id = c2.tenant_id AND (e.xid, e.id) > (c2.xid, c2.id)
-                            AND e.xid < pg_snapshot_xmin(pg_current_snapshot()))
+                            AND e.xid < (SELECT holdpoint_horizon()))
             LIMIT p_limit
             FOR UPDATE OF c2 SKIP LOCKED
         ) x
@@ -1089,7 +1114,7 @@ CREATE FUNCTION public.holdpoint_tenant_events_after(p_tenant text, p_xid bigint
         FROM interrupt_events e
         WHERE e.tenant_id = p_tenant
           AND (e.xid, e.id) > (holdpoint_xid(p_xid), p_id)
-          AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+          AND e.xid < (SELECT holdpoint_horizon())
         ORDER BY e.xid, e.id
         LIMIT p_limit
     ) e
@@ -1229,7 +1254,7 @@ CREATE FUNCTION public.holdpoint_webhook_cursor_events(p_tenant text, p_after_xi
     SET enable_sort TO 'off'
     AS $$
 DECLARE
-    horizon xid8 := pg_snapshot_xmin(pg_current_snapshot());
+    horizon xid8 := (SELECT holdpoint_horizon());
     n integer;
     m webhook_event_context;
 BEGIN
@@ -1409,9 +1434,9 @@ CREATE FUNCTION public.webhooks_cursor_start() RETURNS trigger
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO webhook_cursors (tenant_id, webhook_id, xid, id)
-        VALUES (NEW.tenant_id, NEW.id, pg_snapshot_xmin(pg_current_snapshot()), 0);
+        VALUES (NEW.tenant_id, NEW.id, (SELECT holdpoint_horizon()), 0);
     ELSIF NEW.enabled AND NOT OLD.enabled THEN
-        UPDATE webhook_cursors SET xid = pg_snapshot_xmin(pg_current_snapshot()), id = 0
+        UPDATE webhook_cursors SET xid = (SELECT holdpoint_horizon()), id = 0
         WHERE tenant_id = NEW.tenant_id AND webhook_id = NEW.id;
     END IF;
     RETURN NULL;

@@ -455,17 +455,16 @@ func redact(adminURL string) string {
 }
 
 // WaitForEventHorizon waits, up to two minutes, until every event in
-// the database's log is final: older than every transaction still running
-// on the server (the readers of the log send an event only then). The
-// tests' databases share a server, so another test's long transaction
-// holds every test's events back; a test that times how soon events
-// arrive waits for this first.
+// the database's log is final: past the horizon (holdpoint_horizon,
+// migration 00043), older than every transaction of the database that may
+// still commit one (the readers of the log send an event only then). A
+// test that times how soon events arrive waits for this first.
 func WaitForEventHorizon(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		var past bool
 		if err := pool.QueryRow(context.Background(),
-			`SELECT coalesce(pg_snapshot_xmin(pg_current_snapshot()) > max(xid), true) FROM interrupt_events`).Scan(&past); err != nil {
+			`SELECT coalesce(holdpoint_horizon() > max(xid), true) FROM interrupt_events`).Scan(&past); err != nil {
 			t.Fatal(err)
 		}
 		if past {

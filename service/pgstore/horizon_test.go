@@ -1,0 +1,139 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+)
+
+// TestEventHorizonIsThisDatabase checks what holds the event log's readers
+// back: a transaction of this database that may still commit an event
+// does, until it ends; a transaction left open in another database of the
+// same server does not. The horizon was the oldest transaction running
+// anywhere on the server, and a transaction open in another database held
+// every stream and webhook back for as long as it ran (it failed the
+// event stream tests in CI, behind another test's long transaction).
+func TestEventHorizonIsThisDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.OwnerPool(t, testdb.URL(t))
+	if _, err := pool.Exec(ctx, `INSERT INTO sessions (tenant_id, id, agent) VALUES ('default', 's', 'a')`); err != nil {
+		t.Fatal(err)
+	}
+
+	// A transaction with an id, open in another database until the test
+	// ends.
+	other, err := pgx.Connect(ctx, cmp.Or(os.Getenv("DATABASE_URL"), testdb.DefaultAdminURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	otherTx := openWithID(t, other)
+	defer func() { _ = otherTx.Rollback(ctx) }()
+
+	addEvent(t, pool, "first")
+	// Other tests' transactions, in this database's snapshot a moment
+	// before pg_stat_activity is read, can hold one read back: poll.
+	waitForEvents(t, pool, 1)
+
+	// A transaction of this database, begun before the second event: it
+	// may yet commit an event before it, so the readers stop before both.
+	sameConn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sameConn.Release()
+	sameTx := openWithID(t, sameConn.Conn())
+	addEvent(t, pool, "second")
+	// (Fewer is possible: another test's transaction that ended between
+	// the snapshot and the read of pg_stat_activity holds one read back.)
+	if got := readAll(t, pool); slices.Max(slices.Collect(maps.Values(got))) > 1 {
+		t.Fatalf("with a transaction of this database open from before it, the second event was read: %v", got)
+	}
+	// Its own transaction counts as running for a reader in it.
+	var own bool
+	if err := sameTx.QueryRow(ctx, `SELECT holdpoint_horizon() <= pg_current_xact_id()`).Scan(&own); err != nil {
+		t.Fatal(err)
+	}
+	if !own {
+		t.Error("a reader's own transaction is past its horizon")
+	}
+	if err := sameTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitForEvents(t, pool, 2)
+}
+
+// openWithID begins a transaction on conn and has it take a transaction
+// id, as one that has written does.
+func openWithID(t *testing.T, conn *pgx.Conn) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// addEvent commits a turn event.
+func addEvent(t *testing.T, pool *pgxpool.Pool, snapshot string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `
+		WITH s AS (INSERT INTO snapshots (tenant_id, id, session_id, agent, status) VALUES ('default', $1, 's', 'a', 'completed'))
+		INSERT INTO interrupt_events (tenant_id, type, actor, payload)
+		VALUES ('default', 'turn.completed', 'test', jsonb_build_object('snapshotId', $1::text))`, snapshot); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readAll is how many events each reader of the log returns, and how many
+// the horizon is past.
+func readAll(t *testing.T, pool *pgxpool.Pool) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for name, q := range map[string]string{
+		"live reader":    `SELECT count(*) FROM holdpoint_events_after(0, 0, 100)`,
+		"resumed stream": `SELECT count(*) FROM holdpoint_tenant_events_after('default', 0, 0, 100)`,
+		"webhook cursor": `SELECT count(*) FROM holdpoint_webhook_cursor_events('default', 0, 0, ARRAY['turn.completed'], 100) WHERE event_type <> ''`,
+		"horizon":        `SELECT count(*) FROM interrupt_events WHERE xid::text::bigint < holdpoint_event_horizon()`,
+	} {
+		var n int
+		if err := pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got[name] = n
+	}
+	return got
+}
+
+// waitForEvents waits, up to a minute, until every reader returns want
+// events.
+func waitForEvents(t *testing.T, pool *pgxpool.Pool, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		got := readAll(t, pool)
+		all := true
+		for _, n := range got {
+			all = all && n == want
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the readers did not reach %d events within a minute: %v", want, got)
+		}
+	}
+}
