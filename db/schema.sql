@@ -571,6 +571,19 @@ CREATE FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit
 $$;
 
 --
+-- Name: holdpoint_held_events(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.holdpoint_held_events() RETURNS TABLE(held bigint, oldest timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT count(*), min(e.created_at)
+    FROM interrupt_events e
+    WHERE e.xid >= (SELECT holdpoint_horizon());
+$$;
+
+--
 -- Name: holdpoint_history_message(text, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2615,6 +2628,13 @@ GRANT SELECT ON TABLE public.event_log TO holdpoint_app;
 
 REVOKE ALL ON FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.holdpoint_events_after(p_xid bigint, p_id bigint, p_limit integer) TO holdpoint_app;
+
+--
+-- Name: FUNCTION holdpoint_held_events(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.holdpoint_held_events() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.holdpoint_held_events() TO holdpoint_app;
 
 --
 -- Name: FUNCTION holdpoint_history_message(p_tenant text, p_snapshot text, p_position integer); Type: ACL; Schema: public; Owner: -

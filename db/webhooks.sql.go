@@ -418,6 +418,25 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, arg GetWebhookDelivery
 	return i, err
 }
 
+const heldEvents = `-- name: HeldEvents :one
+SELECT held::bigint AS held, coalesce(oldest, now())::timestamptz AS oldest FROM holdpoint_held_events()
+`
+
+type HeldEventsRow struct {
+	Held   int64
+	Oldest time.Time
+}
+
+// The events written but held back by an older transaction still open
+// (the metrics endpoint): how many, and the oldest one's creation time
+// (now() when none is held). A system function (holdpoint_system).
+func (q *Queries) HeldEvents(ctx context.Context) (HeldEventsRow, error) {
+	row := q.db.QueryRow(ctx, heldEvents)
+	var i HeldEventsRow
+	err := row.Scan(&i.Held, &i.Oldest)
+	return i, err
+}
+
 const insertWebhookSecret = `-- name: InsertWebhookSecret :exec
 WITH expire AS (
     UPDATE webhook_secrets

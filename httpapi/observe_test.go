@@ -46,8 +46,9 @@ func newObservedServer(t *testing.T, extra ...*service.Agent) *observedServer {
 	// them: the first scrape comes once New has returned.
 	var env *servicetest.Env
 	pending := func(ctx context.Context) ([]store.PendingStat, error) { return env.Store.PendingInterruptStats(ctx) }
+	held := func(ctx context.Context) (store.HeldEvents, error) { return env.Store.HeldEvents(ctx) }
 	// No cache: each scrape reads the store, so the test sees each change.
-	metrics := telemetry.New(telemetry.Options{Pending: pending, PendingCacheTTL: time.Nanosecond, Logger: log})
+	metrics := telemetry.New(telemetry.Options{Pending: pending, HeldEvents: held, PendingCacheTTL: time.Nanosecond, Logger: log})
 	env = servicetest.New(t, servicetest.Options{
 		Runtime:  service.Options{Logger: log, Observer: metrics, TracerProvider: tp},
 		Register: register(append([]*service.Agent{demo.BankingAgent(demo.NewModel())}, extra...)...),
@@ -166,6 +167,13 @@ func TestMetricsAfterPauseAndApproval(t *testing.T) {
 	}
 	if mid[telemetry.MetricOldestPending] <= 0 {
 		t.Errorf("oldest pending age %v, want > 0", mid[telemetry.MetricOldestPending])
+	}
+	// Read as the server's role (a system function it may call): the
+	// figures are there, whatever they are at this moment.
+	for _, k := range []string{telemetry.MetricEventsHeld, telemetry.MetricEventsHeldOldest} {
+		if got, ok := mid[k]; !ok || got < 0 {
+			t.Errorf("after the pause: %s = %v (present %v), want a figure", k, got, ok)
+		}
 	}
 
 	approve(t, s, client, paused)

@@ -141,6 +141,12 @@ SELECT * FROM holdpoint_tenant_events_after(@tenant_id, @after_xid::bigint, @aft
 -- there.
 SELECT holdpoint_event_horizon()::bigint AS horizon;
 
+-- name: HeldEvents :one
+-- The events written but held back by an older transaction still open
+-- (the metrics endpoint): how many, and the oldest one's creation time
+-- (now() when none is held). A system function (holdpoint_system).
+SELECT held::bigint AS held, coalesce(oldest, now())::timestamptz AS oldest FROM holdpoint_held_events();
+
 -- name: CommitAsynchronously :exec
 -- Writes whose loss in a crash only means doing them again do not wait
 -- for the WAL flush: the dispatcher's leases, positions and attempt

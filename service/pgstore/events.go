@@ -22,6 +22,21 @@ func (s *PgStore) EventHorizon(ctx context.Context) (int64, error) {
 	return h, err
 }
 
+// HeldEvents reads the events held back by an older transaction still
+// open, across tenants (the metrics endpoint: a system function).
+func (s *PgStore) HeldEvents(ctx context.Context) (store.HeldEvents, error) {
+	var r db.HeldEventsRow
+	err := s.piped(ctx, "", func(q *db.Queries) error {
+		var err error
+		r, err = q.HeldEvents(ctx)
+		return err
+	})
+	if err != nil || r.Held == 0 {
+		return store.HeldEvents{}, err
+	}
+	return store.HeldEvents{Held: r.Held, Oldest: r.Oldest}, nil
+}
+
 // EventsAfter implements store.EventSource: the events of every tenant
 // (the reader feeds every tenant's subscribers: a system function).
 func (s *PgStore) EventsAfter(ctx context.Context, after store.EventPos, limit int) ([]store.Notification, error) {

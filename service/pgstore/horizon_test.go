@@ -13,19 +13,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // TestEventHorizonIsThisDatabase checks what holds the event log's readers
 // back: a transaction of this database that may still commit an event
-// does, until it ends; a transaction left open in another database of the
-// same server does not. The horizon was the oldest transaction running
+// does, until it ends (the store's HeldEvents reports the events it
+// holds); a transaction left open in another database of the same server
+// does not. The horizon was the oldest transaction running
 // anywhere on the server, and a transaction open in another database held
 // every stream and webhook back for as long as it ran (it failed the
 // event stream tests in CI, behind another test's long transaction).
 func TestEventHorizonIsThisDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.OwnerPool(t, testdb.URL(t))
+	url := testdb.URL(t)
+	pool := testdb.OwnerPool(t, url)
+	st := storesOn(t, url, 1)[0]
 	if _, err := pool.Exec(ctx, `INSERT INTO sessions (tenant_id, id, agent) VALUES ('default', 's', 'a')`); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +63,14 @@ func TestEventHorizonIsThisDatabase(t *testing.T) {
 	if got := readAll(t, pool); slices.Max(slices.Collect(maps.Values(got))) > 1 {
 		t.Fatalf("with a transaction of this database open from before it, the second event was read: %v", got)
 	}
+	// The metrics endpoint reports it held, and since when.
+	held, err := st.HeldEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Held < 1 || held.Oldest.IsZero() || time.Since(held.Oldest) > time.Hour {
+		t.Errorf("held events with the second one held back: %+v, want at least 1 and its creation time", held)
+	}
 	// Its own transaction counts as running for a reader in it.
 	var own bool
 	if err := sameTx.QueryRow(ctx, `SELECT holdpoint_horizon() <= pg_current_xact_id()`).Scan(&own); err != nil {
@@ -71,6 +83,19 @@ func TestEventHorizonIsThisDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForEvents(t, pool, 2)
+	// (Polled: like a read, one count can be held back for a moment.)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		held, err := st.HeldEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held == (store.HeldEvents{}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events still held a minute after the transaction ended: %+v", held)
+		}
+	}
 }
 
 // openWithID begins a transaction on conn and has it take a transaction

@@ -626,6 +626,14 @@ type PendingStat struct {
 	Oldest   time.Time
 }
 
+// HeldEvents are the events written but not yet sent because a
+// transaction of the database, older than them, is still open: how many,
+// and the oldest one's creation time (zero when none is held).
+type HeldEvents struct {
+	Held   int64
+	Oldest time.Time
+}
+
 // Interrupt is one interrupted tool request: a row of the interrupts
 // table. It has no JSON form of its own: the API shows its Wire form
 // (protocol.InboxInterrupt), the one definition the Go client shares.

@@ -29,6 +29,8 @@ const (
 	MetricEscalations       = "holdpoint_interrupts_escalated_total"
 	MetricPending           = "holdpoint_interrupts_pending"
 	MetricOldestPending     = "holdpoint_interrupt_oldest_pending_age_seconds"
+	MetricEventsHeld        = "holdpoint_events_held"
+	MetricEventsHeldOldest  = "holdpoint_events_held_oldest_age_seconds"
 	MetricResumeConflicts   = "holdpoint_resume_conflicts_total"
 	MetricHeadMoves         = "holdpoint_session_head_moves_total"
 	MetricJobsRunning       = "holdpoint_detached_jobs_running"
@@ -49,14 +51,19 @@ type Options struct {
 	// Pending reads every tenant's pending interrupts (the store's
 	// PendingInterruptStats); nil leaves the pending metrics out.
 	Pending func(ctx context.Context) ([]store.PendingStat, error)
-	// PendingCacheTTL bounds how often Pending runs, however often the
-	// metrics are scraped (default DefaultPendingCacheTTL).
+	// HeldEvents reads the events held back by an older transaction
+	// still open (the store's HeldEvents); nil leaves the held events
+	// metrics out.
+	HeldEvents func(ctx context.Context) (store.HeldEvents, error)
+	// PendingCacheTTL bounds how often Pending and HeldEvents run,
+	// however often the metrics are scraped (default
+	// DefaultPendingCacheTTL).
 	PendingCacheTTL time.Duration
 	// TenantLabels reports the pending metrics per tenant (label tenant);
 	// otherwise they are one series each. Tenants are unbounded: turn it
 	// on only when they are few.
 	TenantLabels bool
-	// Logger receives the errors of reading Pending.
+	// Logger receives the errors of reading Pending and HeldEvents.
 	Logger *slog.Logger
 }
 
@@ -115,7 +122,8 @@ var (
 )
 
 // New returns the metrics, registered with the Go runtime and process
-// collectors and, with opts.Pending, the pending interrupts collector.
+// collectors and, with opts.Pending and opts.HeldEvents, the pending
+// interrupts and held events collectors.
 func New(opts Options) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -169,6 +177,9 @@ func New(opts Options) *Metrics {
 	)
 	if opts.Pending != nil {
 		m.reg.MustRegister(newPendingCollector(opts))
+	}
+	if opts.HeldEvents != nil {
+		m.reg.MustRegister(newHeldCollector(opts))
 	}
 	return m
 }

@@ -20,24 +20,28 @@ const pendingReadTimeout = 3 * time.Second
 // often (and however many at once) scrapers come, the store is read at
 // most once per ttl.
 type pendingCollector struct {
-	read       func(ctx context.Context) ([]store.PendingStat, error)
-	ttl        time.Duration
+	stats      *cachedRead[[]store.PendingStat]
 	perTenant  bool
-	log        *slog.Logger
 	pendDesc   *prometheus.Desc
 	oldestDesc *prometheus.Desc
-
-	mu    sync.Mutex
-	at    time.Time
-	stats []store.PendingStat
-	ok    bool
 }
 
-func newPendingCollector(opts Options) *pendingCollector {
-	var labels []string
-	if opts.TenantLabels {
-		labels = []string{"tenant"}
-	}
+// cachedRead is a read from the store at scrape time, cached for ttl:
+// however often (and however many at once) scrapers come, the store is
+// read at most once per ttl.
+type cachedRead[T any] struct {
+	read func(ctx context.Context) (T, error)
+	what string // for the log: "the pending interrupts"
+	ttl  time.Duration
+	log  *slog.Logger
+
+	mu sync.Mutex
+	at time.Time
+	v  T
+	ok bool
+}
+
+func newCachedRead[T any](opts Options, what string, read func(ctx context.Context) (T, error)) *cachedRead[T] {
 	ttl := opts.PendingCacheTTL
 	if ttl <= 0 {
 		ttl = DefaultPendingCacheTTL
@@ -46,8 +50,16 @@ func newPendingCollector(opts Options) *pendingCollector {
 	if log == nil {
 		log = slog.Default()
 	}
+	return &cachedRead[T]{read: read, what: what, ttl: ttl, log: log}
+}
+
+func newPendingCollector(opts Options) *pendingCollector {
+	var labels []string
+	if opts.TenantLabels {
+		labels = []string{"tenant"}
+	}
 	return &pendingCollector{
-		read: opts.Pending, ttl: ttl, perTenant: opts.TenantLabels, log: log,
+		stats: newCachedRead(opts, "the pending interrupts", opts.Pending), perTenant: opts.TenantLabels,
 		pendDesc:   prometheus.NewDesc(MetricPending, "Interrupts waiting for an answer.", labels, nil),
 		oldestDesc: prometheus.NewDesc(MetricOldestPending, "Age of the oldest interrupt waiting for an answer (0: none waits).", labels, nil),
 	}
@@ -63,7 +75,7 @@ func (p *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
 // the last figures read are reported while they are not older than ten
 // periods; past that, none (a missing series alerts, a stale one lies).
 func (p *pendingCollector) Collect(ch chan<- prometheus.Metric) {
-	stats, ok := p.current()
+	stats, ok := p.stats.get()
 	if !ok {
 		return
 	}
@@ -87,26 +99,62 @@ func (p *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(p.oldestDesc, prometheus.GaugeValue, age(now, oldest))
 }
 
-// current returns the cached figures, reading them again once ttl passed.
-func (p *pendingCollector) current() ([]store.PendingStat, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ok && time.Since(p.at) < p.ttl {
-		return p.stats, true
+// get returns the cached value, reading it again once ttl passed. When
+// the store cannot be read the last value read is returned while it is
+// not older than ten periods; past that, none (a missing series alerts, a
+// stale one lies).
+func (c *cachedRead[T]) get() (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok && time.Since(c.at) < c.ttl {
+		return c.v, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pendingReadTimeout)
 	defer cancel()
-	stats, err := p.read(ctx)
+	v, err := c.read(ctx)
 	if err != nil {
-		p.log.Warn("metrics: reading the pending interrupts failed", "err", err)
-		if p.ok && time.Since(p.at) < 10*p.ttl {
-			return p.stats, true
+		c.log.Warn("metrics: reading "+c.what+" failed", "err", err)
+		if c.ok && time.Since(c.at) < 10*c.ttl {
+			return c.v, true
 		}
-		p.ok = false
-		return nil, false
+		c.ok = false
+		var zero T
+		return zero, false
 	}
-	p.stats, p.at, p.ok = stats, time.Now(), true
-	return stats, true
+	c.v, c.at, c.ok = v, time.Now(), true
+	return v, true
+}
+
+// heldCollector reports the events held back by an older transaction
+// still open (store.HeldEvents), cached like the pending interrupts.
+type heldCollector struct {
+	held       *cachedRead[store.HeldEvents]
+	heldDesc   *prometheus.Desc
+	oldestDesc *prometheus.Desc
+}
+
+func newHeldCollector(opts Options) *heldCollector {
+	return &heldCollector{
+		held:       newCachedRead(opts, "the held events", opts.HeldEvents),
+		heldDesc:   prometheus.NewDesc(MetricEventsHeld, "Events written but not yet sent to streams and webhooks: an older transaction of the database is still open.", nil, nil),
+		oldestDesc: prometheus.NewDesc(MetricEventsHeldOldest, "Age of the oldest event held back (0: none is).", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (h *heldCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- h.heldDesc
+	ch <- h.oldestDesc
+}
+
+// Collect implements prometheus.Collector.
+func (h *heldCollector) Collect(ch chan<- prometheus.Metric) {
+	held, ok := h.held.get()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(h.heldDesc, prometheus.GaugeValue, float64(held.Held))
+	ch <- prometheus.MustNewConstMetric(h.oldestDesc, prometheus.GaugeValue, age(time.Now(), held.Oldest))
 }
 
 // age is seconds since t, 0 for the zero time (nothing waits).

@@ -138,6 +138,38 @@ func TestPendingCachedAndPerTenant(t *testing.T) {
 	}
 }
 
+func TestHeldEventsReported(t *testing.T) {
+	t.Parallel()
+	held := store.HeldEvents{Held: 3, Oldest: time.Now().Add(-30 * time.Second)}
+	m := telemetry.New(telemetry.Options{HeldEvents: func(context.Context) (store.HeldEvents, error) { return held, nil }})
+	body := scrape(t, m)
+	if !strings.Contains(body, "\n"+telemetry.MetricEventsHeld+" 3\n") {
+		t.Errorf("want 3 held:\n%s", grep(body, telemetry.MetricEventsHeld))
+	}
+	age := regexp.MustCompile("\n" + telemetry.MetricEventsHeldOldest + ` ([0-9.e+]+)`).FindStringSubmatch(body)
+	if age == nil {
+		t.Fatalf("no oldest held age:\n%s", grep(body, telemetry.MetricEventsHeld))
+	}
+	if secs, err := strconv.ParseFloat(age[1], 64); err != nil || secs < 29 {
+		t.Errorf("oldest held age %s, want about 30", age[1])
+	}
+
+	none := telemetry.New(telemetry.Options{HeldEvents: func(context.Context) (store.HeldEvents, error) { return store.HeldEvents{}, nil }})
+	body = scrape(t, none)
+	for _, want := range []string{telemetry.MetricEventsHeld + " 0\n", telemetry.MetricEventsHeldOldest + " 0\n"} {
+		if !strings.Contains(body, "\n"+want) {
+			t.Errorf("none held: missing %q:\n%s", want, grep(body, telemetry.MetricEventsHeld))
+		}
+	}
+
+	failing := telemetry.New(telemetry.Options{HeldEvents: func(context.Context) (store.HeldEvents, error) {
+		return store.HeldEvents{}, errors.New("database down")
+	}})
+	if body := scrape(t, failing); strings.Contains(body, "\n"+telemetry.MetricEventsHeld) {
+		t.Errorf("held events reported although the store could not be read:\n%s", grep(body, telemetry.MetricEventsHeld))
+	}
+}
+
 func grep(body, prefix string) string {
 	var out []string
 	for l := range strings.Lines(body) {

@@ -277,7 +277,7 @@ func serve(ctx context.Context, stopSignals func(), log *slog.Logger, cfg serveC
 		return err
 	}
 	defer flushTraces(tracing, log)
-	metrics := telemetry.New(telemetry.Options{Pending: store.PendingInterruptStats, TenantLabels: cfg.metricsTenantLabels, Logger: log})
+	metrics := telemetry.New(telemetry.Options{Pending: store.PendingInterruptStats, HeldEvents: store.HeldEvents, TenantLabels: cfg.metricsTenantLabels, Logger: log})
 	metrics.Registry().MustRegister(newPoolCollector(pool))
 
 	// The services, stopped last started first: the listeners, then the
