@@ -471,7 +471,7 @@ func WaitForEventHorizon(t testing.TB, pool *pgxpool.Pool) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the server's transaction horizon did not pass the events within two minutes")
+			t.Fatal("the event horizon did not pass the database's events within two minutes")
 		}
 	}
 }

@@ -16,9 +16,7 @@ import (
 const pendingReadTimeout = 3 * time.Second
 
 // pendingCollector reports the pending interrupts and the age of the
-// oldest, read from the store at scrape time and cached for ttl: however
-// often (and however many at once) scrapers come, the store is read at
-// most once per ttl.
+// oldest (a cachedRead).
 type pendingCollector struct {
 	stats      *cachedRead[[]store.PendingStat]
 	perTenant  bool

@@ -874,9 +874,9 @@ func TestEventStreamResumesAfterRestartWithLastEventID(t *testing.T) {
 	for i := range 2 {
 		snaps[i], irqs[i] = pauseTurn(t, a, pool)
 	}
-	// Each read below is timed from when the events are final (the
-	// databases of the tests share a server: another test's transaction
-	// held B's replay back past 15 s on a loaded machine).
+	// Each read below is timed from when the events are final (past the
+	// horizon, which a transaction of this database still open holds
+	// back), so its 15 s bound times the delivery alone.
 	testdb.WaitForEventHorizon(t, pool)
 	seen := readTurns(t, first, 15*time.Second, snaps[0], snaps[1])
 	first.close()
