@@ -72,6 +72,11 @@ type Config struct {
 	// (default DefaultDetachPoll) until it ends.
 	Detach     bool
 	DetachPoll time.Duration
+	// Slowest prints the run's slowest turns, this many, with when each
+	// started and which it was, and the ANALYZEs of the store's statistics
+	// keeper during the run: to see whether the tail is a few turns that
+	// ran together (and beside what) or spread over the run.
+	Slowest int
 	// ColdPool skips pgstore.WarmPool: the pool opens its connections as
 	// turns need them, each first turn on one paying for the connection,
 	// its statements' preparation and its backend's cold caches (as before
@@ -153,6 +158,10 @@ type Result struct {
 	// CPUSplit is the long session's first and last cycles' cost
 	// (Config.CPUSplit; nil without).
 	CPUSplit *CPUSplit
+	// Slowest is the run's slowest turns, slowest first, and Analyses the
+	// statistics keeper's ANALYZEs during the run (Config.Slowest).
+	Slowest  []SlowTurn
+	Analyses []KeeperAnalysis
 	// FirstTurns is the latencies of the server's first turns, in the
 	// order they started: the warm-up's, then the run's first. A cold
 	// start shows here; the percentiles cover the measured turns only.
@@ -427,16 +436,25 @@ type counters struct {
 	cpu, busy   time.Duration
 }
 
-func (r *run) counters(ctx context.Context) (counters, error) {
+// counters reads them. The CPU counters are read next to the run, last
+// before it and first after it, so that the scans that measure the tables
+// (which take longer as the run grows them) are not charged to its cycles.
+func (r *run) counters(ctx context.Context, after bool) (counters, error) {
 	var c counters
 	var err error
+	cpu := func() { c.trips, c.cpu, c.busy = r.cnt.n.Load(), processCPU(), machineBusy() }
+	if after {
+		cpu()
+	}
 	if c.sizes, err = relationSizes(ctx, r.admin); err != nil {
 		return c, err
 	}
 	if c.xids, err = assignedXids(ctx, r.admin); err != nil {
 		return c, err
 	}
-	c.trips, c.cpu, c.busy = r.cnt.n.Load(), processCPU(), machineBusy()
+	if !after {
+		cpu()
+	}
 	return c, nil
 }
 
@@ -448,7 +466,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("waits: %w", err)
 		}
 	}
-	before, err := r.counters(ctx)
+	before, err := r.counters(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +478,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	turns := r.sessions(ctx, res)
 	res.Elapsed = time.Since(start)
-	after, err := r.counters(ctx)
+	after, err := r.counters(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -476,14 +494,20 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	res.MachineCPU = time.Duration(float64(after.busy-before.busy) / total)
 	res.Relations, res.BytesPerCycle = relationGrowth(before.sizes, after.sizes, r.cfg.Sessions*r.cfg.Cycles)
 	res.setLatencies(turns, r.first)
+	if r.cfg.Slowest > 0 {
+		res.setSlowest(turns, start, r.cfg.Slowest, r.store.StatsAnalyses())
+	}
 	return res, nil
 }
 
 // timedTurn is one measured turn: when it ended and how long it took
 // (it started d before end).
 type timedTurn struct {
-	end time.Time
-	d   time.Duration
+	end     time.Time
+	d       time.Duration
+	session int  // the session's index
+	cycle   int  // the cycle's index in the session
+	resume  bool // the cycle's second turn
 }
 
 // sessions runs the concurrent sessions' cycles and returns their turns.
@@ -506,7 +530,7 @@ func (r *run) sessions(ctx context.Context, res *Result) []timedTurn {
 					return
 				}
 				now := time.Now()
-				local = append(local, timedTurn{now.Add(-b), a}, timedTurn{now, b})
+				local = append(local, timedTurn{now.Add(-b), a, s, i, false}, timedTurn{now, b, s, i, true})
 			}
 			mu.Lock()
 			turns = append(turns, local...)
@@ -621,6 +645,7 @@ func Print(w io.Writer, r *Result) {
 	if r.CPUSplit != nil {
 		r.CPUSplit.print(w)
 	}
+	printSlowest(w, r)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -43,7 +43,7 @@ func TestFirstTurnsApart(t *testing.T) {
 		if i < 4 {
 			d = 50 * time.Millisecond
 		}
-		turns = append(turns, timedTurn{start.Add(time.Duration(i) * time.Second), d})
+		turns = append(turns, timedTurn{end: start.Add(time.Duration(i) * time.Second), d: d})
 	}
 	turns[19].d = 9 * time.Millisecond
 	warmup := []time.Duration{100 * time.Millisecond, 1, 1, 1, 1, 1}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,11 +64,12 @@ type statsKeeper struct {
 	busy   atomic.Bool  // a check runs
 	off    atomic.Bool  // the login role may not analyze the turn tables
 
-	mu     sync.Mutex // guards closed and the WaitGroup's Add
-	closed bool
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
+	mu       sync.Mutex // guards closed, the WaitGroup's Add and analyses
+	closed   bool
+	analyses []StatsAnalysis
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 func newStatsKeeper(pool *pgxpool.Pool) *statsKeeper {
@@ -97,6 +100,24 @@ func (k *statsKeeper) wrote() {
 	})
 }
 
+// StatsAnalysis is one ANALYZE the statistics keeper ran: when it started,
+// how long it took and the tables it analyzed. The connections' plans of
+// those tables are made again after it, each at its next run.
+type StatsAnalysis struct {
+	At     time.Time
+	Took   time.Duration
+	Tables []string
+}
+
+// StatsAnalyses answers the ANALYZEs the store's statistics keeper has run,
+// oldest first (a handful over a process's life: see statsKeeper). The
+// bench prints them beside the slowest turns.
+func (s *PgStore) StatsAnalyses() []StatsAnalysis {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	return slices.Clone(s.stats.analyses)
+}
+
 // close stops a running check and waits for it.
 func (k *statsKeeper) close() {
 	k.mu.Lock()
@@ -109,6 +130,8 @@ func (k *statsKeeper) close() {
 // analyze analyzes the turn tables that need it (see statsKeeper) and
 // answers which it analyzed.
 func (k *statsKeeper) analyze(ctx context.Context) (analyzed []string, err error) {
+	var start time.Time
+	var took time.Duration
 	err = pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
 		// The login role, for this transaction only.
 		if _, err := tx.Exec(ctx, `SELECT set_config('role', 'none', true)`); err != nil {
@@ -145,13 +168,20 @@ WHERE c.oid = ANY (SELECT to_regclass(n) FROM unnest($1::text[]) AS n)
 			slog.Info("the turn tables' statistics are left to autovacuum: the database's login role does not own them")
 			return nil
 		}
+		start = time.Now()
 		for _, name := range names {
 			if _, err := tx.Exec(ctx, "ANALYZE "+pgx.Identifier{name}.Sanitize()); err != nil {
 				return fmt.Errorf("analyze %s: %w", name, err)
 			}
 		}
+		took = time.Since(start)
 		analyzed = names
 		return nil
 	})
+	if err == nil && len(analyzed) > 0 {
+		k.mu.Lock()
+		k.analyses = append(k.analyses, StatsAnalysis{At: start, Took: took, Tables: analyzed})
+		k.mu.Unlock()
+	}
 	return analyzed, err
 }

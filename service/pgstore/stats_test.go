@@ -46,6 +46,12 @@ func TestStatsKeeperAnalyzesAtItsCounts(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The store reports the ANALYZE it ran (the bench prints it beside
+	// the slowest turns).
+	if got := ps.StatsAnalyses(); len(got) != 1 || !slices.Equal(got[0].Tables, turnTables) || got[0].Took <= 0 ||
+		got[0].At.After(time.Now()) {
+		t.Fatalf("the store reports the analyses %+v; want one of %v", got, turnTables)
+	}
 	if next := k.next.Load(); next != 3*statsCheckGrowth {
 		t.Fatalf("the next check comes at %d writes; want %d", next, 3*statsCheckGrowth)
 	}

@@ -103,6 +103,7 @@ func benchFlags(stdout, stderr io.Writer) (*flag.FlagSet, *benchRun) {
 	fs.BoolVar(&cfg.EarlyClaims, "early-claims", false, "make every resume claim its interrupts before the model runs (serve --early-claims): one commit more per cycle")
 	fs.DurationVar(&cfg.DBRTT, "db-rtt", 0, "add at least this round-trip time between the server and PostgreSQL (a delaying loopback proxy), as for a database on another host; the machine's timer granularity may make it more, and the bench prints the round trip measured")
 	fs.BoolVar(&cfg.Waits, "waits", false, "sample where turns wait during the run (the run queue of PostgreSQL's backends and of this process, GC pauses, pool acquires, PostgreSQL wait events) and print it per cycle")
+	fs.IntVar(&cfg.Slowest, "slowest", 0, "also print this many of the run's slowest turns, each with when it started, and the statistics keeper's ANALYZEs during the run")
 	fs.BoolVar(&cfg.Calibrate, "calibrate", false, "first measure the server's commit ceiling (one-row insert transactions with 1 and 32 clients, 3 s each) and print the fraction of it the run reached")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&cfg.Webhooks.Subscribe, "webhook", false, "subscribe a loopback endpoint to every event and deliver during the run")
