@@ -33,6 +33,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ctx := context.Background()
+	// The in-process server's heap, as serve warms it.
+	warmHeap()
 	if b.peers != nil {
 		return b.runPeers(ctx, stderr)
 	}

@@ -1,9 +1,12 @@
 package app
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,4 +71,50 @@ func TestGCTunerFollowsCollections(t *testing.T) {
 	low.arm()
 	awaitGOGC(MinGCPercent)
 	low.stop()
+}
+
+// TestPrefaultHeapLeavesPagesResident: after prefaultHeap the runtime holds
+// the pages it touched as free heap backed by memory (not returned to the
+// system), for the next allocations to use without a page fault. The test
+// keeps the heap goal high, as the policy's floor does, so that the
+// scavenger has nothing to return.
+func TestPrefaultHeapLeavesPagesResident(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(10000))
+	const n = 16 << 20
+	free := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before, rss0 := free(), residentBytes(t)
+	prefaultHeap(n)
+	if after := free(); after < n*3/4 {
+		t.Fatalf("free heap backed by memory %d KiB after touching %d KiB; want the touched pages kept", after>>10, n>>10)
+	}
+	// Pages the runtime had not used before are in memory now: touched,
+	// not only mapped.
+	if grew := residentBytes(t) - rss0; before < n/4 && grew < n/2 {
+		t.Fatalf("the process's resident memory grew %d KiB while %d KiB of new heap were touched", grew>>10, n>>10)
+	}
+}
+
+// residentBytes is the process's resident memory (VmRSS), or skips the test
+// where /proc does not tell it.
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS in /proc/self/status")
+	return 0
 }

@@ -530,6 +530,7 @@ func openStore(ctx context.Context, log *slog.Logger, cfg serveConfig) (*pgxpool
 		store.Close()
 		return fail(err)
 	}
+	warmHeap()
 	warmPool(ctx, log, store)
 	return pool, db, store, nil
 }
