@@ -76,7 +76,6 @@ func prefaultHeap(n int) {
 		b[i] = 1
 	}
 	runtime.KeepAlive(b)
-	b = nil
 	runtime.GC()
 }
 
