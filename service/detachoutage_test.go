@@ -2,15 +2,18 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/holdpoint/holdpoint/internal/servicetest"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // outageModel fails its first failures calls as agent code does when the
@@ -84,5 +87,104 @@ func TestDetachedTurnOutlivesADatabaseOutage(t *testing.T) {
 		waitFor(t, "its job to go", 10*time.Second, func() bool {
 			return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
 		})
+	}
+}
+
+// slowTakeoverStore makes every load of one snapshot, once it is set, take
+// longer than a job's heartbeat may be stale: a takeover whose setup is
+// that slow (a loaded machine; the CI run where one took 0.66 s of a 0.9 s
+// bound) must not be claimed again and run a second time beside itself.
+type slowTakeoverStore struct {
+	*pgstore.PgStore
+	slowID atomic.Value // string
+	delay  time.Duration
+}
+
+func (s *slowTakeoverStore) LoadSnapshot(ctx context.Context, p service.LoadSnapshotParams) (*service.StoredSnapshot, error) {
+	snap, err := s.PgStore.LoadSnapshot(ctx, p)
+	if id, _ := s.slowID.Load().(string); id != "" && id == p.ID {
+		time.Sleep(s.delay) // after the read: what it read is stale by then
+	}
+	return snap, err
+}
+
+// payOutageModel fails its first call as agent code does when the
+// database goes away under it; then it asks for the pay tool, after hold,
+// and answers "done" once the tool has answered.
+type payOutageModel struct {
+	calls atomic.Int32
+	hold  time.Duration
+}
+
+func (m *payOutageModel) Name() string { return "pay-outage" }
+
+func (m *payOutageModel) Generate(_ context.Context, req *service.ModelRequest, _ func(service.ModelChunk)) (*service.ModelResponse, error) {
+	if m.calls.Add(1) == 1 {
+		return nil, fmt.Errorf("reading the session: %w", service.ErrUnavailable)
+	}
+	if last := req.Messages[len(req.Messages)-1]; last.Role == service.RoleUser {
+		time.Sleep(m.hold)
+		return &service.ModelResponse{FinishReason: "stop", Message: service.Message{Role: service.RoleModel, Content: []service.Part{
+			{ToolRequest: &service.ToolRequest{Name: "pay", Ref: "p", Input: json.RawMessage(`{}`)}}}}}, nil
+	}
+	return &service.ModelResponse{Message: text(service.RoleModel, "done"), FinishReason: "stop"}, nil
+}
+
+// TestSlowTakeoverRunsOnce: a detached turn taken over after an outage,
+// whose takeover spends longer than the stale bound before its turn
+// starts, runs once: its own instance's worker, finding the job stale
+// again, does not start it a second time (a CI run called the model three
+// times, the turn run twice over at once). The pay tool runs once.
+func TestSlowTakeoverRunsOnce(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	model := &payOutageModel{hold: 1500 * time.Millisecond}
+	var paid atomic.Int32
+	slow := &slowTakeoverStore{delay: 2 * time.Second}
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
+	rt := servicetest.New(t, servicetest.Options{
+		URL:     url,
+		Runtime: opts,
+		Store: func(s *pgstore.PgStore) service.Store {
+			slow.PgStore = s
+			return slow
+		},
+		Register: func(rt *service.Runtime) error {
+			return rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+				{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+					paid.Add(1)
+					return json.RawMessage(`{"ok":true}`), nil
+				}},
+			}})
+		},
+	}).Runtime
+	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
+		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
+	if err != nil || out.FinishReason != service.FinishDetached {
+		t.Fatalf("detach: %v %+v", err, out)
+	}
+	// The first run fails for want of the database; from now on every
+	// takeover spends 2 s, twice the heartbeat's timeout, after loading
+	// the turn, and the model 1.5 s before it asks to pay.
+	waitFor(t, "the first run to fail", time.Minute, func() bool { return model.calls.Load() >= 1 })
+	slow.slowID.Store(out.SnapshotID)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.RunBackground(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, "the detached turn to end", time.Minute, func() bool {
+		return count(t, admin, "SELECT count(*) FROM snapshots WHERE id = $1 AND status <> 'pending'", out.SnapshotID) == 1
+	})
+	waitFor(t, "its job to go", 10*time.Second, func() bool {
+		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
+	})
+	var status string
+	if err := admin.QueryRow(context.Background(), "SELECT status FROM snapshots WHERE id = $1", out.SnapshotID).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != service.StatusCompleted || model.calls.Load() != 3 || paid.Load() != 1 {
+		t.Errorf("the turn ended %s after %d model calls and %d payments, want completed after 3 and 1", status, model.calls.Load(), paid.Load())
 	}
 }

@@ -118,9 +118,15 @@ func (r *Runtime) startNextJob(ctx context.Context) bool {
 		}
 		return false
 	}
-	if _, mine := r.running.Load(runningKey(job.TenantID, job.SnapshotID)); mine {
+	// The job is this instance's run from its claim on, not from when
+	// its turn starts: a takeover that spent longer than the stale bound
+	// loading the turn was claimed again by this worker and ran beside
+	// itself (a loaded CI run; the model was called twice over).
+	workCtx, cancel := context.WithCancel(r.bg)
+	if _, mine := r.running.LoadOrStore(runningKey(job.TenantID, job.SnapshotID), context.CancelFunc(cancel)); mine {
 		// This instance still runs it, however late its heartbeat: the
 		// claim only refreshed it. Running it twice could run a tool twice.
+		cancel()
 		<-r.jobSlots
 		return false
 	}
@@ -128,7 +134,8 @@ func (r *Runtime) startNextJob(ctx context.Context) bool {
 	go func() {
 		defer r.bgWG.Done()
 		defer r.releaseJobSlot()
-		r.runJob(job)
+		defer cancel()
+		r.runJob(workCtx, cancel, job)
 	}()
 	return true
 }
@@ -136,8 +143,18 @@ func (r *Runtime) startNextJob(ctx context.Context) bool {
 // runJob runs a detached turn taken from the queue: from its parent
 // snapshot, with its recorded inputs and claims, reusing journaled tool
 // results.
-func (r *Runtime) runJob(job *TurnJob) {
+//
+// It holds the job's entry in r.running (workCtx's cancel) from the
+// claim; the turn's end removes it, and so does a return before the turn
+// starts.
+func (r *Runtime) runJob(workCtx context.Context, cancel context.CancelFunc, job *TurnJob) {
 	log := r.log.With("snapshot", job.SnapshotID, "tenant", job.TenantID, "attempt", job.Attempts)
+	started := false
+	defer func() {
+		if !started {
+			r.running.Delete(runningKey(job.TenantID, job.SnapshotID))
+		}
+	}()
 	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
 	a := r.jobAgent(job, c, log)
 	if a == nil {
@@ -150,8 +167,6 @@ func (r *Runtime) runJob(job *TurnJob) {
 	}
 	log.Info("taking over a detached turn", "agent", a.Name, "inputs", len(job.Inputs), "claimsHeld", held != nil)
 
-	workCtx, cancel := context.WithCancel(r.bg)
-	defer cancel()
 	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: held, cancelWork: cancel, detached: true}
 	inv.det.id, inv.det.attempts = job.SnapshotID, job.Attempts
 	if job.ParentID != "" {
@@ -167,6 +182,7 @@ func (r *Runtime) runJob(job *TurnJob) {
 	inv.last.good = inv.sess.state()
 	inv.last.goodID = inv.baseID
 	inv.unpersisted = job.Inputs
+	started = true // finishDetached removes the entry
 	inv.startBackground(true)
 
 	queue := make(chan AgentInput, len(job.Inputs))
