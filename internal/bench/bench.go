@@ -24,6 +24,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/httpapi"
 	"github.com/holdpoint/holdpoint/internal/faultproxy"
+	"github.com/holdpoint/holdpoint/internal/procstat"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 	"github.com/holdpoint/holdpoint/service/streams"
@@ -791,21 +792,9 @@ func httpCycle(url string, clients int, stream bool) cycleFunc {
 // peakRSS is the process's peak resident set (VmHWM), in bytes.
 func peakRSS() int64 { return procStatus("VmHWM") }
 
-// procStatus is a size field of /proc/self/status (VmHWM, VmRSS), in bytes;
-// 0 where there is no such file.
+// procStatus is a size field of this process's status (VmHWM, VmRSS), in
+// bytes; 0 where /proc does not tell it.
 func procStatus(field string) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	b, _ := procstat.Bytes(0, field)
+	return b
 }

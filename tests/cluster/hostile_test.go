@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/hostile"
+	"github.com/holdpoint/holdpoint/internal/procstat"
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/httptool"
@@ -237,7 +236,7 @@ func TestHostileModelFromOutside(t *testing.T) {
 
 	t.Run("thirty megabyte tool outputs", func(t *testing.T) {
 		pid := s.cmd.Process.Pid
-		base, _ := procStatus(pid, "VmRSS")
+		base, _ := procstat.Bytes(pid, "VmRSS")
 		var wg sync.WaitGroup
 		outs := make([]answer, 3)
 		for i := range outs {
@@ -256,7 +255,7 @@ func TestHostileModelFromOutside(t *testing.T) {
 		if n := backend.count("/big").Load(); n != 15 {
 			t.Errorf("the backend answered %d calls; want 15", n)
 		}
-		peak, _ := procStatus(pid, "VmHWM")
+		peak, _ := procstat.Bytes(pid, "VmHWM")
 		t.Logf("RSS %d MiB before the turns, peak %d MiB", base>>20, peak>>20)
 		if raceEnabled {
 			return // the race detector's shadow memory makes RSS no measure of the server's
@@ -266,10 +265,10 @@ func TestHostileModelFromOutside(t *testing.T) {
 		}
 		// The memory is given back: under 200 MiB, and near where it was.
 		d := waitUntil(t, "RSS back under 200 MiB and within 32 MiB of where it was", time.Minute, func() bool {
-			rss, err := procStatus(pid, "VmRSS")
+			rss, err := procstat.Bytes(pid, "VmRSS")
 			return err == nil && rss < 200<<20 && rss < base+32<<20
 		})
-		rss, _ := procStatus(pid, "VmRSS")
+		rss, _ := procstat.Bytes(pid, "VmRSS")
 		t.Logf("RSS %d MiB %s after the turns", rss>>20, d.Round(time.Millisecond))
 	})
 
@@ -400,19 +399,4 @@ func TestHostileModelFromOutside(t *testing.T) {
 			t.Fatalf("the slow tool ran %d times; want once per accepted turn", n)
 		}
 	})
-}
-
-// procStatus reads a size field (kB) of /proc/<pid>/status, in bytes.
-func procStatus(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }

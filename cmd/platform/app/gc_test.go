@@ -5,10 +5,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/holdpoint/holdpoint/internal/procstat"
 )
 
 func TestGCPercentFor(t *testing.T) {
@@ -102,19 +102,12 @@ func TestPrefaultHeapLeavesPagesResident(t *testing.T) {
 // where /proc does not tell it.
 func residentBytes(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("no /proc/self/status:", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
+	rss, err := procstat.Bytes(0, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Skip("no VmRSS in /proc/self/status")
-	return 0
+	return rss
 }
