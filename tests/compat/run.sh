@@ -193,6 +193,10 @@ bash ./install.sh
 
 echo "run.sh: running the client tests"
 rc=0
+# --test-timeout bounds each test and also each file (node runs a file as
+# one test of its own), so it stops a hung test, not a slow machine: with
+# 60 s, two full runs side by side failed two files whose tests all passed
+# (one file's tests took 30 s on their own under that load).
 HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
-	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" HOLDPOINT_APPROVER_KEYS="$approver_keys" HOLDPOINT_STRANGER_KEY="$stranger_key" node --test --test-reporter=tap --test-timeout=60000 "$@" || rc=$?
+	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" HOLDPOINT_APPROVER_KEYS="$approver_keys" HOLDPOINT_STRANGER_KEY="$stranger_key" node --test --test-reporter=tap --test-timeout=600000 "$@" || rc=$?
 exit "$rc"
