@@ -1148,6 +1148,34 @@ CREATE FUNCTION public.holdpoint_tenant_events_after(p_tenant text, p_xid bigint
 $$;
 
 --
+-- Name: holdpoint_tenant_events_through(text, bigint, bigint, bigint, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.holdpoint_tenant_events_through(p_tenant text, p_xid bigint, p_id bigint, p_through_xid bigint, p_through_id bigint, p_limit integer) RETURNS SETOF public.event_log
+    LANGUAGE sql STABLE
+    SET enable_sort TO 'off'
+    AS $$
+    SELECT e.tenant_id, e.id, e.xid::text::bigint, holdpoint_event_name(e.type), e.interrupt_id, e.actor, e.created_at,
+           coalesce(i.agent, s.agent, ''), coalesce(i.tool, c.tool, ''),
+           coalesce(i.session_id, s.session_id, ''), coalesce(i.snapshot_id, s.id, ''), e.xid
+    FROM (
+        SELECT e.tenant_id, e.id, e.xid, e.type, e.interrupt_id, e.actor, e.created_at,
+               e.payload ->> 'snapshotId' AS snapshot_key, e.payload ->> 'callKey' AS call_key
+        FROM interrupt_events e
+        WHERE e.tenant_id = p_tenant
+          AND (e.xid, e.id) > (holdpoint_xid(p_xid), p_id)
+          AND ((e.xid, e.id) <= (holdpoint_xid(p_through_xid), p_through_id) OR e.xid < (SELECT holdpoint_horizon()))
+        ORDER BY e.xid, e.id
+        LIMIT p_limit
+    ) e
+    LEFT JOIN interrupts i ON i.tenant_id = e.tenant_id AND i.id = e.interrupt_id
+    LEFT JOIN snapshots s ON e.interrupt_id IS NULL AND s.tenant_id = e.tenant_id AND s.id = e.snapshot_key
+    LEFT JOIN tool_calls c ON e.type = 'tool.called' AND c.tenant_id = e.tenant_id
+        AND c.turn_id = e.snapshot_key AND c.call_key = e.call_key
+    ORDER BY e.xid, e.id;
+$$;
+
+--
 -- Name: holdpoint_too_many_pending(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2750,6 +2778,13 @@ GRANT ALL ON FUNCTION public.holdpoint_stranded_decisions(p_older_seconds double
 
 REVOKE ALL ON FUNCTION public.holdpoint_tenant_events_after(p_tenant text, p_xid bigint, p_id bigint, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.holdpoint_tenant_events_after(p_tenant text, p_xid bigint, p_id bigint, p_limit integer) TO holdpoint_app;
+
+--
+-- Name: FUNCTION holdpoint_tenant_events_through(p_tenant text, p_xid bigint, p_id bigint, p_through_xid bigint, p_through_id bigint, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.holdpoint_tenant_events_through(p_tenant text, p_xid bigint, p_id bigint, p_through_xid bigint, p_through_id bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.holdpoint_tenant_events_through(p_tenant text, p_xid bigint, p_id bigint, p_through_xid bigint, p_through_id bigint, p_limit integer) TO holdpoint_app;
 
 --
 -- Name: TABLE ui_sessions; Type: ACL; Schema: public; Owner: -

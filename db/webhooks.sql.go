@@ -561,24 +561,30 @@ func (q *Queries) ListEventsAfter(ctx context.Context, arg ListEventsAfterParams
 	return items, nil
 }
 
-const listTenantEventsAfter = `-- name: ListTenantEventsAfter :many
-SELECT tenant_id, id, xid, type, interrupt_id, actor, created_at, agent, tool, session_id, snapshot_id, xid8 FROM holdpoint_tenant_events_after($1, $2::bigint, $3::bigint, $4::integer)
+const listTenantEventsThrough = `-- name: ListTenantEventsThrough :many
+SELECT tenant_id, id, xid, type, interrupt_id, actor, created_at, agent, tool, session_id, snapshot_id, xid8 FROM holdpoint_tenant_events_through($1, $2::bigint, $3::bigint,
+    $4::bigint, $5::bigint, $6::integer)
 `
 
-type ListTenantEventsAfterParams struct {
-	TenantID string
-	AfterXid int64
-	AfterID  int64
-	Batch    int32
+type ListTenantEventsThroughParams struct {
+	TenantID   string
+	AfterXid   int64
+	AfterID    int64
+	ThroughXid int64
+	ThroughID  int64
+	Batch      int32
 }
 
-// One tenant's events after a position, up to the horizon: what a
-// reconnecting event stream missed (see the function).
-func (q *Queries) ListTenantEventsAfter(ctx context.Context, arg ListTenantEventsAfterParams) ([]EventLog, error) {
-	rows, err := q.db.Query(ctx, listTenantEventsAfter,
+// One tenant's events after a position, up to a later one every event at
+// or before which is final (the live reader's) or the horizon, whichever
+// is further: what a reconnecting event stream missed (see the function).
+func (q *Queries) ListTenantEventsThrough(ctx context.Context, arg ListTenantEventsThroughParams) ([]EventLog, error) {
+	rows, err := q.db.Query(ctx, listTenantEventsThrough,
 		arg.TenantID,
 		arg.AfterXid,
 		arg.AfterID,
+		arg.ThroughXid,
+		arg.ThroughID,
 		arg.Batch,
 	)
 	if err != nil {

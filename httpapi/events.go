@@ -163,9 +163,10 @@ func (a *api) streamEvents(c echo.Context) error {
 	if err := awaitHub(c.Request().Context(), a.opts.Events.Ready()); err != nil {
 		return err
 	}
-	// Subscribe before replaying: an event published meanwhile is then
-	// both replayed and queued, and the position drops the copy.
-	notes, cancel := a.opts.Events.Subscribe(caller.TenantID)
+	// Subscribe before replaying: the hub hands the subscription every
+	// event past its position, and the replay reads the log up to that
+	// position (and maybe further: the position drops the copies).
+	notes, through, cancel := a.opts.Events.Subscribe(caller.TenantID)
 	defer cancel()
 
 	res := c.Response()
@@ -179,7 +180,7 @@ func (a *api) streamEvents(c echo.Context) error {
 		return err
 	}
 	if st.resumed {
-		if done, err := st.replay(); done || err != nil {
+		if done, err := st.replay(through); done || err != nil {
 			return err
 		}
 	}
@@ -259,12 +260,13 @@ func (st *eventStream) send(n service.Notification) error {
 	return writeEvent(st.c, "id: "+n.EventID+"\nevent: "+n.Type+"\ndata: "+string(b)+"\n\n")
 }
 
-// replay sends the stored events after the position, up to maxReplay;
+// replay sends the stored events after the position, at least up to
+// through (where the subscription's channel starts), at most maxReplay;
 // done reports that the stream ended (far behind, or the client went).
-func (st *eventStream) replay() (done bool, err error) {
+func (st *eventStream) replay(through service.EventPos) (done bool, err error) {
 	ctx := st.c.Request().Context()
 	for replayed := 0; ; {
-		batch, err := st.events.ReplayFrom(ctx, st.tenant, st.pos, replayBatch)
+		batch, err := st.events.ReplayThrough(ctx, st.tenant, st.pos, through, replayBatch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return true, nil

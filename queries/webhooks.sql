@@ -131,10 +131,12 @@ FROM webhook_health WHERE tenant_id = @tenant_id ORDER BY url;
 -- the horizon (a system function).
 SELECT * FROM holdpoint_events_after(@after_xid::bigint, @after_id::bigint, @batch::integer);
 
--- name: ListTenantEventsAfter :many
--- One tenant's events after a position, up to the horizon: what a
--- reconnecting event stream missed (see the function).
-SELECT * FROM holdpoint_tenant_events_after(@tenant_id, @after_xid::bigint, @after_id::bigint, @batch::integer);
+-- name: ListTenantEventsThrough :many
+-- One tenant's events after a position, up to a later one every event at
+-- or before which is final (the live reader's) or the horizon, whichever
+-- is further: what a reconnecting event stream missed (see the function).
+SELECT * FROM holdpoint_tenant_events_through(@tenant_id, @after_xid::bigint, @after_id::bigint,
+    @through_xid::bigint, @through_id::bigint, @batch::integer);
 
 -- name: EventHorizon :one
 -- Positions before (horizon, 0) are final: a stream starting now starts

@@ -23,9 +23,14 @@ type Hub struct {
 	log  *slog.Logger
 	keys *keys.Ring
 
-	mu     sync.Mutex
-	next   int
-	subs   map[int]subscriber
+	mu   sync.Mutex
+	next int
+	subs map[int]subscriber
+	// pos is where the hub is in the log: every event after it reaches
+	// the subscribers of its tenant, none at or before it will. It moves
+	// with the publication of each event, under mu, so a subscription
+	// sees a position and every event past it (see Subscribe).
+	pos    store.EventPos
 	closed bool // Run returned: no more notifications will come
 
 	// ready is closed once Run has read its starting position (or has
@@ -58,22 +63,26 @@ func (h *Hub) Ready() <-chan struct{} { return h.ready }
 
 func (h *Hub) markReady() { h.readyOnce.Do(func() { close(h.ready) }) }
 
-// Subscribe returns a channel of the tenant's notifications and a function
-// that ends the subscription. A subscriber that does not keep up is
-// dropped (its channel closed) rather than slowing the others: a stream
-// then ends, and its client reconnects and replays what it missed.
-func (h *Hub) Subscribe(tenantID string) (<-chan store.Notification, func()) {
+// Subscribe returns a channel of the tenant's notifications, the hub's
+// position, and a function that ends the subscription. Every event after
+// the position comes on the channel; those at or before it are final in
+// the log (ReplayThrough reads them), so a stream that replays up to the
+// position and then takes the channel misses none. A subscriber that does
+// not keep up is dropped (its channel closed) rather than slowing the
+// others: a stream then ends, and its client reconnects and replays what
+// it missed.
+func (h *Hub) Subscribe(tenantID string) (<-chan store.Notification, store.EventPos, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ch := make(chan store.Notification, 64)
 	if h.closed {
 		close(ch)
-		return ch, func() {}
+		return ch, h.pos, func() {}
 	}
 	id := h.next
 	h.next++
 	h.subs[id] = subscriber{tenantID: tenantID, ch: ch}
-	return ch, func() {
+	return ch, h.pos, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if _, ok := h.subs[id]; ok {
@@ -84,9 +93,8 @@ func (h *Hub) Subscribe(tenantID string) (<-chan store.Notification, func()) {
 }
 
 // hasSubscriber reports whether anyone listens to the tenant's events.
+// The caller holds mu.
 func (h *Hub) hasSubscriber(tenantID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, s := range h.subs {
 		if s.tenantID == tenantID {
 			return true
@@ -95,9 +103,26 @@ func (h *Hub) hasSubscriber(tenantID string) bool {
 	return false
 }
 
+// skip moves the position past n when no one listens to its tenant's
+// events (so it needs no id), reporting whether it did. Checking and
+// moving under one lock is what makes Subscribe's promise hold: a
+// subscription made after the check sees the position past n.
+func (h *Hub) skip(n store.Notification) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hasSubscriber(n.TenantID) {
+		return false
+	}
+	h.pos = n.Pos
+	return true
+}
+
+// publish hands n to its tenant's subscribers and moves the position past
+// it.
 func (h *Hub) publish(n store.Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.pos = n.Pos
 	for id, s := range h.subs {
 		if s.tenantID != n.TenantID {
 			continue
@@ -109,6 +134,21 @@ func (h *Hub) publish(n store.Notification) {
 			close(s.ch)
 		}
 	}
+}
+
+// position is where the hub is in the log.
+func (h *Hub) position() store.EventPos {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pos
+}
+
+// start sets the position the hub starts from.
+func (h *Hub) start(pos store.EventPos) {
+	h.mu.Lock()
+	h.pos = pos
+	h.mu.Unlock()
+	h.markReady()
 }
 
 // eventPoll is the fallback: events are read at least this often even when
@@ -129,20 +169,19 @@ func (h *Hub) Run(ctx context.Context) {
 	go h.listenLoop(ctx, wake)
 	t := time.NewTicker(eventPoll)
 	defer t.Stop()
-	var pos store.EventPos
 	started := false
 	for {
 		if !started {
 			horizon, err := h.src.EventHorizon(ctx)
 			if err == nil {
-				pos, started = store.EventPos{Xid: horizon}, true
-				h.markReady()
+				h.start(store.EventPos{Xid: horizon})
+				started = true
 			} else if ctx.Err() == nil {
 				h.log.Warn("reading the event horizon failed", "err", err)
 			}
 		}
 		if started {
-			pos = h.deliver(ctx, pos)
+			h.deliver(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -153,49 +192,40 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
-// deliver publishes the events past pos and returns the new position. An
+// deliver publishes the events past the hub's position, moving it. An
 // event whose id cannot be encoded stops the read there, to be retried.
-func (h *Hub) deliver(ctx context.Context, pos store.EventPos) store.EventPos {
+func (h *Hub) deliver(ctx context.Context) {
 	for {
-		events, err := h.src.EventsAfter(ctx, pos, eventBatch)
+		events, err := h.src.EventsAfter(ctx, h.position(), eventBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.Warn("reading events failed", "err", err)
 			}
-			return pos
+			return
 		}
 		for _, ev := range events {
-			if h.hasSubscriber(ev.TenantID) {
-				if ev.EventID, err = h.keys.EventID(ctx, ev.TenantID, ev.Pos); err != nil {
-					h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
-					return pos
-				}
-				h.publish(ev)
+			if h.skip(ev) {
+				continue
 			}
-			pos = ev.Pos
+			if ev.EventID, err = h.keys.EventID(ctx, ev.TenantID, ev.Pos); err != nil {
+				h.log.Warn("encoding an event id failed", "tenant", ev.TenantID, "err", err)
+				return
+			}
+			h.publish(ev)
 		}
 		if len(events) < eventBatch {
-			return pos
+			return
 		}
 	}
 }
 
-// Replay returns the tenant's events after the one whose id is after,
-// oldest first, at most limit, with their ids: what a listener that
-// reconnects missed. ok is false when after is not an id of the tenant's
-// events.
-func (h *Hub) Replay(ctx context.Context, tenantID, after string, limit int) (events []store.Notification, ok bool, err error) {
-	pos, ok, err := h.keys.ParseEventID(ctx, tenantID, after)
-	if err != nil || !ok {
-		return nil, ok, err
-	}
-	events, err = h.ReplayFrom(ctx, tenantID, pos, limit)
-	return events, true, err
-}
-
-// ReplayFrom is Replay from a position.
-func (h *Hub) ReplayFrom(ctx context.Context, tenantID string, pos store.EventPos, limit int) ([]store.Notification, error) {
-	events, err := h.src.TenantEventsAfter(ctx, tenantID, pos, limit)
+// ReplayThrough returns the tenant's events after pos, oldest first, at
+// most limit, with their ids: what a listener that reconnects missed. It
+// returns every event up to through, the position a subscription started
+// at (Subscribe), and past it those already final; the subscription's
+// channel brings the rest.
+func (h *Hub) ReplayThrough(ctx context.Context, tenantID string, pos, through store.EventPos, limit int) ([]store.Notification, error) {
+	events, err := h.src.TenantEventsThrough(ctx, tenantID, pos, through, limit)
 	if err != nil {
 		return nil, err
 	}

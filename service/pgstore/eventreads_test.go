@@ -40,7 +40,8 @@ func TestEventReadsLookUpByKey(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, call string }{
 		{"live reader", `SELECT * FROM holdpoint_events_after(0, 0, 100)`},
-		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_after('default', 0, 0, 100)`},
+		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_through('default', 0, 0, 0, 0, 100)`},
+		{"resumed stream through a position", `SELECT * FROM holdpoint_tenant_events_through('default', 0, 0, 4000000000, 0, 100)`},
 		{"webhook cursor", `SELECT * FROM holdpoint_webhook_cursor_events('default', 0, 0, ARRAY['turn.completed'], 100)`},
 	} {
 		buffers, rows := lastOfSeven(t, pool, tc.name, tc.call)
@@ -86,7 +87,8 @@ func TestEventReadsStopAtTheBatch(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, call string }{
 		{"live reader", `SELECT * FROM holdpoint_events_after(0, 0, 16)`},
-		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_after('default', 0, 0, 16)`},
+		{"resumed stream", `SELECT * FROM holdpoint_tenant_events_through('default', 0, 0, 0, 0, 16)`},
+		{"resumed stream through a position", `SELECT * FROM holdpoint_tenant_events_through('default', 0, 0, 4000000000, 0, 16)`},
 		{"webhook cursor", `SELECT * FROM holdpoint_webhook_cursor_events('default', 0, 0, ARRAY['turn.completed'], 16)`},
 	} {
 		buffers, rows := lastOfSeven(t, pool, tc.name, tc.call)

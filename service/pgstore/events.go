@@ -53,13 +53,14 @@ func (s *PgStore) EventsAfter(ctx context.Context, after store.EventPos, limit i
 	return out, err
 }
 
-// TenantEventsAfter implements store.EventSource.
-func (s *PgStore) TenantEventsAfter(ctx context.Context, tenantID string, after store.EventPos, limit int) ([]store.Notification, error) {
+// TenantEventsThrough implements store.EventSource.
+func (s *PgStore) TenantEventsThrough(ctx context.Context, tenantID string, after, through store.EventPos, limit int) ([]store.Notification, error) {
 	var rows []db.EventLog
 	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
 		var err error
-		rows, err = q.ListTenantEventsAfter(ctx, db.ListTenantEventsAfterParams{
-			TenantID: tenantID, AfterXid: after.Xid, AfterID: after.ID, Batch: int32(limit)})
+		rows, err = q.ListTenantEventsThrough(ctx, db.ListTenantEventsThroughParams{
+			TenantID: tenantID, AfterXid: after.Xid, AfterID: after.ID,
+			ThroughXid: through.Xid, ThroughID: through.ID, Batch: int32(limit)})
 		return err
 	})
 	out := make([]store.Notification, len(rows))

@@ -64,8 +64,11 @@ type EventSource interface {
 	// EventsAfter returns events of every tenant after a position, oldest
 	// first, at most limit, all final.
 	EventsAfter(ctx context.Context, after EventPos, limit int) ([]Notification, error)
-	// TenantEventsAfter is EventsAfter for one tenant.
-	TenantEventsAfter(ctx context.Context, tenantID string, after EventPos, limit int) ([]Notification, error)
+	// TenantEventsThrough returns one tenant's events after a position,
+	// oldest first, at most limit: all those up to through, a position
+	// every event at or before which is final (one a reader of the log
+	// has passed), and past it those the horizon shows final.
+	TenantEventsThrough(ctx context.Context, tenantID string, after, through EventPos, limit int) ([]Notification, error)
 	// ListenEvents blocks until ctx ends or the connection fails, calling
 	// ready once listening and wake whenever an instance announces new
 	// events.
