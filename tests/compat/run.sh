@@ -108,14 +108,16 @@ start_server() {
 	DATABASE_URL="$database" "$bin" serve --addr "127.0.0.1:$port" "$@" >"$tmp/$name.log" 2>&1 &
 	pid=$!
 	server_pids="$server_pids $pid"
-	deadline=$((SECONDS + 30))
+	# Bounded, but for a loaded machine: each server migrates its database
+	# and warms its pool first, beside the Go tests, and one took over 30 s.
+	deadline=$((SECONDS + 180))
 	until node -e 'fetch(process.argv[1]).then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))' "$url/readyz"; do
 		if ! kill -0 "$pid" 2>/dev/null || grep -qs '^State:[[:space:]]*Z' "/proc/$pid/status"; then
 			echo "run.sh: $name exited before it was ready" >&2
 			exit 1
 		fi
 		if ((SECONDS >= deadline)); then
-			echo "run.sh: $name was not ready within 30 s" >&2
+			echo "run.sh: $name was not ready within 180 s" >&2
 			exit 1
 		fi
 		sleep 0.3
