@@ -397,16 +397,21 @@ func (inv *invocation) claimSession(ctx context.Context) error {
 // settleFailedClaims decides what becomes of the interrupts a failed
 // turn's resume claimed: given back when nothing ran (released), kept
 // when a tool ran (returned, for the failed snapshot to record), and an
-// operator's decision kept for a later turn when the database failed it.
-func (inv *invocation) settleFailedClaims(ctx context.Context, t *Turn, err error, tr turnRecord) (kept turnRecord, released bool) {
+// operator's decision kept for a later turn (stays) when the database
+// failed it or the turn was stopped without being aborted (stopped: its
+// instance shuts down, or the request carrying it went away).
+func (inv *invocation) settleFailedClaims(ctx context.Context, t *Turn, err error, tr turnRecord, stopped bool) (kept turnRecord, released, stays bool) {
 	switch {
 	case len(tr.claimed) == 0:
-	case !t.ranTool && inv.preclaimed != nil && errors.Is(err, ErrUnavailable):
+	case !t.ranTool && inv.preclaimed != nil && (stopped || errors.Is(err, ErrUnavailable)):
 		// An operator's (or a deadline's) decision is recorded: a database
-		// outage does not undo it. Its turn is carried out once the
-		// database is back, by the guard's takeover or, without a guard,
-		// by the repair of stranded decisions.
-		inv.rt.log.Warn("a decision's turn failed with the database out of reach; the decision stays and its turn is carried out later", "snapshot", inv.baseID)
+		// outage, a shutdown or a lost connection does not undo it; only
+		// an abort of its turn does. Its turn is carried out by the
+		// guard's takeover (handed back at once by a shutdown) or,
+		// without a guard, by the repair of stranded decisions.
+		inv.rt.log.Warn("a decision's turn stopped before it ran (the database out of reach, a shutdown, or its request gone); the decision stays and its turn is carried out later",
+			"snapshot", inv.baseID, "err", err)
+		stays = true
 	case !t.ranTool:
 		if rerr := inv.rt.store.ReleaseInterrupts(ctx, inv.caller.TenantID, tr.claimed, inv.caller.Actor); rerr != nil {
 			inv.rt.log.Error("releasing interrupt claims failed", "err", rerr)
@@ -420,7 +425,7 @@ func (inv *invocation) settleFailedClaims(ctx context.Context, t *Turn, err erro
 			kept = turnRecord{}
 		}
 	}
-	return kept, released
+	return kept, released, stays
 }
 
 // deferredClaim is a resume's claim not made yet: the interrupts of the

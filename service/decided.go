@@ -127,6 +127,11 @@ func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID
 		}
 		return nil, err
 	}
+	if out.FinishReason == FinishFailed && databaseOutage(out.Error) {
+		// The turn stopped before it ended (the database out of reach, a
+		// shutdown, the request gone) and the decisions stay: as above.
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, out.Error.Message)
+	}
 	return out, nil
 }
 

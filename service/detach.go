@@ -189,11 +189,17 @@ func (inv *invocation) releaseSlot() {
 func (inv *invocation) startBackground(takenOver bool) {
 	inv.rt.obs.JobStarted(takenOver)
 	inv.det.journal = true
-	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.det.id), inv.cancelWork)
+	inv.rt.running.Store(runningKey(inv.caller.TenantID, inv.det.id), context.CancelFunc(inv.abortWork))
 	hbCtx, stop := context.WithCancel(inv.rt.bg)
 	inv.det.stopHeartbeat = stop
 	inv.det.heartbeatDone = make(chan struct{})
 	go inv.heartbeat(hbCtx, inv.det.id)
+}
+
+// abortWork cancels the turn because its pending snapshot was aborted.
+func (inv *invocation) abortWork() {
+	inv.det.aborted.Store(true)
+	inv.cancelWork()
 }
 
 // heartbeat refreshes the pending snapshot and, as the fallback for an
@@ -222,7 +228,7 @@ func (inv *invocation) heartbeat(ctx context.Context, snapshotID string) {
 			inv.cancelWork()
 			return true
 		case status != StatusPending:
-			inv.cancelWork()
+			inv.abortWork()
 			return true
 		}
 		return false

@@ -134,7 +134,11 @@ func (r *Runtime) RepairStrandedDecisions(ctx context.Context) (int, error) {
 		r.log.Warn("a decision's turn never started; starting it", "tenant", d.TenantID, "snapshot", d.SnapshotID, "interrupts", len(d.Batch))
 		out, err := r.ResumeDecided(ctx, c, d.Agent, d.SnapshotID, d.Batch)
 		if err != nil {
-			if !errors.Is(err, ErrDecisionTaken) {
+			switch {
+			case errors.Is(err, ErrDecisionTaken):
+			case errors.Is(err, ErrUnavailable):
+				r.log.Warn("a stranded decision's turn stopped before it ended; it is carried out later", "snapshot", d.SnapshotID, "err", err)
+			default:
 				r.log.Error("starting a stranded decision's turn failed", "snapshot", d.SnapshotID, "err", err)
 			}
 			continue

@@ -399,3 +399,105 @@ func recoveries(t *testing.T, m *telemetry.Metrics, kind string) float64 {
 	}
 	return 0
 }
+
+// inboxApprovalWith approves through the inbox with ctx, the operator's
+// request.
+func inboxApprovalWith(ctx context.Context) func(rt *service.Runtime, paused string) error {
+	return func(rt *service.Runtime, paused string) error {
+		items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{Status: "pending"})
+		if err != nil || len(items) != 1 || items[0].SnapshotID != paused {
+			return errors.Join(err, errors.New("no pending approval"))
+		}
+		_, err = inbox.New(rt).RespondInterrupt(ctx, testCaller, items[0].ID, json.RawMessage(`{"approved":true}`), "")
+		return err
+	}
+}
+
+// TestDecisionSurvivesItsInstanceShuttingDown: the instance carrying out
+// an operator's approval shuts down before the tool. The decision was
+// recorded and acknowledged, so the shutdown must not undo it (it gave
+// the approval back, pending again, and ended the turn aborted: an
+// accepted approval lost, seen in the chaos test): the operator is told
+// it is recorded and carried out later, and another instance carries it
+// out, the tool once.
+func TestDecisionSurvivesItsInstanceShuttingDown(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	var paidA, paidB atomic.Int32
+	reached := make(chan struct{}, 1)
+	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, make(chan struct{}), reached) })
+	paused, aDone := pauseThenDecide(t, a.rt, inboxApproval, reached)
+	a.stop() // SIGTERM: the background loops end, then Shutdown
+	if err := <-aDone; !errors.Is(err, service.ErrUnavailable) {
+		t.Fatalf("the operator's approval, its instance shut down under it: %v; want UNAVAILABLE (recorded, carried out later)", err)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, paused); n != 1 {
+		t.Fatalf("%d interrupts resolved after the shutdown; want the approval kept", n)
+	}
+	open := make(chan struct{})
+	close(open)
+	startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	wantFinished(t, admin, paused)
+	if paidA.Load() != 0 || paidB.Load() != 1 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 0 and 1", paidA.Load(), paidB.Load())
+	}
+}
+
+// TestDecisionSurvivesItsRequestGoing: the operator's request goes (a
+// closed tab, a dropped connection) while the turn it started waits
+// before the tool: the decision stays, and the turn is carried out (the
+// guard's job taken over once its heartbeat is stale), the tool once.
+func TestDecisionSurvivesItsRequestGoing(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
+	var paid atomic.Int32
+	reached := make(chan struct{}, 1)
+	hold := make(chan struct{})
+	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paid, beforeTool, hold, reached) })
+	ctx, cancel := context.WithCancel(context.Background())
+	paused, aDone := pauseThenDecide(t, a.rt, inboxApprovalWith(ctx), reached)
+	close(hold) // the takeover's model goes straight on
+	cancel()
+	if err := <-aDone; err == nil {
+		t.Fatal("the approval whose request went answered as if it finished")
+	}
+	wantFinished(t, admin, paused)
+	if paid.Load() != 1 {
+		t.Fatalf("pay ran %d times; want once", paid.Load())
+	}
+}
+
+// TestAbortedDecisionIsGivenBack: a user's abort of the turn carrying out
+// an operator's approval does end it: the approval is pending again, to be
+// decided anew, and nothing of the turn is left to run.
+func TestAbortedDecisionIsGivenBack(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
+	var paid atomic.Int32
+	reached := make(chan struct{}, 1)
+	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paid, beforeTool, make(chan struct{}), reached) })
+	paused, aDone := pauseThenDecide(t, a.rt, inboxApproval, reached)
+	var pending string
+	if err := admin.QueryRow(context.Background(), `SELECT snapshot_id FROM turn_jobs WHERE parent_id = $1`, paused).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.rt.Abort(context.Background(), testCaller, "payer", pending); err != nil {
+		t.Fatal(err)
+	}
+	<-aDone
+	waitFor(t, "the aborted turn's guard to go", time.Minute, func() bool {
+		return count(t, admin, `SELECT count(*) FROM turn_jobs`) == 0
+	})
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, paused); n != 1 {
+		t.Fatal("the approval is not pending again after its turn was aborted")
+	}
+	if paid.Load() != 0 {
+		t.Fatalf("pay ran %d times; want none", paid.Load())
+	}
+}

@@ -297,6 +297,11 @@ type detachState struct {
 	slot, queued bool
 	// lostJob is set when another instance took this detached turn over.
 	lostJob atomic.Bool
+	// aborted is set when the turn was cancelled because its pending
+	// snapshot was aborted (a user's abort, heard or polled): unlike its
+	// caller going away or its instance shutting down, that ends it for
+	// good.
+	aborted atomic.Bool
 	// attempts is the job's claims so far (a turn taken over: 1 or more).
 	attempts      int
 	stopHeartbeat context.CancelFunc
@@ -364,8 +369,18 @@ func (inv *invocation) cancelledEnd() (string, *ErrorDetails) {
 	if inv.det.lostJob.Load() {
 		return FinishFailed, Details(UnavailableError(errLostToAnotherInstance))
 	}
+	if inv.preclaimed != nil && !inv.det.aborted.Load() && !inv.isDetached() {
+		// A decision's turn stopped by a shutdown or a request gone: the
+		// decision stays and its turn is carried out later (see
+		// settleFailedClaims). (A detached one's job says so itself.)
+		return FinishFailed, Details(UnavailableError(errDecisionStays))
+	}
 	return FinishAborted, nil
 }
+
+// errDecisionStays is the cause of a decision's turn that stopped before
+// it ended, without an abort.
+var errDecisionStays = errors.New("the turn carrying out a decision stopped before it ended; it is carried out later")
 
 // errLostToAnotherInstance is the cause of a turn that another instance
 // took over from this one.
@@ -570,6 +585,8 @@ func (inv *invocation) turn(ctx context.Context, in AgentInput) (turnResult, err
 // turn's failure is written when its pending snapshot is finalized, and an
 // aborted turn writes no snapshot.
 func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr turnRecord) {
+	// Stopped, not aborted: the instance shuts down or the request went.
+	stopped := ctx.Err() != nil && !inv.det.aborted.Load()
 	ctx = context.WithoutCancel(ctx)
 	// A deferred claim was never made: there is nothing to release, and
 	// the failed snapshot claims nothing.
@@ -580,7 +597,7 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		inv.flushToolCalls(ctx, t)
 		return
 	}
-	kept, released := inv.settleFailedClaims(ctx, t, err, tr)
+	kept, released, stays := inv.settleFailedClaims(ctx, t, err, tr, stopped)
 	// A turn refused before agent code ran (a forged restart, an unanswered
 	// request) is kept too when the session already has a snapshot to hang
 	// it on; on a new session it writes nothing.
@@ -592,10 +609,10 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		} else {
 			inv.emit(StreamChunk{TurnEnd: &TurnEnd{SnapshotID: t.snapshotID, FinishReason: FinishFailed}})
 		}
-	} else if !t.ranTool && (released || !errors.Is(err, ErrUnavailable)) {
+	} else if !t.ranTool && !stays && (released || !errors.Is(err, ErrUnavailable)) {
 		// Nothing ran: nobody must finish this resume. (When the database
-		// is out of reach with the claims still made, or a tool ran, the
-		// guard stays for a takeover.)
+		// is out of reach with the claims still made, a decision stays, or
+		// a tool ran, the guard stays for a takeover.)
 		inv.dropGuard()
 	}
 	inv.flushToolCalls(ctx, t)
