@@ -120,6 +120,12 @@ func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID
 		// them out once the database is back.
 		return nil, err
 	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped before its turn began (a shutdown, the request gone):
+		// the decisions stay, and the repair of stranded decisions starts
+		// their turn.
+		return nil, fmt.Errorf("%w: the turn carrying out the decision did not start: %w", ErrUnavailable, err)
+	}
 	if err != nil {
 		// Nothing ran: give the decisions back so they can be made again.
 		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), c.TenantID, ids, c.Actor); rerr != nil {
