@@ -413,6 +413,30 @@ func inboxApprovalWith(ctx context.Context) func(rt *service.Runtime, paused str
 	}
 }
 
+// underway is an approval whose turn waits before the tool on instance a.
+type underway struct {
+	url    string
+	admin  *pgxpool.Pool
+	a      *instance
+	paused string
+	done   <-chan error // the approval's result, to come
+	paid   *atomic.Int32
+}
+
+// approvalUnderway starts instance A with opts (its heartbeat's) and the
+// payer, whose model waits before the tool until hold is closed; pauses
+// it and approves with decide, and returns once the approved turn waits
+// there.
+func approvalUnderway(t *testing.T, opts service.Options, hold <-chan struct{}, decide func(rt *service.Runtime, paused string) error) underway {
+	t.Helper()
+	u := underway{url: testdb.URL(t), paid: new(atomic.Int32)}
+	u.admin = testdb.OwnerPool(t, u.url)
+	reached := make(chan struct{}, 1)
+	u.a = startInstance(t, u.url, opts, func(rt *service.Runtime) { guardedAgent(rt, u.paid, beforeTool, hold, reached) })
+	u.paused, u.done = pauseThenDecide(t, u.a.rt, decide, reached)
+	return u
+}
+
 // TestDecisionSurvivesItsInstanceShuttingDown: the instance carrying out
 // an operator's approval shuts down before the tool. The decision was
 // recorded and acknowledged, so the shutdown must not undo it (it gave
@@ -422,26 +446,22 @@ func inboxApprovalWith(ctx context.Context) func(rt *service.Runtime, paused str
 // out, the tool once.
 func TestDecisionSurvivesItsInstanceShuttingDown(t *testing.T) {
 	t.Parallel()
-	url := testdb.URL(t)
-	admin := testdb.OwnerPool(t, url)
 	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
-	var paidA, paidB atomic.Int32
-	reached := make(chan struct{}, 1)
-	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, beforeTool, make(chan struct{}), reached) })
-	paused, aDone := pauseThenDecide(t, a.rt, inboxApproval, reached)
-	a.stop() // SIGTERM: the background loops end, then Shutdown
-	if err := <-aDone; !errors.Is(err, service.ErrUnavailable) {
+	u := approvalUnderway(t, opts, make(chan struct{}), inboxApproval)
+	u.a.stop() // SIGTERM: the background loops end, then Shutdown
+	if err := <-u.done; !errors.Is(err, service.ErrUnavailable) {
 		t.Fatalf("the operator's approval, its instance shut down under it: %v; want UNAVAILABLE (recorded, carried out later)", err)
 	}
-	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, paused); n != 1 {
+	if n := count(t, u.admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, u.paused); n != 1 {
 		t.Fatalf("%d interrupts resolved after the shutdown; want the approval kept", n)
 	}
+	var paidB atomic.Int32
 	open := make(chan struct{})
 	close(open)
-	startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
-	wantFinished(t, admin, paused)
-	if paidA.Load() != 0 || paidB.Load() != 1 {
-		t.Fatalf("pay ran %d times on A and %d on B; want 0 and 1", paidA.Load(), paidB.Load())
+	startInstance(t, u.url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	wantFinished(t, u.admin, u.paused)
+	if u.paid.Load() != 0 || paidB.Load() != 1 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 0 and 1", u.paid.Load(), paidB.Load())
 	}
 }
 
@@ -451,23 +471,18 @@ func TestDecisionSurvivesItsInstanceShuttingDown(t *testing.T) {
 // guard's job taken over once its heartbeat is stale), the tool once.
 func TestDecisionSurvivesItsRequestGoing(t *testing.T) {
 	t.Parallel()
-	url := testdb.URL(t)
-	admin := testdb.OwnerPool(t, url)
 	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
-	var paid atomic.Int32
-	reached := make(chan struct{}, 1)
 	hold := make(chan struct{})
-	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paid, beforeTool, hold, reached) })
 	ctx, cancel := context.WithCancel(context.Background())
-	paused, aDone := pauseThenDecide(t, a.rt, inboxApprovalWith(ctx), reached)
+	u := approvalUnderway(t, opts, hold, inboxApprovalWith(ctx))
 	close(hold) // the takeover's model goes straight on
 	cancel()
-	if err := <-aDone; err == nil {
+	if err := <-u.done; err == nil {
 		t.Fatal("the approval whose request went answered as if it finished")
 	}
-	wantFinished(t, admin, paused)
-	if paid.Load() != 1 {
-		t.Fatalf("pay ran %d times; want once", paid.Load())
+	wantFinished(t, u.admin, u.paused)
+	if u.paid.Load() != 1 {
+		t.Fatalf("pay ran %d times; want once", u.paid.Load())
 	}
 }
 
@@ -476,28 +491,23 @@ func TestDecisionSurvivesItsRequestGoing(t *testing.T) {
 // decided anew, and nothing of the turn is left to run.
 func TestAbortedDecisionIsGivenBack(t *testing.T) {
 	t.Parallel()
-	url := testdb.URL(t)
-	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
-	var paid atomic.Int32
-	reached := make(chan struct{}, 1)
-	a := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paid, beforeTool, make(chan struct{}), reached) })
-	paused, aDone := pauseThenDecide(t, a.rt, inboxApproval, reached)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	u := approvalUnderway(t, opts, make(chan struct{}), inboxApproval)
 	var pending string
-	if err := admin.QueryRow(context.Background(), `SELECT snapshot_id FROM turn_jobs WHERE parent_id = $1`, paused).Scan(&pending); err != nil {
+	if err := u.admin.QueryRow(context.Background(), `SELECT snapshot_id FROM turn_jobs WHERE parent_id = $1`, u.paused).Scan(&pending); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.rt.Abort(context.Background(), testCaller, "payer", pending); err != nil {
+	if _, err := u.a.rt.Abort(context.Background(), testCaller, "payer", pending); err != nil {
 		t.Fatal(err)
 	}
-	<-aDone
+	<-u.done
 	waitFor(t, "the aborted turn's guard to go", time.Minute, func() bool {
-		return count(t, admin, `SELECT count(*) FROM turn_jobs`) == 0
+		return count(t, u.admin, `SELECT count(*) FROM turn_jobs`) == 0
 	})
-	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, paused); n != 1 {
+	if n := count(t, u.admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending'`, u.paused); n != 1 {
 		t.Fatal("the approval is not pending again after its turn was aborted")
 	}
-	if paid.Load() != 0 {
-		t.Fatalf("pay ran %d times; want none", paid.Load())
+	if u.paid.Load() != 0 {
+		t.Fatalf("pay ran %d times; want none", u.paid.Load())
 	}
 }
