@@ -71,7 +71,8 @@ func (r *Runtime) SnapshotAgent(ctx context.Context, c Caller, agent, snapshotID
 // resolution ({"respond": ...} or {"restart": true, "input": ...}). When
 // nothing ran, the decisions are given back (released) so they can be made
 // again; ErrDecisionTaken (another turn carries them out) and
-// ErrUnavailable leave them decided.
+// ErrUnavailable (the database, a shutdown or the request gone stopped
+// the turn) leave them decided.
 func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID string, batch []Interrupt) (*AgentOutput, error) {
 	// The operator (or the deadline) decides; the turn continues the
 	// session of whoever owns it.
@@ -80,6 +81,20 @@ func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID
 		return nil, err
 	}
 	c.EndUser = snap.EndUser
+	res, ids, err := decidedResume(batch)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan AgentInput, 1)
+	ch <- AgentInput{Resume: res}
+	close(ch)
+	out, err := r.invoke(ctx, c, agent, AgentInit{SnapshotID: snapshotID}, ch, nil, ids, false)
+	return r.settleDecided(ctx, c.TenantID, c.Actor, snapshotID, ids, out, err)
+}
+
+// decidedResume is the resume that carries out the decisions of batch,
+// and their interrupts' ids.
+func decidedResume(batch []Interrupt) (*Resume, []uuid.UUID, error) {
 	res := &Resume{}
 	ids := make([]uuid.UUID, 0, len(batch))
 	for _, it := range batch {
@@ -91,7 +106,7 @@ func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID
 			Note    string          `json:"note"`
 		}
 		if err := json.Unmarshal(it.Resolution, &decision); err != nil {
-			return nil, fmt.Errorf("interrupt %s resolution: %w", it.ID, err)
+			return nil, nil, fmt.Errorf("interrupt %s resolution: %w", it.ID, err)
 		}
 		if decision.Restart {
 			meta := Metadata{metaResumed: jsonTrue}
@@ -107,33 +122,32 @@ func (r *Runtime) ResumeDecided(ctx context.Context, c Caller, agent, snapshotID
 		}
 		res.Respond = append(res.Respond, Part{ToolResponse: &ToolResponse{Name: it.Tool, Ref: it.Ref, Output: rawjson.Or(decision.Respond, "null")}})
 	}
-	ch := make(chan AgentInput, 1)
-	ch <- AgentInput{Resume: res}
-	close(ch)
-	out, err := r.invoke(ctx, c, agent, AgentInit{SnapshotID: snapshotID}, ch, nil, ids, false)
-	if errors.Is(err, ErrDecisionTaken) {
+	return res, ids, nil
+}
+
+// settleDecided answers the turn that carried out decisions ids (out,
+// err), keeping them decided unless nothing ran for good.
+func (r *Runtime) settleDecided(ctx context.Context, tenantID, actor, snapshotID string, ids []uuid.UUID, out *AgentOutput, err error) (*AgentOutput, error) {
+	switch {
+	case errors.Is(err, ErrDecisionTaken):
 		return nil, err // another turn carries them out: they stay decided
-	}
-	if errors.Is(err, ErrUnavailable) {
+	case errors.Is(err, ErrUnavailable):
 		// Recorded, and not undone by an outage: the takeover of the
 		// turn's guard, or the repair of stranded decisions, carries
 		// them out once the database is back.
 		return nil, err
-	}
-	if err != nil && ctx.Err() != nil {
+	case err != nil && ctx.Err() != nil:
 		// Stopped before its turn began (a shutdown, the request gone):
 		// the decisions stay, and the repair of stranded decisions starts
 		// their turn.
 		return nil, fmt.Errorf("%w: the turn carrying out the decision did not start: %w", ErrUnavailable, err)
-	}
-	if err != nil {
+	case err != nil:
 		// Nothing ran: give the decisions back so they can be made again.
-		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), c.TenantID, ids, c.Actor); rerr != nil {
+		if rerr := r.store.ReleaseInterrupts(context.WithoutCancel(ctx), tenantID, ids, actor); rerr != nil {
 			r.log.Error("releasing decisions failed", "snapshot", snapshotID, "err", rerr)
 		}
 		return nil, err
-	}
-	if out.FinishReason == FinishFailed && databaseOutage(out.Error) {
+	case out.FinishReason == FinishFailed && databaseOutage(out.Error):
 		// The turn stopped before it ended (the database out of reach, a
 		// shutdown, the request gone) and the decisions stay: as above.
 		return nil, fmt.Errorf("%w: %s", ErrUnavailable, out.Error.Message)
