@@ -17,7 +17,7 @@ import (
 // it reads the log past its position when another instance's NOTIFY wakes
 // it, and every second in any case. It reads events in log order (see
 // store.EventPos), so a listener that reconnects with the last id it saw can
-// replay exactly what it missed (Replay).
+// replay exactly what it missed (Subscribe, ReplayThrough).
 type Hub struct {
 	src  store.EventSource
 	log  *slog.Logger

@@ -51,12 +51,7 @@ func TestEventHorizonIsThisDatabase(t *testing.T) {
 
 	// A transaction of this database, begun before the second event: it
 	// may yet commit an event before it, so the readers stop before both.
-	sameConn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sameConn.Release()
-	sameTx := openWithID(t, sameConn.Conn())
+	sameTx := openHere(t, pool)
 	addEvent(t, pool, "second")
 	// (Fewer is possible: another test's transaction that ended between
 	// the snapshot and the read of pg_stat_activity holds one read back.)
@@ -121,13 +116,7 @@ func TestReplayReadsThroughAPosition(t *testing.T) {
 
 	// A transaction of this database open from before the second and
 	// third events holds the horizon before them.
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	tx := openWithID(t, conn.Conn())
-	defer func() { _ = tx.Rollback(ctx) }()
+	tx := openHere(t, pool)
 	addEvent(t, pool, "second")
 	addEvent(t, pool, "third")
 	var pos []store.EventPos
@@ -177,6 +166,22 @@ func TestReplayReadsThroughAPosition(t *testing.T) {
 			t.Fatalf("a minute after the transaction ended, through the first event: %v, want %v", got, pos)
 		}
 	}
+}
+
+// openHere is openWithID on a connection of pool, the transaction rolled
+// back (unless committed) and the connection released when the test ends.
+func openHere(t *testing.T, pool *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := openWithID(t, conn.Conn())
+	t.Cleanup(func() {
+		_ = tx.Rollback(context.Background())
+		conn.Release()
+	})
+	return tx
 }
 
 // openWithID begins a transaction on conn and has it take a transaction
