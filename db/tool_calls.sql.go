@@ -460,7 +460,8 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'running', $9, $10, $11,
        $12, $13
 WHERE $14::text IS NULL OR EXISTS (
     SELECT 1 FROM turn_jobs
-    WHERE tenant_id = $1 AND snapshot_id = $2 AND owner = $14::text)
+    WHERE tenant_id = $1 AND snapshot_id = $2 AND owner = $14::text
+    FOR KEY SHARE)
 ON CONFLICT DO NOTHING
 RETURNING call_key
 `
@@ -485,8 +486,11 @@ type StartToolCallParams struct {
 // Records that a tool is about to run; no row comes back when it was not
 // recorded. A detached turn's call (job_owner set) is recorded only while
 // that instance still owns the turn's job: a stalled instance whose job was
-// taken over is fenced off here, before it can run the tool. A call
-// recorded before is not recorded again.
+// taken over is fenced off here, before it can run the tool. The job's row
+// is share-locked until the call's row commits: a takeover (its claim
+// skips locked jobs) comes after it and finds the call journaled, or
+// before it, and then this records nothing. A call recorded before is not
+// recorded again.
 func (q *Queries) StartToolCall(ctx context.Context, arg StartToolCallParams) (string, error) {
 	row := q.db.QueryRow(ctx, startToolCall,
 		arg.TenantID,

@@ -2,15 +2,19 @@
 -- Records that a tool is about to run; no row comes back when it was not
 -- recorded. A detached turn's call (job_owner set) is recorded only while
 -- that instance still owns the turn's job: a stalled instance whose job was
--- taken over is fenced off here, before it can run the tool. A call
--- recorded before is not recorded again.
+-- taken over is fenced off here, before it can run the tool. The job's row
+-- is share-locked until the call's row commits: a takeover (its claim
+-- skips locked jobs) comes after it and finds the call journaled, or
+-- before it, and then this records nothing. A call recorded before is not
+-- recorded again.
 INSERT INTO tool_calls (tenant_id, turn_id, call_key, session_id, agent, tool, ref, input, status, restart, actor, end_user,
                         attempt, call_id)
 SELECT @tenant_id, @turn_id, @call_key, @session_id, @agent, @tool, @ref, @input, 'running', @restart, @actor, sqlc.narg(end_user),
        @attempt, sqlc.narg(call_id)
 WHERE sqlc.narg(job_owner)::text IS NULL OR EXISTS (
     SELECT 1 FROM turn_jobs
-    WHERE tenant_id = @tenant_id AND snapshot_id = @turn_id AND owner = sqlc.narg(job_owner)::text)
+    WHERE tenant_id = @tenant_id AND snapshot_id = @turn_id AND owner = sqlc.narg(job_owner)::text
+    FOR KEY SHARE)
 ON CONFLICT DO NOTHING
 RETURNING call_key;
 

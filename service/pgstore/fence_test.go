@@ -1,0 +1,71 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/holdpoint/holdpoint/db"
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/service/protocol"
+	"github.com/holdpoint/holdpoint/service/store"
+)
+
+// TestATakeoverComesAfterAJournaledCall: a turn's tool call is being
+// journaled by the job's owner (StartToolCall, its transaction not yet
+// committed) when the job's heartbeat is stale. A takeover that claimed the
+// job then would read its journal without the call and run the tool a
+// second time (and an aborted turn's decision would be given back with the
+// tool run): it must skip the job until the call's row commits, and then
+// find the call.
+func TestATakeoverComesAfterAJournaledCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	pool, err := NewAppPool(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(pool)
+	t.Cleanup(s.Close)
+	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
+		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
+	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}
+	if err := s.CreatePendingSnapshot(ctx, w, job, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	owner := testdb.OwnerPool(t, url)
+	if _, err := owner.Exec(ctx, `UPDATE turn_jobs SET heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+
+	journal, err := owner.Begin(ctx) // w1 journaling its call, not committed yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = journal.Rollback(ctx) }()
+	q := db.New(journal)
+	if err := q.SetTenant(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	w1 := "w1"
+	if _, err := q.StartToolCall(ctx, db.StartToolCallParams{TenantID: "default", TurnID: "p1", CallKey: "pay", SessionID: "s",
+		Agent: "a", Tool: "pay", Actor: "test", Attempt: 1, JobOwner: &w1}); err != nil {
+		t.Fatalf("journaling the call as the job's owner: %v", err)
+	}
+	if got, err := s.ClaimNextJob(ctx, "w2", []string{"a"}, false, time.Second); err != nil || got != nil {
+		t.Fatalf("a takeover while the call is being journaled: %+v, %v; want none", got, err)
+	}
+	if err := journal.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ClaimNextJob(ctx, "w2", []string{"a"}, false, time.Second)
+	if err != nil || got == nil || got.SnapshotID != "p1" {
+		t.Fatalf("the takeover once the call committed: %+v, %v", got, err)
+	}
+	calls, err := s.ListTurnToolCalls(ctx, "default", []string{"p1"})
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("the takeover's journal: %d calls, %v; want the one journaled", len(calls), err)
+	}
+}
