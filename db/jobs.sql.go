@@ -131,6 +131,51 @@ func (q *Queries) ListenAborts(ctx context.Context) error {
 	return err
 }
 
+const releaseAbortedTurnClaims = `-- name: ReleaseAbortedTurnClaims :many
+UPDATE interrupts i
+SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL, resumed_snapshot_id = NULL
+FROM turn_jobs j
+JOIN snapshots s ON s.tenant_id = j.tenant_id AND s.id = j.snapshot_id
+WHERE j.tenant_id = $1 AND j.snapshot_id = $2 AND j.owner = $3
+  AND s.status = 'aborted'
+  AND i.tenant_id = j.tenant_id AND i.snapshot_id = j.parent_id
+  AND i.status = 'resolved' AND i.resumed_snapshot_id = j.snapshot_id
+  AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.tenant_id = j.tenant_id AND c.turn_id = j.snapshot_id)
+RETURNING i.id
+`
+
+type ReleaseAbortedTurnClaimsParams struct {
+	TenantID   string
+	SnapshotID string
+	Owner      *string
+}
+
+// The claims of a turn aborted while nobody ran it, given back (pending
+// again) when no tool call of the turn was journaled: nothing of it ran on
+// any instance. Only by the job's owner: a journaled call is recorded only
+// while its instance owns the job (StartToolCall), so none can be added
+// behind this check. With a journaled call the claims stay resolved (a
+// tool may have run), as when a running turn is aborted after a tool.
+func (q *Queries) ReleaseAbortedTurnClaims(ctx context.Context, arg ReleaseAbortedTurnClaimsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, releaseAbortedTurnClaims, arg.TenantID, arg.SnapshotID, arg.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const releaseTurnJobs = `-- name: ReleaseTurnJobs :one
 SELECT holdpoint_release_turn_jobs($1)::bigint AS released
 `

@@ -31,3 +31,21 @@ SELECT holdpoint_release_turn_jobs(@owner)::bigint AS released;
 -- Subscribes the connection to the abort announcements.
 LISTEN holdpoint_abort;
 
+
+-- name: ReleaseAbortedTurnClaims :many
+-- The claims of a turn aborted while nobody ran it, given back (pending
+-- again) when no tool call of the turn was journaled: nothing of it ran on
+-- any instance. Only by the job's owner: a journaled call is recorded only
+-- while its instance owns the job (StartToolCall), so none can be added
+-- behind this check. With a journaled call the claims stay resolved (a
+-- tool may have run), as when a running turn is aborted after a tool.
+UPDATE interrupts i
+SET status = 'pending', resolution = NULL, resolved_by = NULL, resolved_at = NULL, resumed_snapshot_id = NULL
+FROM turn_jobs j
+JOIN snapshots s ON s.tenant_id = j.tenant_id AND s.id = j.snapshot_id
+WHERE j.tenant_id = @tenant_id AND j.snapshot_id = @snapshot_id AND j.owner = @owner
+  AND s.status = 'aborted'
+  AND i.tenant_id = j.tenant_id AND i.snapshot_id = j.parent_id
+  AND i.status = 'resolved' AND i.resumed_snapshot_id = j.snapshot_id
+  AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.tenant_id = j.tenant_id AND c.turn_id = j.snapshot_id)
+RETURNING i.id;

@@ -511,3 +511,90 @@ func TestAbortedDecisionIsGivenBack(t *testing.T) {
 		t.Fatalf("pay ran %d times; want none", u.paid.Load())
 	}
 }
+
+// queuedDecisionAborted: the instance carrying out an operator's approval
+// shuts down before the tool (the approval stays, its guard's job handed
+// back to the queue), and a user aborts the turn before another instance
+// takes the job. It returns the approval and the aborted turn's snapshot.
+func queuedDecisionAborted(t *testing.T, opts service.Options) (underway, string) {
+	t.Helper()
+	u := approvalUnderway(t, opts, make(chan struct{}), inboxApproval)
+	u.a.stop()
+	if err := <-u.done; !errors.Is(err, service.ErrUnavailable) {
+		t.Fatalf("the approval whose instance shut down: %v; want UNAVAILABLE", err)
+	}
+	var pending string
+	if err := u.admin.QueryRow(context.Background(), `SELECT snapshot_id FROM turn_jobs WHERE parent_id = $1 AND owner IS NULL`, u.paused).Scan(&pending); err != nil {
+		t.Fatalf("the guard's job, handed back: %v", err)
+	}
+	// An instance with no job runner takes the user's abort: nobody runs
+	// the turn, as when every instance is busy or down.
+	c := newInstanceWithoutBackground(t, u.url, opts, func(rt *service.Runtime) { guardedAgent(rt, new(atomic.Int32), beforeTool, nil, nil) })
+	if _, err := c.Abort(context.Background(), testCaller, "payer", pending); err != nil {
+		t.Fatal(err)
+	}
+	return u, pending
+}
+
+// TestAbortedQueuedDecisionIsGivenBack: an approval whose turn was aborted
+// while it waited in the queue, nothing of it run, is pending again (it
+// stayed resolved for a turn that never ran: neither carried out nor open
+// to a new decision), and a new approval pays once.
+func TestAbortedQueuedDecisionIsGivenBack(t *testing.T) {
+	t.Parallel()
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	u, _ := queuedDecisionAborted(t, opts)
+	var paidB atomic.Int32
+	open := make(chan struct{})
+	close(open)
+	b := startInstance(t, u.url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	waitFor(t, "the aborted turn's job to go", time.Minute, func() bool {
+		return count(t, u.admin, `SELECT count(*) FROM turn_jobs`) == 0
+	})
+	if n := count(t, u.admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'pending' AND resumed_snapshot_id IS NULL`, u.paused); n != 1 {
+		t.Fatal("the approval of the aborted turn is not pending again")
+	}
+	if n := count(t, u.admin, `SELECT count(*) FROM interrupt_events e JOIN interrupts i ON i.id = e.interrupt_id
+		WHERE i.snapshot_id = $1 AND e.type = 'released' AND e.actor = 'system'`, u.paused); n != 1 {
+		t.Fatalf("%d released events; want the one of the abort", n)
+	}
+	if u.paid.Load() != 0 || paidB.Load() != 0 {
+		t.Fatalf("pay ran %d times on A and %d on B; want none", u.paid.Load(), paidB.Load())
+	}
+	if err := inboxApproval(b.rt, u.paused); err != nil {
+		t.Fatalf("approving again: %v", err)
+	}
+	if paidB.Load() != 1 {
+		t.Fatalf("pay ran %d times after the new approval; want once", paidB.Load())
+	}
+}
+
+// TestAbortedQueuedDecisionStaysAfterAToolStarted: the same, but the
+// instance that shut down had journaled the tool's call (it may have paid):
+// the approval stays resolved, for the turn that may have run it, and
+// nothing pays again.
+func TestAbortedQueuedDecisionStaysAfterAToolStarted(t *testing.T) {
+	t.Parallel()
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	u, pending := queuedDecisionAborted(t, opts)
+	if _, err := u.admin.Exec(context.Background(), `INSERT INTO tool_calls (tenant_id, turn_id, call_key, session_id, agent, tool, status, actor)
+		SELECT tenant_id, id, 'pay/p1', session_id, agent, 'pay', 'running', 'system' FROM snapshots WHERE id = $1`, pending); err != nil {
+		t.Fatal(err)
+	}
+	var paidB atomic.Int32
+	open := make(chan struct{})
+	close(open)
+	startInstance(t, u.url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, open, nil) })
+	waitFor(t, "the aborted turn's job to go", time.Minute, func() bool {
+		return count(t, u.admin, `SELECT count(*) FROM turn_jobs`) == 0
+	})
+	if n := count(t, u.admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved' AND resumed_snapshot_id = $2`, u.paused, pending); n != 1 {
+		t.Fatal("the approval whose turn journaled a tool call did not stay resolved")
+	}
+	if n := count(t, u.admin, `SELECT count(*) FROM interrupt_events WHERE type = 'released'`); n != 0 {
+		t.Fatalf("%d released events; want none", n)
+	}
+	if paidB.Load() != 0 {
+		t.Fatalf("pay ran %d times on B; want none", paidB.Load())
+	}
+}

@@ -205,6 +205,10 @@ func (r *Runtime) jobAgent(job *TurnJob, c Caller, log *slog.Logger) *Agent {
 		return nil // another instance serves this agent
 	}
 	snap, err := r.store.LoadSnapshot(r.bg, LoadSnapshotParams{Scope: c.Scope(), Agent: a.Name, ID: job.SnapshotID})
+	if err == nil && snap.Status == StatusAborted {
+		r.dropAbortedJob(job, log)
+		return nil
+	}
 	if errors.Is(err, ErrNotFound) || (err == nil && snap.Status != StatusPending) {
 		if err := r.store.DeleteJob(r.bg, c.TenantID, job.SnapshotID); err != nil {
 			log.Warn("dropping a finished job failed", "err", err)
@@ -220,6 +224,24 @@ func (r *Runtime) jobAgent(job *TurnJob, c Caller, log *slog.Logger) *Agent {
 		return nil
 	}
 	return a
+}
+
+// dropAbortedJob drops the job of a turn a user aborted while no instance
+// ran it (queued after its instance shut down, or waiting for a takeover).
+// The decisions it was carrying out would otherwise stay resolved for a
+// turn that never ran, neither carried out nor pending: they are given
+// back, pending again as when a running turn is aborted, unless a tool call
+// of the turn was journaled (then a tool may have run on the instance that
+// had it, and they stay resolved).
+func (r *Runtime) dropAbortedJob(job *TurnJob, log *slog.Logger) {
+	released, err := r.store.DropAbortedJob(r.bg, job.TenantID, job.SnapshotID, r.instanceID)
+	if err != nil {
+		log.Warn("dropping an aborted turn's job failed", "err", err)
+		return
+	}
+	if len(released) > 0 {
+		log.Info("an aborted turn nobody ran gave its decisions back", "interrupts", len(released))
+	}
 }
 
 // heldClaims is what a taken-over job may run on as decided: its

@@ -128,6 +128,34 @@ func (s *PgStore) DeleteJob(ctx context.Context, tenantID, snapshotID string) er
 	})
 }
 
+// DropAbortedJob implements Store.
+func (s *PgStore) DropAbortedJob(ctx context.Context, tenantID, snapshotID, owner string) ([]uuid.UUID, error) {
+	var released []uuid.UUID
+	err := s.inTx(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		released, err = q.ReleaseAbortedTurnClaims(ctx, db.ReleaseAbortedTurnClaimsParams{
+			TenantID: tenantID, SnapshotID: snapshotID, Owner: &owner})
+		if err != nil {
+			return err
+		}
+		var batch eventBatch
+		for _, id := range released {
+			batch.released(id)
+		}
+		if err := batch.insert(ctx, q, tenantID, "system"); err != nil {
+			return err
+		}
+		return deleteJob(ctx, q, tenantID, snapshotID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(released) > 0 {
+		s.eventsWritten()
+	}
+	return released, nil
+}
+
 func deleteJob(ctx context.Context, q *db.Queries, tenantID, snapshotID string) error {
 	return q.DeleteTurnJob(ctx, db.DeleteTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID})
 }

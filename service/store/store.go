@@ -70,6 +70,12 @@ type Store interface {
 	AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []protocol.AgentInput) error
 	// DeleteJob drops a finished (or aborted) job and its tool journal.
 	DeleteJob(ctx context.Context, tenantID, snapshotID string) error
+	// DropAbortedJob drops owner's job of a turn that was aborted while
+	// nobody ran it, and gives the turn's claims back (pending again, a
+	// released event each, actor system) when no tool call of the turn was
+	// journaled; with one, they stay resolved. It answers the interrupts it
+	// gave back.
+	DropAbortedJob(ctx context.Context, tenantID, snapshotID, owner string) ([]uuid.UUID, error)
 	// ReleaseJobs hands owner's jobs back at shutdown.
 	ReleaseJobs(ctx context.Context, owner string) (int, error)
 	// StartToolCall records that a tool is about to run (status running).
