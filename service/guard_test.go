@@ -598,3 +598,50 @@ func TestAbortedQueuedDecisionStaysAfterAToolStarted(t *testing.T) {
 		t.Fatalf("pay ran %d times on B; want none", paidB.Load())
 	}
 }
+
+// TestAbortedTakeoverKeepsADecisionWhoseToolRan: instance A paid, then
+// died before its turn's write; B takes the turn over, and a user aborts
+// it while B's model runs, before B reaches the journaled call. Nothing ran
+// on B, but the tool ran on A: the approval must stay resolved, or a new
+// approval would pay a second time.
+func TestAbortedTakeoverKeepsADecisionWhoseToolRan(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	var paidA, paidB atomic.Int32
+	reachedA := make(chan struct{}, 1)
+	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, afterTool, make(chan struct{}), reachedA) })
+	paused, aDone := pauseThenDecide(t, a, inboxApproval, reachedA)
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-aDone:
+	case <-time.After(time.Minute):
+		t.Fatal("A never gave the turn up")
+	}
+	reachedB := make(chan struct{}, 1)
+	b := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, make(chan struct{}), reachedB) })
+	select {
+	case <-reachedB:
+	case <-time.After(time.Minute):
+		t.Fatal("B never took the turn over")
+	}
+	var pending string
+	if err := admin.QueryRow(context.Background(), `SELECT snapshot_id FROM turn_jobs WHERE parent_id = $1`, paused).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.rt.Abort(context.Background(), testCaller, "payer", pending); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the aborted takeover's job to go", time.Minute, func() bool {
+		return count(t, admin, `SELECT count(*) FROM turn_jobs`) == 0
+	})
+	if n := count(t, admin, `SELECT count(*) FROM interrupts WHERE snapshot_id = $1 AND status = 'resolved'`, paused); n != 1 {
+		t.Fatal("the approval whose tool ran on A is not resolved after its takeover was aborted")
+	}
+	if paidA.Load() != 1 || paidB.Load() != 0 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 1 and 0", paidA.Load(), paidB.Load())
+	}
+}

@@ -597,6 +597,13 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 		inv.flushToolCalls(ctx, t)
 		return
 	}
+	if !t.ranTool && inv.det.attempts > 0 && inv.journalHolds(ctx) {
+		// Run from the queue: the instance that had the turn before may
+		// have run a tool this one had not reached yet (its call is in
+		// the journal). Its claims must not be given back, to be decided
+		// and run again.
+		t.ranTool = true
+	}
 	kept, released, stays := inv.settleFailedClaims(ctx, t, err, tr, stopped)
 	// A turn refused before agent code ran (a forged restart, an unanswered
 	// request) is kept too when the session already has a snapshot to hang
@@ -617,6 +624,18 @@ func (inv *invocation) endFailedTurn(ctx context.Context, t *Turn, err error, tr
 	}
 	inv.flushToolCalls(ctx, t)
 	inv.endGuard()
+}
+
+// journalHolds reports whether the journal of the turn's job holds a
+// call, or cannot be read (then a tool may have run, as far as anyone
+// knows).
+func (inv *invocation) journalHolds(ctx context.Context) bool {
+	calls, err := inv.rt.store.ListTurnToolCalls(ctx, inv.caller.TenantID, []string{inv.det.id})
+	if err != nil {
+		inv.rt.log.Error("reading a failed turn's journal failed; its claims stay", "snapshot", inv.det.id, "err", err)
+		return true
+	}
+	return len(calls) > 0
 }
 
 // customTurn runs a custom agent's turn. When the session is paused on
