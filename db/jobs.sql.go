@@ -121,6 +121,90 @@ func (q *Queries) InsertTurnJob(ctx context.Context, arg InsertTurnJobParams) er
 	return err
 }
 
+const journalTurnStep = `-- name: JournalTurnStep :one
+WITH owned AS (
+    SELECT 1 FROM turn_jobs j
+    WHERE j.tenant_id = $1::text AND j.snapshot_id = $2::text AND j.owner = $3::text
+    FOR KEY SHARE
+), recorded AS (
+    INSERT INTO turn_steps (tenant_id, turn_id, step, message, finish_reason)
+    SELECT $1::text, $2::text, $4::integer, $5::json, $6::text FROM owned
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM owned) AS owned, EXISTS (SELECT 1 FROM recorded) AS recorded
+`
+
+type JournalTurnStepParams struct {
+	TenantID     string
+	TurnID       string
+	Owner        string
+	Step         int32
+	Message      []byte
+	FinishReason string
+}
+
+type JournalTurnStepRow struct {
+	Owned    bool
+	Recorded bool
+}
+
+// Records a model's answer in a journaled turn before anything acts on it,
+// only while owner owns the turn's job (as StartToolCall: not owned means
+// the job was taken over, and this instance must stop). Owned but not
+// recorded: the step was recorded before.
+func (q *Queries) JournalTurnStep(ctx context.Context, arg JournalTurnStepParams) (JournalTurnStepRow, error) {
+	row := q.db.QueryRow(ctx, journalTurnStep,
+		arg.TenantID,
+		arg.TurnID,
+		arg.Owner,
+		arg.Step,
+		arg.Message,
+		arg.FinishReason,
+	)
+	var i JournalTurnStepRow
+	err := row.Scan(&i.Owned, &i.Recorded)
+	return i, err
+}
+
+const listTurnSteps = `-- name: ListTurnSteps :many
+SELECT step, message, finish_reason FROM turn_steps
+WHERE tenant_id = $1 AND turn_id = $2
+ORDER BY step
+`
+
+type ListTurnStepsParams struct {
+	TenantID string
+	TurnID   string
+}
+
+type ListTurnStepsRow struct {
+	Step         int32
+	Message      []byte
+	FinishReason string
+}
+
+// The model's answers a journaled turn recorded, for its takeover to replay.
+func (q *Queries) ListTurnSteps(ctx context.Context, arg ListTurnStepsParams) ([]ListTurnStepsRow, error) {
+	rows, err := q.db.Query(ctx, listTurnSteps, arg.TenantID, arg.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListTurnStepsRow{}
+	for rows.Next() {
+		var i ListTurnStepsRow
+		if err := rows.Scan(&i.Step, &i.Message, &i.FinishReason); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listenAborts = `-- name: ListenAborts :exec
 LISTEN holdpoint_abort
 `

@@ -270,6 +270,15 @@ type TurnJob struct {
 	CreatedAt   time.Time
 }
 
+type TurnStep struct {
+	TenantID     string
+	TurnID       string
+	Step         int32
+	Message      []byte
+	FinishReason string
+	CreatedAt    time.Time
+}
+
 type TurnStream struct {
 	TenantID  string
 	ID        uuid.UUID

@@ -1707,6 +1707,22 @@ CREATE TABLE public.tenant_secrets (
 ALTER TABLE ONLY public.tenant_secrets FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: turn_steps; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.turn_steps (
+    tenant_id text NOT NULL,
+    turn_id text NOT NULL,
+    step integer NOT NULL,
+    message json NOT NULL,
+    finish_reason text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT turn_steps_step_check CHECK ((step >= 0))
+);
+
+ALTER TABLE ONLY public.turn_steps FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: turn_stream_frames; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1894,6 +1910,13 @@ ALTER TABLE ONLY public.tool_calls
 
 ALTER TABLE ONLY public.turn_jobs
     ADD CONSTRAINT turn_jobs_pkey PRIMARY KEY (tenant_id, snapshot_id);
+
+--
+-- Name: turn_steps turn_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.turn_steps
+    ADD CONSTRAINT turn_steps_pkey PRIMARY KEY (tenant_id, turn_id, step);
 
 --
 -- Name: turn_stream_frames turn_stream_frames_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2218,6 +2241,13 @@ ALTER TABLE ONLY public.turn_jobs
     ADD CONSTRAINT turn_jobs_tenant_id_snapshot_id_fkey FOREIGN KEY (tenant_id, snapshot_id) REFERENCES public.snapshots(tenant_id, id);
 
 --
+-- Name: turn_steps turn_steps_tenant_id_turn_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.turn_steps
+    ADD CONSTRAINT turn_steps_tenant_id_turn_id_fkey FOREIGN KEY (tenant_id, turn_id) REFERENCES public.turn_jobs(tenant_id, snapshot_id) ON DELETE CASCADE;
+
+--
 -- Name: turn_stream_frames turn_stream_frames_tenant_id_stream_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2423,6 +2453,12 @@ CREATE POLICY tenant_isolation ON public.tool_calls USING (((tenant_id = current
 CREATE POLICY tenant_isolation ON public.turn_jobs USING (((tenant_id = current_setting('holdpoint.tenant_id'::text, true)) OR public.holdpoint_system_actor())) WITH CHECK (((tenant_id = current_setting('holdpoint.tenant_id'::text, true)) OR public.holdpoint_system_actor()));
 
 --
+-- Name: turn_steps tenant_isolation; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON public.turn_steps USING (((tenant_id = current_setting('holdpoint.tenant_id'::text, true)) OR public.holdpoint_system_actor())) WITH CHECK (((tenant_id = current_setting('holdpoint.tenant_id'::text, true)) OR public.holdpoint_system_actor()));
+
+--
 -- Name: turn_stream_frames tenant_isolation; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2487,6 +2523,12 @@ ALTER TABLE public.tool_calls ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.turn_jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: turn_steps; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.turn_steps ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: turn_stream_frames; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2901,6 +2943,12 @@ GRANT SELECT,INSERT,UPDATE ON TABLE public.tenant_agents TO holdpoint_app;
 --
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.tenant_secrets TO holdpoint_app;
+
+--
+-- Name: TABLE turn_steps; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.turn_steps TO holdpoint_app;
 
 --
 -- Name: TABLE turn_stream_frames; Type: ACL; Schema: public; Owner: -

@@ -49,3 +49,26 @@ WHERE j.tenant_id = @tenant_id AND j.snapshot_id = @snapshot_id AND j.owner = @o
   AND i.status = 'resolved' AND i.resumed_snapshot_id = j.snapshot_id
   AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.tenant_id = j.tenant_id AND c.turn_id = j.snapshot_id)
 RETURNING i.id;
+
+-- name: JournalTurnStep :one
+-- Records a model's answer in a journaled turn before anything acts on it,
+-- only while owner owns the turn's job (as StartToolCall: not owned means
+-- the job was taken over, and this instance must stop). Owned but not
+-- recorded: the step was recorded before.
+WITH owned AS (
+    SELECT 1 FROM turn_jobs j
+    WHERE j.tenant_id = @tenant_id::text AND j.snapshot_id = @turn_id::text AND j.owner = @owner::text
+    FOR KEY SHARE
+), recorded AS (
+    INSERT INTO turn_steps (tenant_id, turn_id, step, message, finish_reason)
+    SELECT @tenant_id::text, @turn_id::text, @step::integer, @message::json, @finish_reason::text FROM owned
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM owned) AS owned, EXISTS (SELECT 1 FROM recorded) AS recorded;
+
+-- name: ListTurnSteps :many
+-- The model's answers a journaled turn recorded, for its takeover to replay.
+SELECT step, message, finish_reason FROM turn_steps
+WHERE tenant_id = @tenant_id AND turn_id = @turn_id
+ORDER BY step;

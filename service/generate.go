@@ -31,6 +31,7 @@ var jsonTrue = json.RawMessage("true")
 func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecord, error) {
 	var tr turnRecord
 	index := 0 // of the next streamed model or tool message
+	inv.newTurnSteps()
 	if res := t.input.Resume; res != nil {
 		toolMsg, repaused, err := inv.resume(ctx, t, res, &tr)
 		if err != nil {
@@ -55,7 +56,7 @@ func (inv *invocation) generate(ctx context.Context, t *Turn) (string, turnRecor
 	}
 	maxRounds = min(maxRounds, inv.rt.limits.ToolRounds)
 	for round := 0; ; round++ {
-		resp, err := inv.callModel(ctx, index)
+		resp, err := inv.modelAnswer(ctx, index)
 		if err != nil {
 			return "", tr, err
 		}

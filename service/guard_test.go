@@ -33,6 +33,12 @@ const (
 // counted tool), then "paid". Its model waits at point until hold is
 // closed or its turn is cancelled; reached is closed when it gets there.
 func guardedAgent(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}) {
+	registerPayer(rt, paid, point, hold, reached, func() string { return "p1" })
+}
+
+// registerPayer is guardedAgent with the pay request's ref from payRef,
+// asked at each of the model's calls.
+func registerPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}, payRef func() string) {
 	wait := func(ctx context.Context) error {
 		select {
 		case reached <- struct{}{}:
@@ -58,7 +64,7 @@ func guardedAgent(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hol
 				}
 			}
 			return service.Message{Role: service.RoleModel, Content: []service.Part{{ToolRequest: &service.ToolRequest{
-				Name: "pay", Ref: "p1", Input: json.RawMessage(`{}`)}}}}, nil
+				Name: "pay", Ref: payRef(), Input: json.RawMessage(`{}`)}}}}, nil
 		default:
 			if point == afterTool {
 				if err := wait(ctx); err != nil {
@@ -600,10 +606,11 @@ func TestAbortedQueuedDecisionStaysAfterAToolStarted(t *testing.T) {
 }
 
 // TestAbortedTakeoverKeepsADecisionWhoseToolRan: instance A paid, then
-// died before its turn's write; B takes the turn over, and a user aborts
-// it while B's model runs, before B reaches the journaled call. Nothing ran
-// on B, but the tool ran on A: the approval must stay resolved, or a new
-// approval would pay a second time.
+// died before its turn's write; B takes the turn over with no recorded
+// model answer to replay (a job an instance of the previous version left),
+// and a user aborts it while B's model runs, before B reaches the journaled
+// call. Nothing ran on B, but the tool ran on A: the approval must stay
+// resolved, or a new approval would pay a second time.
 func TestAbortedTakeoverKeepsADecisionWhoseToolRan(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
@@ -620,6 +627,9 @@ func TestAbortedTakeoverKeepsADecisionWhoseToolRan(t *testing.T) {
 	case <-aDone:
 	case <-time.After(time.Minute):
 		t.Fatal("A never gave the turn up")
+	}
+	if _, err := admin.Exec(context.Background(), `DELETE FROM turn_steps`); err != nil {
+		t.Fatal(err)
 	}
 	reachedB := make(chan struct{}, 1)
 	b := startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, beforeTool, make(chan struct{}), reachedB) })

@@ -303,7 +303,14 @@ type detachState struct {
 	// good.
 	aborted atomic.Bool
 	// attempts is the job's claims so far (a turn taken over: 1 or more).
-	attempts      int
+	attempts int
+	// answers are the model's answers since the job's first turn (or the
+	// current turn, while there is no job), recorded the first ones of
+	// them; replay is what a taken-over turn's previous instances recorded
+	// (see modelAnswer).
+	answers       []*ModelResponse
+	recorded      int
+	replay        []TurnStep
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
 }

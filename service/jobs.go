@@ -169,6 +169,10 @@ func (r *Runtime) runJob(workCtx context.Context, cancel context.CancelFunc, job
 
 	inv := &invocation{rt: r, agent: a, caller: c, preclaimed: held, cancelWork: cancel, detached: true}
 	inv.det.id, inv.det.attempts = job.SnapshotID, job.Attempts
+	if err := inv.loadSteps(workCtx); err != nil {
+		log.Warn("reading a detached turn's recorded model answers failed", "err", err)
+		return
+	}
 	if job.ParentID != "" {
 		parent, err := r.store.LoadSnapshot(workCtx, LoadSnapshotParams{Scope: c.Scope(), Agent: a.Name, ID: job.ParentID, WithState: true})
 		if err != nil {

@@ -290,7 +290,7 @@ func TestRowLevelSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	tables := []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events", "tool_calls", "tenant_secrets", "api_keys", "turn_jobs"}
+	tables := []string{"sessions", "snapshots", "messages", "interrupts", "interrupt_events", "tool_calls", "tenant_secrets", "api_keys", "turn_jobs", "turn_steps"}
 	count := func(tenant string, table string) int {
 		tx, err := app.Begin(ctx)
 		if err != nil {
@@ -320,7 +320,7 @@ func TestRowLevelSecurity(t *testing.T) {
 		if n := count("other", table); n != 0 {
 			t.Errorf("%s as another tenant: %d rows visible", table, n)
 		}
-		if n := count("default", table); n == 0 && table != "api_keys" && table != "turn_jobs" && table != "tool_calls" {
+		if n := count("default", table); n == 0 && table != "api_keys" && table != "turn_jobs" && table != "turn_steps" && table != "tool_calls" {
 			t.Errorf("%s as its tenant: no rows visible", table)
 		}
 	}

@@ -38,6 +38,9 @@ func (inv *invocation) recordedTool(ctx context.Context, t *Turn, tool *Tool, r 
 	rerun := false
 	if inv.det.journal {
 		owner = inv.rt.instanceID
+		if ok, err := inv.recordSteps(ctx); err != nil || !ok {
+			return nil, nil, inv.stepsNotRecorded(err)
+		}
 		resp, irq, done, again, err := inv.journaled(ctx, t, tool, turnID, key, part)
 		if done {
 			return resp, irq, err
@@ -111,6 +114,18 @@ func (inv *invocation) prepareTool(ctx context.Context, tool *Tool) (any, error)
 		return nil, inv.hideError(err, CodeInternal, "preparing tool "+tool.Name)
 	}
 	return p, nil
+}
+
+// stepsNotRecorded is the error of a tool call whose model answers could
+// not be recorded (recordSteps): err, or, when the job is another
+// instance's now, nothing: the turn stops without running the tool.
+func (inv *invocation) stepsNotRecorded(err error) error {
+	if err != nil {
+		return err
+	}
+	inv.det.lostJob.Store(true)
+	inv.cancelWork()
+	return context.Canceled
 }
 
 // notStarted answers a call StartToolCall did not record: one recorded

@@ -69,3 +69,54 @@ func TestATakeoverComesAfterAJournaledCall(t *testing.T) {
 		t.Fatalf("the takeover's journal: %d calls, %v; want the one journaled", len(calls), err)
 	}
 }
+
+// TestStepsAreRecordedByTheJobsOwner: a journaled turn's model answers are
+// recorded only while its instance owns the job, read back in order, kept
+// as written (a text with \u0000, which jsonb refuses), never replaced, and
+// go with the job.
+func TestStepsAreRecordedByTheJobsOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	pool, err := NewAppPool(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(pool)
+	t.Cleanup(s.Close)
+	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
+		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
+	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}
+	if err := s.CreatePendingSnapshot(ctx, w, job, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	answers := []string{`{"role":"model","content":[{"text":"a\u0000b"},{"toolRequest":{"name":"pay","ref":"r1"}}]}`, `{"role":"model","content":[{"text":"done"}]}`}
+	for i, a := range answers {
+		ok, err := s.JournalStep(ctx, "default", "p1", store.TurnStep{Step: i, Message: []byte(a), FinishReason: "stop"}, "w1")
+		if err != nil || !ok {
+			t.Fatalf("step %d by the job's owner: %v, %v", i, ok, err)
+		}
+	}
+	if ok, err := s.JournalStep(ctx, "default", "p1", store.TurnStep{Step: 2, Message: []byte(`{}`)}, "w2"); err != nil || ok {
+		t.Fatalf("a step by another instance: %v, %v; want not recorded", ok, err)
+	}
+	if _, err := s.JournalStep(ctx, "default", "p1", store.TurnStep{Step: 1, Message: []byte(`{}`)}, "w1"); err == nil {
+		t.Fatal("a step recorded again: want an error")
+	}
+	steps, err := s.TurnSteps(ctx, "default", "p1")
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("the steps: %+v, %v", steps, err)
+	}
+	for i, st := range steps {
+		if st.Step != i || string(st.Message) != answers[i] || st.FinishReason != "stop" {
+			t.Fatalf("step %d read back as %d %s %q", i, st.Step, st.Message, st.FinishReason)
+		}
+	}
+	if err := s.DeleteJob(ctx, "default", "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := s.TurnSteps(ctx, "default", "p1"); err != nil || len(steps) != 0 {
+		t.Fatalf("%d steps left after the job went; want none (%v)", len(steps), err)
+	}
+}

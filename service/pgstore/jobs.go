@@ -156,6 +156,44 @@ func (s *PgStore) DropAbortedJob(ctx context.Context, tenantID, snapshotID, owne
 	return released, nil
 }
 
+// JournalStep implements Store.
+func (s *PgStore) JournalStep(ctx context.Context, tenantID, turnID string, step store.TurnStep, owner string) (bool, error) {
+	var r db.JournalTurnStepRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		r, err = q.JournalTurnStep(ctx, db.JournalTurnStepParams{TenantID: tenantID, TurnID: turnID, Step: int32(step.Step),
+			Message: step.Message, FinishReason: step.FinishReason, Owner: owner})
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if r.Owned && !r.Recorded {
+		// Not a model's answer to replace: the turn's count of answers
+		// went astray, and it must not go on.
+		return false, fmt.Errorf("step %d of turn %s was recorded before", step.Step, turnID)
+	}
+	return r.Recorded, nil
+}
+
+// TurnSteps implements Store.
+func (s *PgStore) TurnSteps(ctx context.Context, tenantID, turnID string) ([]store.TurnStep, error) {
+	var rows []db.ListTurnStepsRow
+	err := s.piped(ctx, tenantID, func(q *db.Queries) error {
+		var err error
+		rows, err = q.ListTurnSteps(ctx, db.ListTurnStepsParams{TenantID: tenantID, TurnID: turnID})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.TurnStep, len(rows))
+	for i, r := range rows {
+		out[i] = store.TurnStep{Step: int(r.Step), Message: r.Message, FinishReason: r.FinishReason}
+	}
+	return out, nil
+}
+
 func deleteJob(ctx context.Context, q *db.Queries, tenantID, snapshotID string) error {
 	return q.DeleteTurnJob(ctx, db.DeleteTurnJobParams{TenantID: tenantID, SnapshotID: snapshotID})
 }

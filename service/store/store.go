@@ -76,6 +76,12 @@ type Store interface {
 	// journaled; with one, they stay resolved. It answers the interrupts it
 	// gave back.
 	DropAbortedJob(ctx context.Context, tenantID, snapshotID, owner string) ([]uuid.UUID, error)
+	// JournalStep records the model's answer of step n of a journaled turn
+	// while owner owns the turn's job; false when it does not (taken over).
+	JournalStep(ctx context.Context, tenantID, turnID string, step TurnStep, owner string) (bool, error)
+	// TurnSteps answers the model's answers a journaled turn recorded, in
+	// order.
+	TurnSteps(ctx context.Context, tenantID, turnID string) ([]TurnStep, error)
 	// ReleaseJobs hands owner's jobs back at shutdown.
 	ReleaseJobs(ctx context.Context, owner string) (int, error)
 	// StartToolCall records that a tool is about to run (status running).
@@ -222,6 +228,14 @@ type TurnJob struct {
 	// its actor may have: past either the job is not inserted, and the
 	// error is ErrTooManyDetached.
 	TenantCap, ActorCap int
+}
+
+// TurnStep is a model's answer a journaled turn recorded before acting on
+// it (Store.JournalStep), for a takeover to replay.
+type TurnStep struct {
+	Step         int
+	Message      json.RawMessage
+	FinishReason string
 }
 
 // LoadSnapshotParams select a snapshot for Store.LoadSnapshot.
