@@ -129,18 +129,27 @@ func killAfterClaim(t *testing.T, point crashPoint, decide func(rt *service.Runt
 	if n := count(t, admin, `SELECT count(*) FROM turn_jobs WHERE parent_id = $1`, paused); n != 1 {
 		t.Fatalf("%d jobs guard the approval; want 1", n)
 	}
-	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-aDone: // A's heartbeat saw the job gone and stopped its turn
-	case <-time.After(time.Minute):
-		t.Fatal("A never gave the turn up")
-	}
+	looksDead(t, admin, aDone)
 	open := make(chan struct{})
 	close(open)
 	startInstance(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidB, point, open, nil) })
 	return admin, paused, &paidA, &paidB
+}
+
+// looksDead makes instance A, whose approval's result is aDone, look dead
+// to other instances (its guard's job owned by nobody alive, its heartbeat
+// stale: what `kill -9` leaves), and waits until A's own heartbeat finds
+// the job gone and stops its turn.
+func looksDead(t *testing.T, admin *pgxpool.Pool, aDone <-chan error) {
+	t.Helper()
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-aDone:
+	case <-time.After(time.Minute):
+		t.Fatal("A never gave the turn up")
+	}
 }
 
 // wantFinished checks the approved turn was finished once: a completed
@@ -620,14 +629,7 @@ func TestAbortedTakeoverKeepsADecisionWhoseToolRan(t *testing.T) {
 	reachedA := make(chan struct{}, 1)
 	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, afterTool, make(chan struct{}), reachedA) })
 	paused, aDone := pauseThenDecide(t, a, inboxApproval, reachedA)
-	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-aDone:
-	case <-time.After(time.Minute):
-		t.Fatal("A never gave the turn up")
-	}
+	looksDead(t, admin, aDone)
 	if _, err := admin.Exec(context.Background(), `DELETE FROM turn_steps`); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,14 +33,7 @@ func TestTakeoverReplaysTheModelsAnswers(t *testing.T) {
 	if n := count(t, admin, `SELECT count(*) FROM turn_steps`); n != 1 {
 		t.Fatalf("%d model answers recorded before the payment; want the one asking for it", n)
 	}
-	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-aDone:
-	case <-time.After(time.Minute):
-		t.Fatal("A never gave the turn up")
-	}
+	looksDead(t, admin, aDone)
 	open := make(chan struct{})
 	close(open)
 	startInstance(t, url, opts, func(rt *service.Runtime) { registerPayer(rt, &paidB, afterTool, open, nil, newRef) })

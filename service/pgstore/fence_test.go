@@ -21,20 +21,7 @@ import (
 func TestATakeoverComesAfterAJournaledCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	pool, err := NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool)
-	t.Cleanup(s.Close)
-	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
-		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
-	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}
-	if err := s.CreatePendingSnapshot(ctx, w, job, "w1"); err != nil {
-		t.Fatal(err)
-	}
+	s, url := storeWithJob(t)
 	owner := testdb.OwnerPool(t, url)
 	if _, err := owner.Exec(ctx, `UPDATE turn_jobs SET heartbeat_at = now() - interval '1 hour'`); err != nil {
 		t.Fatal(err)
@@ -77,20 +64,7 @@ func TestATakeoverComesAfterAJournaledCall(t *testing.T) {
 func TestStepsAreRecordedByTheJobsOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	pool, err := NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool)
-	t.Cleanup(s.Close)
-	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
-		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
-	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}
-	if err := s.CreatePendingSnapshot(ctx, w, job, "w1"); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeWithJob(t)
 	answers := []string{`{"role":"model","content":[{"text":"a\u0000b"},{"toolRequest":{"name":"pay","ref":"r1"}}]}`, `{"role":"model","content":[{"text":"done"}]}`}
 	for i, a := range answers {
 		ok, err := s.JournalStep(ctx, "default", "p1", store.TurnStep{Step: i, Message: []byte(a), FinishReason: "stop"}, "w1")
@@ -119,4 +93,27 @@ func TestStepsAreRecordedByTheJobsOwner(t *testing.T) {
 	if steps, err := s.TurnSteps(ctx, "default", "p1"); err != nil || len(steps) != 0 {
 		t.Fatalf("%d steps left after the job went; want none (%v)", len(steps), err)
 	}
+}
+
+// storeWithJob is a store on a new test database where the snapshot p1
+// (tenant default, agent a, session s) is pending with a job instance w1
+// owns, and the database's URL.
+func storeWithJob(t *testing.T) (*PgStore, string) {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	pool, err := NewAppPool(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(pool)
+	t.Cleanup(s.Close)
+	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
+		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
+	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}
+	if err := s.CreatePendingSnapshot(ctx, w, job, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	return s, url
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/waitfor"
 	"github.com/holdpoint/holdpoint/service/protocol"
-	"github.com/holdpoint/holdpoint/service/store"
 )
 
 // TestHeartbeatLocksTheSnapshotBeforeItsJob: a turn's end (WriteTurn)
@@ -24,20 +23,7 @@ import (
 func TestHeartbeatLocksTheSnapshotBeforeItsJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	pool, err := NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool)
-	t.Cleanup(s.Close)
-	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
-		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
-	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}
-	if err := s.CreatePendingSnapshot(ctx, w, job, "w1"); err != nil {
-		t.Fatal(err)
-	}
+	s, url := storeWithJob(t)
 
 	owner := testdb.OwnerPool(t, url)
 	writer, err := owner.Begin(ctx) // stands for WriteTurn, between its two locks
