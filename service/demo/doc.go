@@ -13,7 +13,7 @@
 //
 // # Test knobs
 //
-// Three environment variables, all unset (off) by default, let process-level
+// Four environment variables, all unset (off) by default, let process-level
 // tests (tests/cluster) observe side effects across processes and crashes:
 //
 //   - HOLDPOINT_DEMO_LEDGER=/path/file: every executed transferMoney appends
@@ -32,4 +32,7 @@
 //     until its context ends) for the file <name> to exist there: a test
 //     waits for <name>.held, drops the stream or aborts the turn while it
 //     is held, and opens the gate after, with no timing race.
+//   - HOLDPOINT_DEMO_FRESH_REFS=1: every tool request gets a ref of its
+//     own, new at each model call, as most providers give: a model asked
+//     the same again (by a takeover) answers other refs.
 package demo

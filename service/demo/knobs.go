@@ -27,6 +27,11 @@ const (
 	// time), then waits until the file <name> exists there, so a test can
 	// drop the stream or abort the turn mid-way.
 	EnvStreamGates = "HOLDPOINT_DEMO_STREAM_GATES"
+	// EnvFreshRefs, when set to anything, gives every tool request the
+	// model makes a ref of its own, new at each call (as most providers
+	// do), instead of one derived from the conversation: a model asked the
+	// same again answers other refs.
+	EnvFreshRefs = "HOLDPOINT_DEMO_FRESH_REFS"
 )
 
 // gateRE finds the gate a statement request names.

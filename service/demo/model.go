@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -358,10 +360,14 @@ func offers(req *protocol.ModelRequest, tool string) bool {
 // the conversation: deterministic, and distinct from every earlier request
 // of the session.
 func newRef(req *protocol.ModelRequest, tool string, i int) string {
-	if i == 0 {
-		return fmt.Sprintf("%s-%d", tool, len(req.Messages))
+	ref := fmt.Sprintf("%s-%d", tool, len(req.Messages))
+	if i > 0 {
+		ref = fmt.Sprintf("%s-%d", ref, i+1)
 	}
-	return fmt.Sprintf("%s-%d-%d", tool, len(req.Messages), i+1)
+	if os.Getenv(EnvFreshRefs) != "" {
+		ref += "-" + strconv.FormatUint(rand.Uint64(), 36)
+	}
+	return ref
 }
 
 // approvalInput is userApproval's input.

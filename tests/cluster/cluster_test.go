@@ -640,11 +640,27 @@ func approvalRef(t *testing.T, out *service.AgentOutput) string {
 // money moves exactly once.
 func TestKilledWorkerIsTakenOverWithoutRepeatingTheTransfer(t *testing.T) {
 	t.Parallel()
+	killedWorkerTakenOver(t)
+}
+
+// TestKilledWorkerWhoseModelAnswersAnewIsTakenOver: the same with a model
+// that gives every tool request a new ref at each call, as most providers
+// do. Asked again by B, it would request the transfer under a ref the
+// journal does not know, and B would move the money a second time: B
+// replays the answer A recorded instead.
+func TestKilledWorkerWhoseModelAnswersAnewIsTakenOver(t *testing.T) {
+	t.Parallel()
+	killedWorkerTakenOver(t, demo.EnvFreshRefs+"=1")
+}
+
+// killedWorkerTakenOver is TestKilledWorkerIsTakenOverWithoutRepeatingTheTransfer
+// with env added to both servers' environment.
+func killedWorkerTakenOver(t *testing.T, env ...string) {
 	url := testdb.URL(t)
 	ledger := filepath.Join(t.TempDir(), "ledger.jsonl")
 	// The 3 s pause after every tool message is the window in which A dies:
 	// the transfer ran, the turn has not ended.
-	o := serverOpts{env: []string{demo.EnvLedger + "=" + ledger, demo.EnvToolDelay + "=3s"}}
+	o := serverOpts{env: append([]string{demo.EnvLedger + "=" + ledger, demo.EnvToolDelay + "=3s"}, env...)}
 	a := startServer(t, "A", url, o)
 	b := startServer(t, "B", url, o)
 	pool := testdb.OwnerPool(t, url)
