@@ -98,7 +98,7 @@ free_port() {
 
 # start_server NAME BINARY DATABASE_URL ARGS...: starts `BINARY serve ARGS`
 # on a free loopback port, logging to $tmp/NAME.log, and waits until it is
-# ready; sets url.
+# ready; sets url and started_pid.
 start_server() {
 	local name=$1 bin=$2 database=$3 port pid deadline
 	shift 3
@@ -108,6 +108,7 @@ start_server() {
 	DATABASE_URL="$database" "$bin" serve --addr "127.0.0.1:$port" "$@" >"$tmp/$name.log" 2>&1 &
 	pid=$!
 	server_pids="$server_pids $pid"
+	started_pid=$pid
 	# Bounded, but for a loaded machine: each server migrates its database
 	# and warms its pool first, beside the Go tests, and one took over 30 s.
 	deadline=$((SECONDS + 180))
@@ -190,6 +191,23 @@ sed -e 's/^name: bankingAgent$/name: steered/' -e 's/^model: demo$/model: openai
 	"$root/examples/tenant/banking.prompt" >"$tmp/steered.prompt"
 DATABASE_URL="$hostile_db_url" OPENAI_API_KEY=attacker "$tmp/platform" agents apply -f "$tmp/steered.prompt" --tenant default --allow-loopback-tools
 
+# Two instances on a database of their own for takeover.test.mjs, which
+# kills the first (-9) once its detached approval moved the money. Their
+# demo model gives every tool request a new ref at each call (as most
+# providers do), waits 3 s after each tool message (the window for the
+# kill) and logs every transfer it executes to a ledger the test reads;
+# short heartbeats let the second take the turn over within seconds.
+create_db "${db}_takeover"
+takeover_db_url=$created_url
+takeover_ledger="$tmp/takeover-ledger.jsonl"
+HOLDPOINT_DEMO_FRESH_REFS=1 HOLDPOINT_DEMO_TOOL_DELAY=3s HOLDPOINT_DEMO_LEDGER="$takeover_ledger" \
+	start_server server-takeover-a "$tmp/platform" "$takeover_db_url" --dev --heartbeat-interval 200ms --heartbeat-timeout 1s
+takeover_a=$url
+takeover_a_pid=$started_pid
+HOLDPOINT_DEMO_FRESH_REFS=1 HOLDPOINT_DEMO_TOOL_DELAY=3s HOLDPOINT_DEMO_LEDGER="$takeover_ledger" \
+	start_server server-takeover-b "$tmp/platform" "$takeover_db_url" --dev --heartbeat-interval 200ms --heartbeat-timeout 1s
+takeover_b=$url
+
 cd "$here"
 bash ./install.sh
 
@@ -199,6 +217,7 @@ rc=0
 # one test of its own), so it stops a hung test, not a slow machine: with
 # 60 s, two full runs side by side failed two files whose tests all passed
 # (one file's tests took 30 s on their own under that load).
-HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
+HOLDPOINT_TAKEOVER_A_URL="$takeover_a" HOLDPOINT_TAKEOVER_A_PID="$takeover_a_pid" HOLDPOINT_TAKEOVER_B_URL="$takeover_b" HOLDPOINT_TAKEOVER_LEDGER="$takeover_ledger" \
+	HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
 	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" HOLDPOINT_APPROVER_KEYS="$approver_keys" HOLDPOINT_STRANGER_KEY="$stranger_key" node --test --test-reporter=tap --test-timeout=600000 "$@" || rc=$?
 exit "$rc"
