@@ -28,24 +28,30 @@ func (q *Queries) AppendTurnJobInputs(ctx context.Context, arg AppendTurnJobInpu
 }
 
 const claimNextTurnJob = `-- name: ClaimNextTurnJob :one
-SELECT tenant_id, snapshot_id, agent, session_id, parent_id, end_user, actor, inputs, preclaimed, owner, heartbeat_at, attempts, created_at FROM holdpoint_claim_next_turn_job($1, $2::text[], $3::boolean, $4::float8)
+SELECT tenant_id, snapshot_id, agent, session_id, parent_id, end_user, actor, inputs, preclaimed, owner, heartbeat_at, attempts, created_at FROM holdpoint_claim_next_turn_job($1, $2::text[], $3::boolean, $4::float8,
+                                            $5::text[], $6::text[])
 `
 
 type ClaimNextTurnJobParams struct {
-	Owner        string
-	Agents       []string
-	TenantAgents bool
-	StaleSeconds float64
+	Owner            string
+	Agents           []string
+	TenantAgents     bool
+	StaleSeconds     float64
+	RunningTenants   []string
+	RunningSnapshots []string
 }
 
 // Takes the oldest job nobody owns, or whose owner stopped heartbeating,
-// across tenants: a system function (holdpoint_system).
+// across tenants, passing over those the claiming instance runs already:
+// a system function (holdpoint_system).
 func (q *Queries) ClaimNextTurnJob(ctx context.Context, arg ClaimNextTurnJobParams) (TurnJob, error) {
 	row := q.db.QueryRow(ctx, claimNextTurnJob,
 		arg.Owner,
 		arg.Agents,
 		arg.TenantAgents,
 		arg.StaleSeconds,
+		arg.RunningTenants,
+		arg.RunningSnapshots,
 	)
 	var i TurnJob
 	err := row.Scan(

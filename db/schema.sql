@@ -127,6 +127,34 @@ CREATE FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agents text
 $$;
 
 --
+-- Name: holdpoint_claim_next_turn_job(text, text[], boolean, double precision, text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agents text[], p_tenant_agents boolean, p_stale_seconds double precision, p_running_tenants text[], p_running_snapshots text[]) RETURNS SETOF public.turn_jobs
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    UPDATE turn_jobs
+    SET owner = p_owner, heartbeat_at = now(), attempts = attempts + 1
+    WHERE (tenant_id, snapshot_id) = (
+        SELECT j.tenant_id, j.snapshot_id FROM turn_jobs j
+        JOIN snapshots s ON s.tenant_id = j.tenant_id AND s.id = j.snapshot_id
+        WHERE (j.owner IS NULL OR j.heartbeat_at < now() - make_interval(secs => p_stale_seconds))
+          AND ((s.agent_version IS NULL AND j.agent = ANY(p_agents))
+               OR (p_tenant_agents AND s.agent_version IS NOT NULL
+                   AND EXISTS (SELECT 1 FROM tenant_agents a WHERE a.tenant_id = j.tenant_id AND a.name = j.agent)))
+          AND (j.tenant_id, j.snapshot_id) NOT IN (SELECT r.t, r.s FROM unnest(p_running_tenants, p_running_snapshots) AS r (t, s))
+        ORDER BY (SELECT count(*) FROM turn_jobs r
+                  WHERE r.tenant_id = j.tenant_id AND r.owner IS NOT NULL
+                    AND r.heartbeat_at >= now() - make_interval(secs => p_stale_seconds)),
+                 j.heartbeat_at
+        LIMIT 1
+        FOR UPDATE OF j SKIP LOCKED
+    )
+    RETURNING *;
+$$;
+
+--
 -- Name: holdpoint_claim_refused(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2610,6 +2638,13 @@ GRANT ALL ON FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agent
 
 REVOKE ALL ON FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agents text[], p_tenant_agents boolean, p_stale_seconds double precision) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agents text[], p_tenant_agents boolean, p_stale_seconds double precision) TO holdpoint_app;
+
+--
+-- Name: FUNCTION holdpoint_claim_next_turn_job(p_owner text, p_agents text[], p_tenant_agents boolean, p_stale_seconds double precision, p_running_tenants text[], p_running_snapshots text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agents text[], p_tenant_agents boolean, p_stale_seconds double precision, p_running_tenants text[], p_running_snapshots text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.holdpoint_claim_next_turn_job(p_owner text, p_agents text[], p_tenant_agents boolean, p_stale_seconds double precision, p_running_tenants text[], p_running_snapshots text[]) TO holdpoint_app;
 
 --
 -- Name: TABLE interrupt_events; Type: ACL; Schema: public; Owner: -

@@ -7,8 +7,10 @@ WHERE holdpoint_turn_jobs_below(@tenant_id, @actor, @tenant_cap::integer, @actor
 
 -- name: ClaimNextTurnJob :one
 -- Takes the oldest job nobody owns, or whose owner stopped heartbeating,
--- across tenants: a system function (holdpoint_system).
-SELECT * FROM holdpoint_claim_next_turn_job(@owner, @agents::text[], @tenant_agents::boolean, @stale_seconds::float8);
+-- across tenants, passing over those the claiming instance runs already:
+-- a system function (holdpoint_system).
+SELECT * FROM holdpoint_claim_next_turn_job(@owner, @agents::text[], @tenant_agents::boolean, @stale_seconds::float8,
+                                            @running_tenants::text[], @running_snapshots::text[]);
 
 -- name: TouchTurnJob :execrows
 -- A worker's heartbeat; no row means another instance took the job over.
@@ -30,7 +32,6 @@ SELECT holdpoint_release_turn_jobs(@owner)::bigint AS released;
 -- name: ListenAborts :exec
 -- Subscribes the connection to the abort announcements.
 LISTEN holdpoint_abort;
-
 
 -- name: ReleaseAbortedTurnClaims :many
 -- The claims of a turn aborted while nobody ran it, given back (pending

@@ -188,3 +188,46 @@ func TestSlowTakeoverRunsOnce(t *testing.T) {
 		t.Errorf("the turn ended %s after %d model calls and %d payments, want completed after 3 and 1", status, model.calls.Load(), paid.Load())
 	}
 }
+
+// TestASlowTakeoverCountsOneAttempt: a turn the database's outage keeps
+// failing is taken over outageRetries times, however long each takeover
+// spends loading its turn before its heartbeat starts. Before, the job
+// runner claimed such a takeover's job again (stale, and its own), left it
+// as its own, but the claim had counted an attempt: a CI run's turn ended
+// after two takeovers, not three.
+func TestASlowTakeoverCountsOneAttempt(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	model := &outageModel{failures: 100}
+	slow := &slowTakeoverStore{delay: 2 * time.Second}
+	rt := servicetest.New(t, servicetest.Options{
+		URL:     url,
+		Runtime: service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second},
+		Store: func(s *pgstore.PgStore) service.Store {
+			slow.PgStore = s
+			return slow
+		},
+		Register: func(rt *service.Runtime) error {
+			return rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model})
+		},
+	}).Runtime
+	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
+		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
+	if err != nil || out.FinishReason != service.FinishDetached {
+		t.Fatalf("detach: %v %+v", err, out)
+	}
+	waitFor(t, "the first run to fail", time.Minute, func() bool { return model.calls.Load() >= 1 })
+	slow.slowID.Store(out.SnapshotID) // every takeover now spends 2 s, twice the stale bound, loading the turn
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.RunBackground(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, "its job to go", time.Minute, func() bool {
+		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
+	})
+	if s := snapshotStatus(t, rt, out.SnapshotID); s != service.StatusFailed || model.calls.Load() != 4 {
+		t.Errorf("the turn ended %s after %d model calls, want failed after 4 (the first run and three takeovers)", s, model.calls.Load())
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/holdpoint/holdpoint/internal/wait"
+	"github.com/holdpoint/holdpoint/service/store"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -275,11 +276,24 @@ func (r *Runtime) heldClaims(ctx context.Context, job *TurnJob) ([]uuid.UUID, er
 	return job.Preclaimed, nil
 }
 
+// runningJobs are the detached turns this instance runs: the queue's claim
+// passes over them, however late their heartbeat (one taken over spends a
+// while loading its turn before its heartbeat starts).
+func (r *Runtime) runningJobs() []JobRef {
+	var jobs []JobRef
+	r.running.Range(func(k, _ any) bool {
+		jobs = append(jobs, k.(JobRef))
+		return true
+	})
+	return jobs
+}
+
 // claimNextJob takes a job from the queue, in a store span when one was
 // found.
 func (r *Runtime) claimNextJob(ctx context.Context, tenantAgents bool) (*TurnJob, error) {
 	start := time.Now()
-	job, err := r.store.ClaimNextJob(ctx, r.instanceID, r.AgentNames(), tenantAgents, r.jobStaleAfter())
+	job, err := r.store.ClaimNextJob(ctx, store.JobClaim{Owner: r.instanceID, Agents: r.AgentNames(), TenantAgents: tenantAgents,
+		Stale: r.jobStaleAfter(), Running: r.runningJobs()})
 	if job != nil || err != nil {
 		// Only claims that found work (or failed) are traced: the idle
 		// polls would drown them.

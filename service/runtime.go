@@ -85,7 +85,7 @@ type Runtime struct {
 	bg       context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
-	running  sync.Map // snapshot id -> context.CancelFunc of its detached turn
+	running  sync.Map // JobRef -> context.CancelFunc of its detached turn
 
 	// instanceID names this process as the owner of the jobs it runs.
 	instanceID string

@@ -94,4 +94,6 @@ func (r *Runtime) Abort(ctx context.Context, c Caller, agent, snapshotID string)
 	return &AbortResult{SnapshotID: snapshotID, Status: prev}, nil
 }
 
-func runningKey(tenantID, snapshotID string) string { return tenantID + "\x00" + snapshotID }
+func runningKey(tenantID, snapshotID string) JobRef {
+	return JobRef{TenantID: tenantID, SnapshotID: snapshotID}
+}

@@ -14,6 +14,7 @@ type (
 	Store                      = store.Store
 	Scope                      = store.Scope
 	TurnJob                    = store.TurnJob
+	JobRef                     = store.JobRef
 	TurnStep                   = store.TurnStep
 	LoadSnapshotParams         = store.LoadSnapshotParams
 	ListSessionToolCallsParams = store.ListSessionToolCallsParams

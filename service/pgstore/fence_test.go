@@ -41,13 +41,13 @@ func TestATakeoverComesAfterAJournaledCall(t *testing.T) {
 		Agent: "a", Tool: "pay", Actor: "test", Attempt: 1, JobOwner: &w1}); err != nil {
 		t.Fatalf("journaling the call as the job's owner: %v", err)
 	}
-	if got, err := s.ClaimNextJob(ctx, "w2", []string{"a"}, false, time.Second); err != nil || got != nil {
+	if got, err := s.ClaimNextJob(ctx, store.JobClaim{Owner: "w2", Agents: []string{"a"}, Stale: time.Second}); err != nil || got != nil {
 		t.Fatalf("a takeover while the call is being journaled: %+v, %v; want none", got, err)
 	}
 	if err := journal.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ClaimNextJob(ctx, "w2", []string{"a"}, false, time.Second)
+	got, err := s.ClaimNextJob(ctx, store.JobClaim{Owner: "w2", Agents: []string{"a"}, Stale: time.Second})
 	if err != nil || got == nil || got.SnapshotID != "p1" {
 		t.Fatalf("the takeover once the call committed: %+v, %v", got, err)
 	}
@@ -116,4 +116,24 @@ func storeWithJob(t *testing.T) (*PgStore, string) {
 		t.Fatal(err)
 	}
 	return s, url
+}
+
+// TestAClaimPassesOverTheJobsItsInstanceRuns: a stale job the claiming
+// instance names as running is not taken (a claim counts an attempt, and
+// its own turn was only slow to start its heartbeat); another instance's
+// claim, or one that does not name it, takes it and counts one.
+func TestAClaimPassesOverTheJobsItsInstanceRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := storeWithJob(t)
+	stale := store.JobClaim{Owner: "w1", Agents: []string{"a"}, Stale: time.Nanosecond,
+		Running: []store.JobRef{{TenantID: "other", SnapshotID: "p1"}, {TenantID: "default", SnapshotID: "p1"}}}
+	if got, err := s.ClaimNextJob(ctx, stale); err != nil || got != nil {
+		t.Fatalf("a claim naming the job as running: %+v, %v; want none", got, err)
+	}
+	stale.Running = stale.Running[:1] // another tenant's snapshot of that id
+	got, err := s.ClaimNextJob(ctx, stale)
+	if err != nil || got == nil || got.SnapshotID != "p1" || got.Attempts != 1 {
+		t.Fatalf("a claim not naming it: %+v, %v; want p1, its first attempt", got, err)
+	}
 }

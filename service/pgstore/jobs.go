@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -39,13 +38,19 @@ func orSystem(actor string) string {
 }
 
 // ClaimNextJob implements Store.
-func (s *PgStore) ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*store.TurnJob, error) {
+func (s *PgStore) ClaimNextJob(ctx context.Context, c store.JobClaim) (*store.TurnJob, error) {
 	var row db.TurnJob
+	p := db.ClaimNextTurnJobParams{Owner: c.Owner, StaleSeconds: c.Stale.Seconds(), Agents: c.Agents, TenantAgents: c.TenantAgents,
+		RunningTenants: make([]string, 0, len(c.Running)), RunningSnapshots: make([]string, 0, len(c.Running))}
+	for _, j := range c.Running {
+		p.RunningTenants = append(p.RunningTenants, j.TenantID)
+		p.RunningSnapshots = append(p.RunningSnapshots, j.SnapshotID)
+	}
 	// Jobs of every tenant are claimable here: through the system function,
 	// then under the job's tenant.
 	err := s.tx(ctx, func(q *db.Queries) error {
 		var err error
-		row, err = q.ClaimNextTurnJob(ctx, db.ClaimNextTurnJobParams{Owner: owner, StaleSeconds: stale.Seconds(), Agents: agents, TenantAgents: tenantAgents})
+		row, err = q.ClaimNextTurnJob(ctx, p)
 		if err != nil {
 			return err
 		}

@@ -63,9 +63,9 @@ type Store interface {
 	// when another instance took the job over.
 	TouchHeartbeat(ctx context.Context, tenantID, snapshotID, owner string) (status string, owned bool, err error)
 	// ClaimNextJob takes a detached turn to run: one nobody owns, or whose
-	// owner's heartbeat is older than stale. Nil when there is none.
-	// With tenantAgents it also takes jobs of any agent a tenant defined.
-	ClaimNextJob(ctx context.Context, owner string, agents []string, tenantAgents bool, stale time.Duration) (*TurnJob, error)
+	// owner's heartbeat is older than c.Stale, and not one of c.Running.
+	// Nil when there is none.
+	ClaimNextJob(ctx context.Context, c JobClaim) (*TurnJob, error)
 	// AppendJobInputs adds inputs that arrived after the detach to its job.
 	AppendJobInputs(ctx context.Context, tenantID, snapshotID string, inputs []protocol.AgentInput) error
 	// DeleteJob drops a finished (or aborted) job and its tool journal.
@@ -210,6 +210,24 @@ type SessionPosition struct {
 
 // OperatorScope sees every session of a tenant.
 func OperatorScope(tenantID string) Scope { return Scope{TenantID: tenantID, AnyEndUser: true} }
+
+// JobClaim is what a job runner may take from the queue.
+type JobClaim struct {
+	Owner string
+	// Agents are the compiled agents whose jobs it takes; with
+	// TenantAgents it also takes jobs of any agent a tenant defined.
+	Agents       []string
+	TenantAgents bool
+	// Stale is how old an owner's heartbeat must be for its job to be
+	// taken over.
+	Stale time.Duration
+	// Running are the jobs the runner's instance runs already: however
+	// stale their heartbeat, they are not taken (a claim counts an attempt).
+	Running []JobRef
+}
+
+// JobRef names a job.
+type JobRef struct{ TenantID, SnapshotID string }
 
 // TurnJob is the durable record of a detached turn: what to run, from which
 // snapshot, for whom.

@@ -233,7 +233,7 @@ func TestDetachedTurnsAreClaimedByTheirKind(t *testing.T) {
 	}
 	claim := func(owner string, compiled []string, tenants bool) string {
 		t.Helper()
-		job, err := e.store.ClaimNextJob(ctx, owner, compiled, tenants, time.Minute)
+		job, err := e.store.ClaimNextJob(ctx, store.JobClaim{Owner: owner, Agents: compiled, TenantAgents: tenants, Stale: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
