@@ -231,3 +231,69 @@ func TestASlowTakeoverCountsOneAttempt(t *testing.T) {
 		t.Errorf("the turn ended %s after %d model calls, want failed after 4 (the first run and three takeovers)", s, model.calls.Load())
 	}
 }
+
+// TestASlowTakeoverKeepsItsClaim: a takeover that spends longer than the
+// stale bound loading its turn keeps its claim fresh meanwhile, so the
+// other instance does not claim the job again beside it. Before, it did:
+// the job was claimed again (an attempt counted each time), and the
+// first claimant's turn ran until its heartbeat found the job lost, calling
+// the model beside the second's; a loading always slower than the bound
+// had the instances take the job from each other without end.
+func TestASlowTakeoverKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	model := &payOutageModel{}
+	var paid atomic.Int32
+	var slows []*slowTakeoverStore
+	var rts []*service.Runtime
+	for range 2 {
+		slow := &slowTakeoverStore{delay: 6 * time.Second}
+		slows = append(slows, slow)
+		rts = append(rts, servicetest.New(t, servicetest.Options{
+			URL: url,
+			// Stale after 4.9 s: the claim's keeper, touching every 100 ms,
+			// has that long on a loaded machine; the loading takes longer.
+			Runtime: service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 5 * time.Second},
+			Store: func(s *pgstore.PgStore) service.Store {
+				slow.PgStore = s
+				return slow
+			},
+			Register: func(rt *service.Runtime) error {
+				return rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+					{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+						paid.Add(1)
+						return json.RawMessage(`{"ok":true}`), nil
+					}},
+				}})
+			},
+		}).Runtime)
+	}
+	out, err := rts[0].InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
+		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
+	if err != nil || out.FinishReason != service.FinishDetached {
+		t.Fatalf("detach: %v %+v", err, out)
+	}
+	waitFor(t, "the first run to fail", time.Minute, func() bool { return model.calls.Load() >= 1 })
+	for _, slow := range slows {
+		slow.slowID.Store(out.SnapshotID) // a takeover now spends 6 s, past the stale bound, loading the turn
+	}
+	for _, rt := range rts {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); rt.RunBackground(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	var attempts int
+	waitFor(t, "the turn to be taken over and its tool to run", time.Minute, func() bool {
+		_ = admin.QueryRow(context.Background(), "SELECT attempts FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID).Scan(&attempts)
+		return paid.Load() == 1
+	})
+	waitFor(t, "its job to go", 30*time.Second, func() bool {
+		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
+	})
+	if s := snapshotStatus(t, rts[0], out.SnapshotID); s != service.StatusCompleted || attempts != 1 || model.calls.Load() != 3 || paid.Load() != 1 {
+		t.Errorf("the turn ended %s after %d claims, %d model calls and %d payments; want completed after 1, 3 and 1",
+			s, attempts, model.calls.Load(), paid.Load())
+	}
+}

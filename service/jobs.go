@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -156,6 +157,8 @@ func (r *Runtime) runJob(workCtx context.Context, cancel context.CancelFunc, job
 			r.running.Delete(runningKey(job.TenantID, job.SnapshotID))
 		}
 	}()
+	keeping := r.keepClaim(job)
+	defer keeping()
 	c := Caller{TenantID: job.TenantID, EndUser: job.EndUser, Actor: job.Actor}
 	a := r.jobAgent(job, c, log)
 	if a == nil {
@@ -187,6 +190,10 @@ func (r *Runtime) runJob(workCtx context.Context, cancel context.CancelFunc, job
 	inv.last.good = inv.sess.state()
 	inv.last.goodID = inv.baseID
 	inv.unpersisted = job.Inputs
+	if !keeping() {
+		log.Info("a detached turn was taken over by another instance before it started here")
+		return
+	}
 	started = true // finishDetached removes the entry
 	inv.startBackground(true)
 
@@ -198,6 +205,39 @@ func (r *Runtime) runJob(workCtx context.Context, cancel context.CancelFunc, job
 	out := inv.runTurns(workCtx, queue)
 	inv.finishDetached(out)
 	log.Info("detached turn finished", "finishReason", out.FinishReason)
+}
+
+// keepClaim keeps a claimed job's heartbeat fresh while its turn is being
+// loaded, until the turn's own heartbeat starts: on a loaded machine the
+// loading can outlast the stale bound, and another instance then claimed
+// the job again, counting an attempt and running it beside this one until
+// its heartbeat found the job lost. The returned function stops it and
+// reports whether the job is still this instance's.
+func (r *Runtime) keepClaim(job *TurnJob) func() bool {
+	ctx, stop := context.WithCancel(r.bg)
+	done := make(chan struct{})
+	var lost atomic.Bool
+	go func() {
+		defer close(done)
+		first := true
+		wait.Every(ctx, r.opts.HeartbeatInterval, func() bool {
+			if first { // the claim has just refreshed it
+				first = false
+				return false
+			}
+			_, owned, err := r.store.TouchHeartbeat(ctx, job.TenantID, job.SnapshotID, r.instanceID)
+			if err == nil && !owned {
+				lost.Store(true)
+				return true
+			}
+			return false
+		})
+	}()
+	return func() bool {
+		stop()
+		<-done
+		return !lost.Load()
+	}
 }
 
 // jobAgent is the definition a job's turn started with (its claim matched
