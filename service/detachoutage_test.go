@@ -65,19 +65,15 @@ func TestDetachedTurnOutlivesADatabaseOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		out, err := in.rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
-			service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
-		if err != nil || out.FinishReason != service.FinishDetached {
-			t.Fatalf("detach: %v %+v", err, out)
-		}
+		snapshotID := detachPay(t, in.rt)
 		// Until it ends: between a failure and its takeover the snapshot
 		// may read expired for a moment (its heartbeat stopped; on a
 		// loaded machine the takeover comes later), which is not the end.
 		waitFor(t, "the detached turn to end", time.Minute, func() bool {
-			s := snapshotStatus(t, in.rt, out.SnapshotID)
+			s := snapshotStatus(t, in.rt, snapshotID)
 			return s == service.StatusCompleted || s == service.StatusFailed || s == service.StatusAborted
 		})
-		snap, err := in.rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: out.SnapshotID})
+		snap, err := in.rt.GetSnapshot(context.Background(), testCaller, "payer", service.SnapshotLookup{SnapshotID: snapshotID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +81,7 @@ func TestDetachedTurnOutlivesADatabaseOutage(t *testing.T) {
 			t.Errorf("%+v: the turn ended %s (%+v) after %d model calls", c, snap.Status, snap.Error, model.calls.Load())
 		}
 		waitFor(t, "its job to go", 10*time.Second, func() bool {
-			return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
+			return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", snapshotID) == 0
 		})
 	}
 }
@@ -106,6 +102,47 @@ func (s *slowTakeoverStore) LoadSnapshot(ctx context.Context, p service.LoadSnap
 		time.Sleep(s.delay) // after the read: what it read is stale by then
 	}
 	return snap, err
+}
+
+// slowInstance is a runtime on url serving agent, whose store makes every
+// load of one snapshot slow once its slowID is set; its background work
+// (the job runner) is not started.
+func slowInstance(t *testing.T, url string, opts service.Options, delay time.Duration, agent *service.Agent) (*service.Runtime, *slowTakeoverStore) {
+	t.Helper()
+	slow := &slowTakeoverStore{delay: delay}
+	rt := servicetest.New(t, servicetest.Options{
+		URL:     url,
+		Runtime: opts,
+		Store: func(s *pgstore.PgStore) service.Store {
+			slow.PgStore = s
+			return slow
+		},
+		Register: func(rt *service.Runtime) error { return rt.Register(agent) },
+	}).Runtime
+	return rt, slow
+}
+
+// runBackground runs rt's background work (the job runner) until the test
+// ends.
+func runBackground(t *testing.T, rt *service.Runtime) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.RunBackground(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// payerWithPay is the payer agent on model, with a pay tool counted in
+// paid, which calls onPay (when set) as it runs.
+func payerWithPay(model service.Model, paid *atomic.Int32, onPay func()) *service.Agent {
+	return &service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
+		{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+			if onPay != nil {
+				onPay()
+			}
+			paid.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		}},
+	}}
 }
 
 // payOutageModel fails its first call as agent code does when the
@@ -141,47 +178,24 @@ func TestSlowTakeoverRunsOnce(t *testing.T) {
 	admin := testdb.OwnerPool(t, url)
 	model := &payOutageModel{hold: 1500 * time.Millisecond}
 	var paid atomic.Int32
-	slow := &slowTakeoverStore{delay: 2 * time.Second}
 	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
-	rt := servicetest.New(t, servicetest.Options{
-		URL:     url,
-		Runtime: opts,
-		Store: func(s *pgstore.PgStore) service.Store {
-			slow.PgStore = s
-			return slow
-		},
-		Register: func(rt *service.Runtime) error {
-			return rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
-				{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
-					paid.Add(1)
-					return json.RawMessage(`{"ok":true}`), nil
-				}},
-			}})
-		},
-	}).Runtime
-	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
-		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
-	if err != nil || out.FinishReason != service.FinishDetached {
-		t.Fatalf("detach: %v %+v", err, out)
-	}
+	rt, slow := slowInstance(t, url, opts, 2*time.Second, payerWithPay(model, &paid, nil))
+	snapshotID := detachPay(t, rt)
 	// The first run fails for want of the database; from now on every
 	// takeover spends 2 s, twice the heartbeat's timeout, after loading
 	// the turn, and the model 1.5 s before it asks to pay.
 	waitFor(t, "the first run to fail", time.Minute, func() bool { return model.calls.Load() >= 1 })
-	slow.slowID.Store(out.SnapshotID)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.RunBackground(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	slow.slowID.Store(snapshotID)
+	runBackground(t, rt)
 
 	waitFor(t, "the detached turn to end", time.Minute, func() bool {
-		return count(t, admin, "SELECT count(*) FROM snapshots WHERE id = $1 AND status <> 'pending'", out.SnapshotID) == 1
+		return count(t, admin, "SELECT count(*) FROM snapshots WHERE id = $1 AND status <> 'pending'", snapshotID) == 1
 	})
 	waitFor(t, "its job to go", 10*time.Second, func() bool {
-		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
+		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", snapshotID) == 0
 	})
 	var status string
-	if err := admin.QueryRow(context.Background(), "SELECT status FROM snapshots WHERE id = $1", out.SnapshotID).Scan(&status); err != nil {
+	if err := admin.QueryRow(context.Background(), "SELECT status FROM snapshots WHERE id = $1", snapshotID).Scan(&status); err != nil {
 		t.Fatal(err)
 	}
 	if status != service.StatusCompleted || model.calls.Load() != 3 || paid.Load() != 1 {
@@ -200,34 +214,17 @@ func TestASlowTakeoverCountsOneAttempt(t *testing.T) {
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
 	model := &outageModel{failures: 100}
-	slow := &slowTakeoverStore{delay: 2 * time.Second}
-	rt := servicetest.New(t, servicetest.Options{
-		URL:     url,
-		Runtime: service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second},
-		Store: func(s *pgstore.PgStore) service.Store {
-			slow.PgStore = s
-			return slow
-		},
-		Register: func(rt *service.Runtime) error {
-			return rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model})
-		},
-	}).Runtime
-	out, err := rt.InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
-		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
-	if err != nil || out.FinishReason != service.FinishDetached {
-		t.Fatalf("detach: %v %+v", err, out)
-	}
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
+	rt, slow := slowInstance(t, url, opts, 2*time.Second, &service.Agent{Name: "payer", ServerManaged: true, Model: model})
+	snapshotID := detachPay(t, rt)
 	waitFor(t, "the first run to fail", time.Minute, func() bool { return model.calls.Load() >= 1 })
-	slow.slowID.Store(out.SnapshotID) // every takeover now spends 2 s, twice the stale bound, loading the turn
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.RunBackground(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	slow.slowID.Store(snapshotID) // every takeover now spends 2 s, twice the stale bound, loading the turn
+	runBackground(t, rt)
 
 	waitFor(t, "its job to go", time.Minute, func() bool {
-		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
+		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", snapshotID) == 0
 	})
-	if s := snapshotStatus(t, rt, out.SnapshotID); s != service.StatusFailed || model.calls.Load() != 4 {
+	if s := snapshotStatus(t, rt, snapshotID); s != service.StatusFailed || model.calls.Load() != 4 {
 		t.Errorf("the turn ended %s after %d model calls, want failed after 4 (the first run and three takeovers)", s, model.calls.Load())
 	}
 }
@@ -245,55 +242,30 @@ func TestASlowTakeoverKeepsItsClaim(t *testing.T) {
 	admin := testdb.OwnerPool(t, url)
 	model := &payOutageModel{}
 	var paid atomic.Int32
-	var slows []*slowTakeoverStore
-	var rts []*service.Runtime
-	for range 2 {
-		slow := &slowTakeoverStore{delay: 6 * time.Second}
-		slows = append(slows, slow)
-		rts = append(rts, servicetest.New(t, servicetest.Options{
-			URL: url,
-			// Stale after 4.9 s: the claim's keeper, touching every 100 ms,
-			// has that long on a loaded machine; the loading takes longer.
-			Runtime: service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 5 * time.Second},
-			Store: func(s *pgstore.PgStore) service.Store {
-				slow.PgStore = s
-				return slow
-			},
-			Register: func(rt *service.Runtime) error {
-				return rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Model: model, Tools: []*service.Tool{
-					{Name: "pay", Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
-						paid.Add(1)
-						return json.RawMessage(`{"ok":true}`), nil
-					}},
-				}})
-			},
-		}).Runtime)
+	// Stale after 4.9 s: the claim's keeper, touching every 100 ms, has
+	// that long on a loaded machine; the loading takes longer.
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}
+	var snapshotID string
+	var attempts atomic.Int32
+	claims := func() { // as the tool runs, the job is there: how often was it claimed?
+		var n int32
+		_ = admin.QueryRow(context.Background(), "SELECT attempts FROM turn_jobs WHERE snapshot_id = $1", snapshotID).Scan(&n)
+		attempts.Store(n)
 	}
-	out, err := rts[0].InvokeOne(context.Background(), testCaller, "payer", service.AgentInit{},
-		service.AgentInput{Message: ptr(text(service.RoleUser, "pay")), Detach: true}, nil)
-	if err != nil || out.FinishReason != service.FinishDetached {
-		t.Fatalf("detach: %v %+v", err, out)
-	}
+	a, slowA := slowInstance(t, url, opts, 6*time.Second, payerWithPay(model, &paid, claims))
+	b, slowB := slowInstance(t, url, opts, 6*time.Second, payerWithPay(model, &paid, claims))
+	snapshotID = detachPay(t, a)
 	waitFor(t, "the first run to fail", time.Minute, func() bool { return model.calls.Load() >= 1 })
-	for _, slow := range slows {
-		slow.slowID.Store(out.SnapshotID) // a takeover now spends 6 s, past the stale bound, loading the turn
+	for _, slow := range []*slowTakeoverStore{slowA, slowB} {
+		slow.slowID.Store(snapshotID) // a takeover now spends 6 s, past the stale bound, loading the turn
 	}
-	for _, rt := range rts {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); rt.RunBackground(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-	}
-	var attempts int
-	waitFor(t, "the turn to be taken over and its tool to run", time.Minute, func() bool {
-		_ = admin.QueryRow(context.Background(), "SELECT attempts FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID).Scan(&attempts)
-		return paid.Load() == 1
+	runBackground(t, a)
+	runBackground(t, b)
+	waitFor(t, "its job to go", time.Minute, func() bool {
+		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", snapshotID) == 0
 	})
-	waitFor(t, "its job to go", 30*time.Second, func() bool {
-		return count(t, admin, "SELECT count(*) FROM turn_jobs WHERE snapshot_id = $1", out.SnapshotID) == 0
-	})
-	if s := snapshotStatus(t, rts[0], out.SnapshotID); s != service.StatusCompleted || attempts != 1 || model.calls.Load() != 3 || paid.Load() != 1 {
+	if s := snapshotStatus(t, a, snapshotID); s != service.StatusCompleted || attempts.Load() != 1 || model.calls.Load() != 3 || paid.Load() != 1 {
 		t.Errorf("the turn ended %s after %d claims, %d model calls and %d payments; want completed after 1, 3 and 1",
-			s, attempts, model.calls.Load(), paid.Load())
+			s, attempts.Load(), model.calls.Load(), paid.Load())
 	}
 }
