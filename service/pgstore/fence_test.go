@@ -102,13 +102,7 @@ func storeWithJob(t *testing.T) (*PgStore, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := testdb.URL(t)
-	pool, err := NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool)
-	t.Cleanup(s.Close)
+	s := storesOn(t, url, 1)[0]
 	w := &store.SnapshotWrite{TenantID: "default", Agent: "a", SessionID: "s", SnapshotID: "p1",
 		Status: protocol.StatusPending, MessageCount: 0, Actor: "test"}
 	job := &store.TurnJob{TenantID: "default", SnapshotID: "p1", Agent: "a", SessionID: "s", Actor: "test"}

@@ -14,14 +14,7 @@ import (
 func TestPipelineRowCounts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.URL(t)
-	pool, err := NewAppPool(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool)
-	t.Cleanup(s.Close)
+	s := storesOn(t, testdb.URL(t), 1)[0]
 	counts := func() (int64, int64) {
 		var first, second int64
 		err := s.piped(ctx, "default", func(q *db.Queries) error {
