@@ -27,6 +27,14 @@ function transfers() {
   return text.split('\n').filter(Boolean).map((line) => JSON.parse(line));
 }
 
+/** Whether A's journal records the session's transfer as done. */
+async function journaled(sessionId) {
+  const got = await fetch(`${A}/api/v1/sessions/${encodeURIComponent(sessionId)}/tool-calls`);
+  assert.equal(got.status, 200);
+  const { items } = await got.json();
+  return items.some((c) => c.tool === 'transferMoney' && c.status === 'succeeded');
+}
+
 /** Waits (bounded) until check() answers a value, and returns it. */
 async function until(what, ms, check) {
   const deadline = Date.now() + ms;
@@ -48,8 +56,12 @@ test('a detached approval whose instance is killed after the transfer moves the 
   const task = await chat.detach({ resume: { respond: [approval.respond({ approved: true })] } });
   assert.ok(task.snapshotId);
 
-  // A runs the transfer, then its model waits 3 s: A dies there.
+  // A runs the transfer and journals it, then its model waits 3 s: A dies
+  // there. Killed between the transfer and its journal, A would leave the
+  // call unknown (it may have run), and B rightly fails the turn instead
+  // of moving the money again: the kill waits for the journal.
   const [moved] = await until('transfer on A', 60_000, () => (transfers().length > 0 ? transfers() : null));
+  await until('the transfer journaled on A', 60_000, () => journaled(res.sessionId));
   assert.equal(moved.pid, pidA, 'A executed the transfer');
   process.kill(pidA, 'SIGKILL');
 
