@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/wI2L/jsondiff"
+
+	"github.com/holdpoint/holdpoint/internal/rawjson"
 )
 
 // Turn is what a custom agent's TurnFunc works with: the input of the turn
@@ -184,4 +186,39 @@ func (inv *invocation) sendCustomPatch() {
 	if len(ops) > 0 {
 		inv.emit(StreamChunk{CustomPatch: ops})
 	}
+}
+
+// CallTool runs the agent's tool name for a custom turn, as a model's
+// request for it runs: its input checked against the tool's schema, a
+// tool_calls row written before it runs and its outcome after, and, in a
+// detached turn, journaled: a turn taken over after its instance died runs
+// its function again, and this call then returns the recorded output
+// instead of running the tool a second time (a call that started and never
+// finished fails the turn: it may have run). ref names the call within the
+// turn and must be the same when the turn runs again (derive it from the
+// turn's input, not from a clock or a random source). A custom agent's
+// tools take no approval policy (ask with an interrupt first), and a tool
+// that pauses (InterruptWith) fails the call.
+func (t *Turn) CallTool(ctx context.Context, name, ref string, input json.RawMessage) (json.RawMessage, error) {
+	inv := t.inv
+	tool := inv.agent.Tool(name)
+	switch {
+	case tool == nil:
+		return nil, fmt.Errorf("CallTool: agent %s has no tool %q", inv.agent.Name, name)
+	case tool.Interrupt:
+		return nil, fmt.Errorf("CallTool: %s is an interrupt, which never runs: ask it instead", name)
+	case tool.Approval != nil:
+		return nil, fmt.Errorf("CallTool: tool %s has an approval policy, which a custom turn's call does not pass", name)
+	case ref == "":
+		return nil, fmt.Errorf("CallTool: tool %s: the call needs a ref, the same each time the turn runs", name)
+	}
+	req := &ToolRequest{Name: name, Ref: ref, Input: rawjson.Or(input, "null")}
+	resp, irq, err := inv.recordedTool(ctx, t, tool, toolRun{key: callKey(0, 0, req), part: Part{ToolRequest: req}})
+	if err != nil {
+		return nil, err
+	}
+	if irq != nil {
+		return nil, fmt.Errorf("CallTool: tool %s paused the call: a custom turn's call cannot pause; ask with an interrupt before it", name)
+	}
+	return resp.ToolResponse.Output, nil
 }

@@ -1,0 +1,171 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdpoint/holdpoint/internal/testdb"
+	"github.com/holdpoint/holdpoint/internal/testlog"
+	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/approval"
+)
+
+// customPayer registers "payer" as a custom agent: its turn asks the
+// approve interrupt (ref a1), and once resumed with the answer calls its pay
+// tool through Turn.CallTool (ref p1) and says what it got. At point it
+// signals reached and waits for hold: afterTool once the call returned,
+// beforeTool inside pay's run (the call started, its outcome unrecorded).
+func customPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}) {
+	wait := func(ctx context.Context) error {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		select {
+		case <-hold:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	turn := func(ctx context.Context, t *service.Turn) (string, error) {
+		msgs := t.Messages()
+		last := msgs[len(msgs)-1]
+		if last.Role != service.RoleTool {
+			t.AddMessages(service.Message{Role: service.RoleModel, Content: []service.Part{{
+				ToolRequest: &service.ToolRequest{Name: "approve", Ref: "a1", Input: json.RawMessage(`{"amount":50}`)},
+				Metadata:    service.Metadata{"interrupt": json.RawMessage("true")}}}})
+			return service.FinishInterrupted, nil
+		}
+		out, err := t.CallTool(ctx, "pay", "p1", json.RawMessage(`{"amount":50}`))
+		if err != nil {
+			return "", err
+		}
+		if point == afterTool {
+			if err := wait(ctx); err != nil {
+				return "", err
+			}
+		}
+		t.AddMessages(text(service.RoleModel, "paid: "+string(out)))
+		return "", nil
+	}
+	err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Turn: turn, Tools: []*service.Tool{
+		{Name: "approve", Interrupt: true},
+		{Name: "pay", InputSchema: json.RawMessage(`{"type":"object","required":["amount"]}`),
+			Run: func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
+				paid.Add(1)
+				if point == beforeTool {
+					if err := wait(ctx); err != nil {
+						return nil, err
+					}
+				}
+				return json.RawMessage(`{"receipt":"r-` + call.Ref + `"}`), nil
+			}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// TestCustomTurnsToolCallIsNotRepeatedOnTakeover: a custom agent's approved
+// turn calls its tool through Turn.CallTool, then its instance dies; the
+// instance that takes the turn over runs the turn function again, and the
+// call returns the recorded output instead of paying a second time.
+func TestCustomTurnsToolCallIsNotRepeatedOnTakeover(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	var paidA, paidB atomic.Int32
+	reached := make(chan struct{}, 1)
+	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) {
+		customPayer(rt, &paidA, afterTool, make(chan struct{}), reached)
+	})
+	paused, aDone := pauseThenDecide(t, a, inboxApproval, reached)
+	if n := count(t, admin, `SELECT count(*) FROM tool_calls WHERE tool = 'pay' AND status = 'succeeded'`); n != 1 {
+		t.Fatalf("%d pay calls recorded succeeded before the crash; want 1", n)
+	}
+	looksDead(t, admin, aDone)
+	open := make(chan struct{})
+	close(open)
+	startInstance(t, url, opts, func(rt *service.Runtime) { customPayer(rt, &paidB, afterTool, open, nil) })
+	wantFinished(t, admin, paused)
+	if paidA.Load() != 1 || paidB.Load() != 0 {
+		t.Fatalf("pay ran %d times on A and %d on B; want 1 and 0", paidA.Load(), paidB.Load())
+	}
+	if n := count(t, admin, `SELECT count(*) FROM tool_calls WHERE tool = 'pay'`); n != 1 {
+		t.Fatalf("%d pay calls journaled; want 1", n)
+	}
+	// The journal's copy (jsonb: a space after the colon), not a new run's.
+	if n := count(t, admin, `SELECT count(*) FROM snapshots WHERE parent_id = $1 AND strpos(turn_messages::text, $2) > 0`, paused, `paid: {\"receipt\": \"r-p1\"}`); n != 1 {
+		var msgs string
+		_ = admin.QueryRow(context.Background(), `SELECT turn_messages::text FROM snapshots WHERE parent_id = $1`, paused).Scan(&msgs)
+		t.Fatalf("the taken-over turn did not answer with the recorded output: %s", msgs)
+	}
+}
+
+// TestCustomTurnsToolCall: a synchronous custom turn's call is checked
+// against the tool's schema and recorded; misuse fails the turn with an
+// internal error (a bug of the agent's code), and a custom agent's tool
+// with an approval policy is refused at registration.
+func TestCustomTurnsToolCall(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	var runs atomic.Int32
+	turn := func(ctx context.Context, t *service.Turn) (string, error) {
+		// "tool ref input"
+		f := strings.SplitN(t.Input().Message.Text(), " ", 3)
+		out, err := t.CallTool(ctx, f[0], f[1], json.RawMessage(f[2]))
+		if err != nil {
+			return "", err
+		}
+		t.AddMessages(text(service.RoleModel, string(out)))
+		return "", nil
+	}
+	tools := []*service.Tool{{Name: "ask", Interrupt: true}, {Name: "ship", InputSchema: json.RawMessage(`{"type":"object","required":["order"],"properties":{"order":{"type":"integer"}}}`),
+		Run: func(_ context.Context, call service.ToolCall) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(`{"shipped":` + string(call.Input) + `}`), nil
+		}}}
+	if err := rt.Register(&service.Agent{Name: "shipper", ServerManaged: true, Turn: turn, Tools: tools}); err != nil {
+		t.Fatal(err)
+	}
+	say := func(session, msg string) *service.AgentOutput {
+		t.Helper()
+		out, err := rt.InvokeOne(context.Background(), testCaller, "shipper", service.AgentInit{SessionID: session},
+			service.AgentInput{Message: ptr(text(service.RoleUser, msg))}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := say("s1", `ship o1 {"order":1}`); out.Error != nil || out.Message.Text() != `{"shipped":{"order":1}}` || runs.Load() != 1 {
+		t.Fatalf("a call: %+v %+v, %d runs", out.Error, out.Message, runs.Load())
+	}
+	calls, err := rt.SessionToolCalls(context.Background(), testCaller, "s1", nil, 0)
+	if err != nil || len(calls) != 1 || calls[0].Tool != "ship" || calls[0].Ref != "o1" || calls[0].Status != service.ToolCallSucceeded {
+		t.Fatalf("recorded calls: %v %+v", err, calls)
+	}
+	for _, msg := range []string{`ship o2 {"order":"x"}`, `ship o3 {}`} {
+		if out := say("s2", msg); out.Error == nil || out.Error.Status != service.CodeInvalidArgument {
+			t.Errorf("%s: %+v", msg, out.Error)
+		}
+	}
+	for _, msg := range []string{`nope o4 {}`, `ask o5 {}`, `ship  {"order":1}`} {
+		if out := say("s3", msg); out.Error == nil || out.Error.Status != service.CodeInternal {
+			t.Errorf("%s: %+v", msg, out.Error)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("ship ran %d times; want only the valid call", runs.Load())
+	}
+	gated := []*service.Tool{{Name: "ship", Approval: &approval.Policy{}, Run: tools[1].Run}}
+	err = rt.Register(&service.Agent{Name: "gatedShipper", ServerManaged: true, Turn: turn, Tools: gated})
+	if err == nil || !strings.Contains(err.Error(), "take no approval policy") {
+		t.Fatalf("a custom agent's gated tool: %v", err)
+	}
+}
