@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/protocol"
@@ -96,6 +97,12 @@ type CustomAgent struct {
 	Description string
 	// Interrupts are the questions the turn may ask a human.
 	Interrupts []ToolDef
+	// Tools are the functions with an effect the turn calls through the
+	// platform ([Tool.Call], service.Turn.CallTool): each call is recorded
+	// before it runs and, in a detached turn taken over by another
+	// instance, not run a second time. They take no Approval (ask with an
+	// interrupt first).
+	Tools []ToolDef
 	// ClientManaged agents keep no session on the server (see Agent).
 	ClientManaged bool
 	// Turn runs one turn: it reads the input and history from t, adds the
@@ -117,13 +124,16 @@ func (a CustomAgent) ServiceAgent(func(string) protocol.Model) (*service.Agent, 
 	if a.Turn == nil {
 		return nil, fmt.Errorf("custom agent %s: Turn is nil", a.Name)
 	}
-	tools, err := serviceTools(a.Name, a.Interrupts)
+	tools, err := serviceTools(a.Name, append(slices.Clip(a.Interrupts), a.Tools...))
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range tools {
-		if !t.Interrupt {
-			return nil, fmt.Errorf("custom agent %s: %s is a tool, not an interrupt: a custom turn calls its own functions", a.Name, t.Name)
+	for i, t := range tools {
+		switch asked := i < len(a.Interrupts); {
+		case asked && !t.Interrupt:
+			return nil, fmt.Errorf("custom agent %s: %s is a tool, listed in Interrupts: list it in Tools", a.Name, t.Name)
+		case !asked && t.Interrupt:
+			return nil, fmt.Errorf("custom agent %s: %s is an interrupt, listed in Tools: list it in Interrupts", a.Name, t.Name)
 		}
 	}
 	return &service.Agent{Name: a.Name, Description: a.Description, ServerManaged: !a.ClientManaged, Tools: tools, Turn: a.Turn}, nil

@@ -89,6 +89,11 @@ func TestDefinitionErrorsNameAgentAndTool(t *testing.T) {
 		{agentkit.CustomAgent{Name: "c1", Interrupts: []agentkit.ToolDef{agentkit.Tool[Transfer, Receipt]{Name: "pay", Run: noop}},
 			Turn: func(context.Context, *service.Turn) (string, error) { return "", nil }}, []string{"custom agent c1", "pay is a tool"}},
 		{agentkit.CustomAgent{Name: "c2"}, []string{"custom agent c2", "Turn is nil"}},
+		{agentkit.CustomAgent{Name: "c3", Tools: []agentkit.ToolDef{agentkit.Interrupt[Approval, Decision]{Name: "ask"}},
+			Turn: func(context.Context, *service.Turn) (string, error) { return "", nil }}, []string{"custom agent c3", "ask is an interrupt"}},
+		{agentkit.CustomAgent{Name: "c4", Interrupts: []agentkit.ToolDef{agentkit.Interrupt[Approval, Decision]{Name: "pay"}},
+			Tools: []agentkit.ToolDef{agentkit.Tool[Transfer, Receipt]{Name: "pay", Run: noop}},
+			Turn:  func(context.Context, *service.Turn) (string, error) { return "", nil }}, []string{"agent c4", "two tools named pay"}},
 	}
 	for _, c := range cases {
 		_, err := c.def.ServiceAgent(func(string) protocol.Model { return nil })
@@ -197,5 +202,63 @@ func TestTypedToolInTheRuntime(t *testing.T) {
 	snap, err := rt.GetSnapshot(context.Background(), caller, "typed", protocol.SnapshotLookup{SessionID: "big"})
 	if err != nil || string(snap.State.Custom) != `{"last":"2"}` {
 		t.Fatalf("custom state after the transfer: %v %s", err, snap.State.Custom)
+	}
+}
+
+// TestCustomAgentCallsItsTools: a custom turn calls a typed tool through
+// the platform (Tool.Call): the output comes back decoded, an input its
+// schema refuses fails the turn with INVALID_ARGUMENT before Run, and a
+// custom agent's tool with an approval policy is refused at registration
+// (its calls pass no gate).
+func TestCustomAgentCallsItsTools(t *testing.T) {
+	t.Parallel()
+	rt := servicetest.New(t, servicetest.Options{}).Runtime
+	var runs atomic.Int32
+	transfer := agentkit.Tool[Transfer, Receipt]{Name: "transfer", Run: func(ctx context.Context, in Transfer) (Receipt, error) {
+		runs.Add(1)
+		return Receipt{Success: true, TransactionID: "tx-" + agentkit.RefOf(ctx)}, nil
+	}}
+	turn := func(ctx context.Context, t *service.Turn) (string, error) {
+		var in Transfer
+		if err := json.Unmarshal([]byte(t.Input().Message.Text()), &in); err != nil {
+			return "", err
+		}
+		r, err := transfer.Call(ctx, t, "to-"+in.ToAccount, in)
+		if err != nil {
+			return "", err
+		}
+		t.AddMessages(protocol.Message{Role: protocol.RoleModel, Content: []protocol.Part{protocol.TextPart(r.TransactionID)}})
+		return "", nil
+	}
+	def := agentkit.CustomAgent{Name: "mover", Tools: []agentkit.ToolDef{transfer}, Turn: turn}
+	agent, err := def.ServiceAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Register(agent); err != nil {
+		t.Fatal(err)
+	}
+	send := func(input string) *protocol.AgentOutput {
+		t.Helper()
+		out, err := rt.InvokeOne(context.Background(), auth.Caller{TenantID: "default", Actor: "test"}, "mover", protocol.AgentInit{},
+			protocol.AgentInput{Message: &protocol.Message{Role: protocol.RoleUser, Content: []protocol.Part{protocol.TextPart(input)}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := send(`{"amount":10,"toAccount":"7"}`); out.Error != nil || out.Message.Text() != "tx-to-7" || runs.Load() != 1 {
+		t.Fatalf("a call: %+v %+v, %d runs", out.Error, out.Message, runs.Load())
+	}
+	if out := send(`{"amount":0,"toAccount":"8"}`); out.Error == nil || out.Error.Status != store.CodeInvalidArgument || runs.Load() != 1 {
+		t.Fatalf("a refused input: %+v, %d runs", out.Error, runs.Load())
+	}
+	transfer.Approval = &agentkit.Approval[Transfer]{}
+	gated, err := agentkit.CustomAgent{Name: "gatedMover", Tools: []agentkit.ToolDef{transfer}, Turn: turn}.ServiceAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Register(gated); err == nil || !strings.Contains(err.Error(), "take no approval policy") {
+		t.Fatalf("a custom agent's gated tool: %v", err)
 	}
 }

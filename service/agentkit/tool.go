@@ -243,3 +243,24 @@ func RefOf(ctx context.Context) string {
 
 // errNoName is returned for a definition without a name.
 var errNoName = errors.New("a name is required")
+
+// Call runs the tool from a custom agent's turn (the agent lists it in
+// CustomAgent.Tools) through the platform: see service.Turn.CallTool. ref
+// names the call within the turn and must be the same each time the turn
+// runs; a detached turn taken over after its instance died gets the
+// recorded output back instead of a second run.
+func (t Tool[In, Out]) Call(ctx context.Context, turn *service.Turn, ref string, in In) (Out, error) {
+	var out Out
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return out, fmt.Errorf("tool %s: encoding its input: %w", t.Name, err)
+	}
+	res, err := turn.CallTool(ctx, t.Name, ref, raw)
+	if err != nil {
+		return out, err
+	}
+	if err := decodeInput(res, &out); err != nil {
+		return out, fmt.Errorf("tool %s: decoding its output: %w", t.Name, err)
+	}
+	return out, nil
+}
