@@ -4,6 +4,9 @@
 // "Ship order 42" pauses the turn on askAddress until someone gives the
 // address: the client, resuming the turn, or an operator in the approvals
 // inbox. Its sessions, snapshots and interrupts are kept on the server.
+// The turn books the shipment through the platform (bookShipment.Call):
+// the call is recorded in tool_calls, and a turn taken over after its
+// instance died gets the booking back instead of booking twice.
 //
 // Run it with `go run ./examples/missingfield serve --dev`. It calls no
 // model, so it needs no provider (and no *_MODEL variable).
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/holdpoint/holdpoint/cmd/platform/app"
 	"github.com/holdpoint/holdpoint/service"
@@ -46,7 +50,7 @@ func ship(ctx context.Context, t *service.Turn) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return shipTo(t, strings.TrimPrefix(ref, "address-"), addr)
+		return shipTo(ctx, t, strings.TrimPrefix(ref, "address-"), addr)
 	}
 	var m []string
 	if msg := t.Input().Message; msg != nil {
@@ -59,13 +63,42 @@ func ship(ctx context.Context, t *service.Turn) (string, error) {
 		q := AddressQuestion{OrderID: m[1], Question: "Where should order " + m[1] + " go?"}
 		return askAddress.Ask(t, "address-"+m[1], q, "I need a shipping address for order "+m[1]+".")
 	default:
-		return shipTo(t, m[1], Address{Street: m[2], City: m[3]})
+		return shipTo(ctx, t, m[1], Address{Street: m[2], City: m[3]})
 	}
 }
 
-// shipTo answers that the order ships to addr.
-func shipTo(t *service.Turn, orderID string, addr Address) (string, error) {
-	return say(t, fmt.Sprintf("Order %s ships to %s, %s.", orderID, addr.Street, addr.City))
+// Booking is what bookShipment returns.
+type Booking struct {
+	Tracking string `json:"tracking"`
+}
+
+// Shipment is what bookShipment books.
+type Shipment struct {
+	OrderID string  `json:"orderId" jsonschema:"minLength=1"`
+	To      Address `json:"to"`
+}
+
+// bookings counts the shipments this process booked (the example's
+// stand-in for a carrier's API).
+var bookings atomic.Int64
+
+var bookShipment = agentkit.Tool[Shipment, Booking]{
+	Name:        "bookShipment",
+	Description: "Book a carrier for an order.",
+	Run: func(ctx context.Context, s Shipment) (Booking, error) {
+		return Booking{Tracking: fmt.Sprintf("TRK-%s-%d", s.OrderID, bookings.Add(1))}, nil
+	},
+}
+
+// shipTo books the order's shipment to addr and says where it goes.
+func shipTo(ctx context.Context, t *service.Turn, orderID string, addr Address) (string, error) {
+	// The ref names the call within the turn: the same if the turn runs
+	// again on another instance, so the booking is not made twice.
+	b, err := bookShipment.Call(ctx, t, "ship-"+orderID, Shipment{OrderID: orderID, To: addr})
+	if err != nil {
+		return "", err
+	}
+	return say(t, fmt.Sprintf("Order %s ships to %s, %s (tracking %s).", orderID, addr.Street, addr.City, b.Tracking))
 }
 
 // say ends the turn with a text answer.
@@ -78,6 +111,7 @@ var shippingAgent = agentkit.CustomAgent{
 	Name:        "shippingAgent",
 	Description: "Ships orders, asking for the address when it is missing.",
 	Interrupts:  []agentkit.ToolDef{askAddress},
+	Tools:       []agentkit.ToolDef{bookShipment},
 	Turn:        ship,
 }
 

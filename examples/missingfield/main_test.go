@@ -24,7 +24,7 @@ func TestMissingAddress(t *testing.T) {
 	s := exampletest.Start(t, ".")
 
 	direct := s.Turn(t, agent, service.AgentInit{SessionID: "direct"}, exampletest.User("Ship order 42 to 1 Main St, Springfield"))
-	if got, want := exampletest.Text(direct), "Order 42 ships to 1 Main St, Springfield."; got != want || direct.FinishReason != "stop" {
+	if got, want := exampletest.Text(direct), "Order 42 ships to 1 Main St, Springfield (tracking TRK-42-1)."; got != want || direct.FinishReason != "stop" {
 		t.Fatalf("with an address: %q (%s), want %q", got, direct.FinishReason, want)
 	}
 
@@ -61,11 +61,18 @@ func TestMissingAddress(t *testing.T) {
 
 	// A complete address continues the turn.
 	done := s.Turn(t, agent, paused, exampletest.Respond(asks[0], `{"street":"5 Elm St","city":"Shelbyville"}`))
-	if got, want := exampletest.Text(done), "Order 42 ships to 5 Elm St, Shelbyville."; got != want || done.FinishReason != "stop" {
+	if got, want := exampletest.Text(done), "Order 42 ships to 5 Elm St, Shelbyville (tracking TRK-42-2)."; got != want || done.FinishReason != "stop" {
 		t.Fatalf("answered: %q (%s), want %q", got, done.FinishReason, want)
 	}
 	if len(pending(t, s, "ask")) != 0 {
 		t.Fatal("the answered interrupt is still pending")
+	}
+	// The booking is a recorded tool call of the session.
+	var calls struct{ Items []service.ToolCallRecord }
+	s.Get(t, "/sessions/ask/tool-calls", &calls)
+	if c := calls.Items; len(c) != 1 || c[0].Tool != "bookShipment" || c[0].Ref != "ship-42" || c[0].Status != service.ToolCallSucceeded ||
+		string(c[0].Output) != `{"tracking":"TRK-42-2"}` {
+		t.Fatalf("the session's tool calls: %+v", c)
 	}
 
 	// The interrupt is answered: answering it again is refused.
@@ -102,7 +109,7 @@ func TestAnswerInInbox(t *testing.T) {
 	if err := json.Unmarshal(body, &decided); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := exampletest.Text(decided.Output), "Order 43 ships to 7 Pine St, Capital City."; decided.Status != "resumed" || got != want {
+	if got, want := exampletest.Text(decided.Output), "Order 43 ships to 7 Pine St, Capital City (tracking TRK-43-1)."; decided.Status != "resumed" || got != want {
 		t.Fatalf("respond: %s %q, want resumed %q", decided.Status, got, want)
 	}
 	if snap := s.Snapshot(t, agent, "inbox"); snap.SnapshotID != decided.Output.SnapshotID || snap.Status != "completed" {
