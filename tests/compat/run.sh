@@ -8,7 +8,8 @@
 # free loopback port (serve migrates at start-up), a second server that
 # requires credentials (with a client key of its own tenant), and the seed's
 # banking agent built as a program outside the module (examples/banking
-# with a go.mod of its own) on a database of its own; runs `node --test`
+# with a go.mod of its own) on a database of its own, and the custom agent
+# of examples/missingfield on another; runs `node --test`
 # here, and always stops the servers and drops the databases. Its exit code is the
 # tests' result. Extra arguments are passed to `node --test` (e.g. a file).
 set -euo pipefail
@@ -76,7 +77,8 @@ mkdir -p "$tmp/outside"
 cp "$root/examples/banking/main.go" "$root/go.sum" "$tmp/outside/"
 printf 'module example.com/mybank\n\ngo 1.26\n\nrequire github.com/holdpoint/holdpoint v0.0.0-00010101000000-000000000000\n\nreplace github.com/holdpoint/holdpoint => %s\n' "$root" >"$tmp/outside/go.mod"
 (cd "$tmp/outside" && GOFLAGS=-mod=mod GOWORK=off go build -o "$tmp/mybank" .)
-(cd "$root" && go build -o "$tmp/receiver" ./examples/tenant/receiver && go build -o "$tmp/hostilemodel" ./internal/hostile/cmd/hostilemodel)
+(cd "$root" && go build -o "$tmp/receiver" ./examples/tenant/receiver && go build -o "$tmp/hostilemodel" ./internal/hostile/cmd/hostilemodel &&
+	go build -o "$tmp/missingfield" ./examples/missingfield)
 
 # create_db NAME: creates a throwaway database (dropped at exit) and sets
 # created_url to its URL.
@@ -91,6 +93,8 @@ create_db "${db}_seed"
 seed_db_url=$created_url
 create_db "${db}_hostile"
 hostile_db_url=$created_url
+create_db "${db}_shipping"
+shipping_db_url=$created_url
 
 free_port() {
 	node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
@@ -155,6 +159,10 @@ start_server server-auth "$tmp/platform" "$db_url" --demo --allow-loopback-webho
 auth_base=$url
 start_server server-seed "$tmp/mybank" "$seed_db_url" --dev
 seed_base=$url
+# A custom agent (a Go function per turn) that books through a journaled
+# tool: examples/missingfield, for customagent.test.mjs.
+start_server server-shipping "$tmp/missingfield" "$shipping_db_url" --dev
+shipping_base=$url
 
 # A tenant's own agent: examples/tenant/banking.prompt (renamed, since the
 # dev server's demo agent is bankingAgent) applied to the default tenant,
@@ -219,5 +227,5 @@ rc=0
 # (one file's tests took 30 s on their own under that load).
 HOLDPOINT_TAKEOVER_A_URL="$takeover_a" HOLDPOINT_TAKEOVER_A_PID="$takeover_a_pid" HOLDPOINT_TAKEOVER_B_URL="$takeover_b" HOLDPOINT_TAKEOVER_LEDGER="$takeover_ledger" \
 	HOLDPOINT_HOSTILE_URL="$hostile_base" HOLDPOINT_HOSTILE_MODEL_URL="http://127.0.0.1:$hostile_port" HOLDPOINT_HOSTILE_RECEIVER_URL="$hostile_recv_base" \
-	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" HOLDPOINT_APPROVER_KEYS="$approver_keys" HOLDPOINT_STRANGER_KEY="$stranger_key" node --test --test-reporter=tap --test-timeout=600000 "$@" || rc=$?
+	HOLDPOINT_URL="$base" HOLDPOINT_URL2="$base2" HOLDPOINT_STREAM_GATES="$tmp/gates" HOLDPOINT_RECEIVER_URL="$recv_base" HOLDPOINT_SEED_URL="$seed_base" HOLDPOINT_SHIPPING_URL="$shipping_base" HOLDPOINT_AUTH_URL="$auth_base" HOLDPOINT_CLIENT_KEY="$auth_key" HOLDPOINT_APPROVER_KEYS="$approver_keys" HOLDPOINT_STRANGER_KEY="$stranger_key" node --test --test-reporter=tap --test-timeout=600000 "$@" || rc=$?
 exit "$rc"
