@@ -12,6 +12,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/approval"
+	"github.com/holdpoint/holdpoint/service/inbox"
 )
 
 // customPayer registers "payer" as a custom agent: its turn asks the
@@ -110,8 +111,7 @@ func TestCustomTurnsToolCallIsNotRepeatedOnTakeover(t *testing.T) {
 
 // TestCustomTurnsToolCall: a synchronous custom turn's call is checked
 // against the tool's schema and recorded; misuse fails the turn with an
-// internal error (a bug of the agent's code), and a custom agent's tool
-// with an approval policy is refused at registration.
+// internal error (a bug of the agent's code).
 func TestCustomTurnsToolCall(t *testing.T) {
 	t.Parallel()
 	rt, _ := newRuntime(t)
@@ -163,9 +163,66 @@ func TestCustomTurnsToolCall(t *testing.T) {
 	if runs.Load() != 1 {
 		t.Fatalf("ship ran %d times; want only the valid call", runs.Load())
 	}
-	gated := []*service.Tool{{Name: "ship", Approval: &approval.Policy{}, Run: tools[1].Run}}
-	err = rt.Register(&service.Agent{Name: "gatedShipper", ServerManaged: true, Turn: turn, Tools: gated})
-	if err == nil || !strings.Contains(err.Error(), "take no approval policy") {
-		t.Fatalf("a custom agent's gated tool: %v", err)
+}
+
+// TestCustomTurnsGatedCall: a custom turn's call of a tool with an approval
+// policy pauses before anything of it runs, in the inbox like a model's;
+// an operator's approval runs it once and the turn function gets its
+// output; a client's restart runs it too; a human's answer replaces it.
+func TestCustomTurnsGatedCall(t *testing.T) {
+	t.Parallel()
+	rt, _ := newRuntime(t)
+	var runs atomic.Int32
+	turn := func(ctx context.Context, t *service.Turn) (string, error) {
+		out, err := t.CallTool(ctx, "ship", "o1", json.RawMessage(`{"order":1}`))
+		if err != nil {
+			return "", err
+		}
+		t.AddMessages(text(service.RoleModel, "got "+string(out)))
+		return "", nil
+	}
+	ship := &service.Tool{Name: "ship", Approval: &approval.Policy{}, Run: func(context.Context, service.ToolCall) (json.RawMessage, error) {
+		runs.Add(1)
+		return json.RawMessage(`{"shipped":true}`), nil
+	}}
+	if err := rt.Register(&service.Agent{Name: "gatedShipper", ServerManaged: true, Turn: turn, Tools: []*service.Tool{ship}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pause := func(session string) (*service.AgentOutput, service.Interrupt) {
+		t.Helper()
+		out, err := rt.InvokeOne(ctx, testCaller, "gatedShipper", service.AgentInit{SessionID: session}, service.AgentInput{Message: ptr(text(service.RoleUser, "ship"))}, nil)
+		if err != nil || out.FinishReason != service.FinishInterrupted {
+			t.Fatalf("the gated call: %v %+v", err, out)
+		}
+		items, err := inbox.New(rt).ListInterrupts(ctx, testCaller, service.InterruptFilter{Status: "pending", SessionID: session})
+		if err != nil || len(items) != 1 || items[0].Tool != "ship" || items[0].Ref != "o1" {
+			t.Fatalf("the inbox: %v %+v", err, items)
+		}
+		return out, items[0]
+	}
+	_, it := pause("approved")
+	if runs.Load() != 0 {
+		t.Fatalf("ship ran %d times before its approval", runs.Load())
+	}
+	res, err := inbox.New(rt).ApproveInterrupt(ctx, testCaller, it.ID, nil, "")
+	if err != nil || res.Output == nil || res.Output.Message.Text() != `got {"shipped":true}` || runs.Load() != 1 {
+		t.Fatalf("approved: %v %+v, %d runs", err, res, runs.Load())
+	}
+	if _, err := inbox.New(rt).RespondInterrupt(ctx, testCaller, it.ID, json.RawMessage(`{"shipped":false}`), ""); err == nil || runs.Load() != 1 {
+		t.Fatalf("a second decision: %v, %d runs", err, runs.Load())
+	}
+
+	paused, _ := pause("restarted")
+	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "ship", Ref: "o1", Input: json.RawMessage(`{"order":1}`)}}}}}
+	out, err := rt.InvokeOne(ctx, testCaller, "gatedShipper", service.AgentInit{SnapshotID: paused.SnapshotID}, restart, nil)
+	if err != nil || out.Message.Text() != `got {"shipped":true}` || runs.Load() != 2 {
+		t.Fatalf("a client's restart: %v %+v, %d runs", err, out, runs.Load())
+	}
+
+	_, it = pause("answered")
+	res, err = inbox.New(rt).RespondInterrupt(ctx, testCaller, it.ID, json.RawMessage(`{"shipped":"by hand"}`), "")
+	if err != nil || res.Output == nil || res.Output.Message.Text() != `got {"shipped":"by hand"}` || runs.Load() != 2 {
+		t.Fatalf("answered by a human: %v %+v, %d runs", err, res, runs.Load())
 	}
 }

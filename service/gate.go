@@ -120,11 +120,6 @@ func (a *Agent) validateApproval(t *Tool) error {
 	if t.Interrupt {
 		return fmt.Errorf("agent %q: tool %q is an interrupt, which never runs: it takes no approval policy", a.Name, t.Name)
 	}
-	if a.Turn != nil {
-		// Turn.CallTool runs what the agent's code asks for, with no gate:
-		// a policy here would be a promise nothing keeps.
-		return fmt.Errorf("agent %q: tool %q: a custom agent's tools take no approval policy: ask with an interrupt before the call", a.Name, t.Name)
-	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("agent %q: tool %q: approval policy: %w", a.Name, t.Name, err)
 	}

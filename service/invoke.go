@@ -662,6 +662,7 @@ func (inv *invocation) customTurn(ctx context.Context, t *Turn, tr *turnRecord) 
 		if repaused {
 			return FinishInterrupted, nil
 		}
+		t.resumed = toolMsg
 		inv.emit(StreamChunk{ModelChunk: &ModelChunk{Role: RoleTool, Content: toolMsg.Content, Index: intPtr(0)}})
 	}
 	var finish string
@@ -670,6 +671,14 @@ func (inv *invocation) customTurn(ctx context.Context, t *Turn, tr *turnRecord) 
 		finish, err = inv.agent.Turn(ctx, t)
 		return err
 	})
+	if errors.Is(err, ErrCallPaused) {
+		// Turn.CallTool paused on a gated call: its request is the last
+		// message, unless the function added one after it.
+		finish, err = FinishInterrupted, nil
+		if !pausedOnInterrupt(inv.sess.messages) {
+			err = errors.New("the turn function added a message after a call paused on its approval: return ErrCallPaused at once")
+		}
+	}
 	if err != nil {
 		return "", inv.hideError(err, CodeInternal, "the agent's turn")
 	}

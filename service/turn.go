@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/wI2L/jsondiff"
@@ -41,6 +42,9 @@ type Turn struct {
 	deferred *deferredClaim
 	// budget counts what the turn holds against the runtime's limits.Turn.
 	budget turnBudget
+	// resumed is the tool message a custom turn's resume added: the
+	// outputs of the requests it answered (see CallTool).
+	resumed Message
 }
 
 // begin marks the point where the turn's input has passed validation and
@@ -196,9 +200,16 @@ func (inv *invocation) sendCustomPatch() {
 // instead of running the tool a second time (a call that started and never
 // finished fails the turn: it may have run). ref names the call within the
 // turn and must be the same when the turn runs again (derive it from the
-// turn's input, not from a clock or a random source). A custom agent's
-// tools take no approval policy (ask with an interrupt first), and a tool
-// that pauses (InterruptWith) fails the call.
+// turn's input, not from a clock or a random source). A tool that pauses
+// (InterruptWith) fails the call.
+//
+// A call the tool's approval policy picks does not run: CallTool adds a
+// model message with the request, paused on its approval, and returns
+// ErrCallPaused, which the turn function returns as it is (the turn ends
+// interrupted, the approval waits in the inbox). The turn resumed by the
+// decision runs the approved call, or takes the output a human answered
+// instead, before the function runs again; the same CallTool then returns
+// that output.
 func (t *Turn) CallTool(ctx context.Context, name, ref string, input json.RawMessage) (json.RawMessage, error) {
 	inv := t.inv
 	tool := inv.agent.Tool(name)
@@ -207,13 +218,25 @@ func (t *Turn) CallTool(ctx context.Context, name, ref string, input json.RawMes
 		return nil, fmt.Errorf("CallTool: agent %s has no tool %q", inv.agent.Name, name)
 	case tool.Interrupt:
 		return nil, fmt.Errorf("CallTool: %s is an interrupt, which never runs: ask it instead", name)
-	case tool.Approval != nil:
-		return nil, fmt.Errorf("CallTool: tool %s has an approval policy, which a custom turn's call does not pass", name)
 	case ref == "":
 		return nil, fmt.Errorf("CallTool: tool %s: the call needs a ref, the same each time the turn runs", name)
 	}
 	req := &ToolRequest{Name: name, Ref: ref, Input: rawjson.Or(input, "null")}
-	resp, irq, err := inv.recordedTool(ctx, t, tool, toolRun{key: callKey(0, 0, req), part: Part{ToolRequest: req}})
+	part := Part{ToolRequest: req}
+	if tool.Approval != nil {
+		if out, ok := t.resumedOutput(name, ref); ok {
+			return out, nil
+		}
+		irq, err := inv.gate(ctx, tool, part, "")
+		if err != nil {
+			return nil, err
+		}
+		if irq != nil {
+			t.AddMessages(Message{Role: RoleModel, Content: []Part{*irq}})
+			return nil, fmt.Errorf("CallTool: tool %s: %w", name, ErrCallPaused)
+		}
+	}
+	resp, irq, err := inv.recordedTool(ctx, t, tool, toolRun{key: callKey(0, 0, req), part: part})
 	if err != nil {
 		return nil, err
 	}
@@ -221,4 +244,41 @@ func (t *Turn) CallTool(ctx context.Context, name, ref string, input json.RawMes
 		return nil, fmt.Errorf("CallTool: tool %s paused the call: a custom turn's call cannot pause; ask with an interrupt before it", name)
 	}
 	return resp.ToolResponse.Output, nil
+}
+
+// ErrCallPaused is CallTool's error for a call paused on its approval: the
+// turn function returns it (wrapped or not) and the turn ends interrupted.
+var ErrCallPaused = errors.New("the call waits for its approval")
+
+// resumedOutput is the output the turn's resume gave the request name/ref:
+// the approved call's, run as the turn resumed, or a human's answer.
+func (t *Turn) resumedOutput(name, ref string) (json.RawMessage, bool) {
+	for _, p := range t.resumed.Content {
+		if r := p.ToolResponse; r != nil && r.Name == name && r.Ref == ref {
+			return r.Output, true
+		}
+	}
+	return nil, false
+}
+
+// DecidedCall is the call of tool name that the turn's resume decided (its
+// approval ran it, or a human answered it) after CallTool paused the turn
+// on it: its ref and the input it was asked with, for the turn function to
+// make the same call again, which then returns the decided output.
+func (t *Turn) DecidedCall(name string) (ref string, input json.RawMessage, ok bool) {
+	for _, p := range t.resumed.Content {
+		r := p.ToolResponse
+		if r == nil || r.Name != name {
+			continue
+		}
+		msgs := t.inv.sess.messages
+		for i := len(msgs) - 1; i >= 0; i-- {
+			for _, q := range msgs[i].Content {
+				if req := q.ToolRequest; req != nil && req.Name == name && req.Ref == r.Ref {
+					return r.Ref, req.Input, true
+				}
+			}
+		}
+	}
+	return "", nil, false
 }
