@@ -100,8 +100,8 @@ type CustomAgent struct {
 	// Tools are the functions with an effect the turn calls through the
 	// platform ([Tool.Call], service.Turn.CallTool): each call is recorded
 	// before it runs and, in a detached turn taken over by another
-	// instance, not run a second time. They take no Approval (ask with an
-	// interrupt first).
+	// instance, not run a second time; a call its Approval picks waits
+	// for a human first.
 	Tools []ToolDef
 	// ClientManaged agents keep no session on the server (see Agent).
 	ClientManaged bool

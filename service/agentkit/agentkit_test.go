@@ -208,8 +208,7 @@ func TestTypedToolInTheRuntime(t *testing.T) {
 // TestCustomAgentCallsItsTools: a custom turn calls a typed tool through
 // the platform (Tool.Call): the output comes back decoded, an input its
 // schema refuses fails the turn with INVALID_ARGUMENT before Run, and a
-// custom agent's tool with an approval policy is refused at registration
-// (its calls pass no gate).
+// call its approval policy picks pauses the turn before Run.
 func TestCustomAgentCallsItsTools(t *testing.T) {
 	t.Parallel()
 	rt := servicetest.New(t, servicetest.Options{}).Runtime
@@ -253,12 +252,20 @@ func TestCustomAgentCallsItsTools(t *testing.T) {
 	if out := send(`{"amount":0,"toAccount":"8"}`); out.Error == nil || out.Error.Status != store.CodeInvalidArgument || runs.Load() != 1 {
 		t.Fatalf("a refused input: %+v, %d runs", out.Error, runs.Load())
 	}
-	transfer.Approval = &agentkit.Approval[Transfer]{}
-	gated, err := agentkit.CustomAgent{Name: "gatedMover", Tools: []agentkit.ToolDef{transfer}, Turn: turn}.ServiceAgent(nil)
+	// Above the policy's limit the call waits for a human, Run untouched.
+	transfer.Approval = &agentkit.Approval[Transfer]{When: func(_ context.Context, in Transfer) bool { return in.Amount > 100 }}
+	gated, err := agentkit.CustomAgent{Name: "mover", Tools: []agentkit.ToolDef{transfer}, Turn: turn}.ServiceAgent(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Register(gated); err == nil || !strings.Contains(err.Error(), "take no approval policy") {
-		t.Fatalf("a custom agent's gated tool: %v", err)
+	rt = servicetest.New(t, servicetest.Options{}).Runtime
+	if err := rt.Register(gated); err != nil {
+		t.Fatal(err)
+	}
+	if out := send(`{"amount":500,"toAccount":"9"}`); out.FinishReason != protocol.FinishInterrupted || runs.Load() != 1 {
+		t.Fatalf("a gated call: %+v, %d runs", out, runs.Load())
+	}
+	if out := send(`{"amount":50,"toAccount":"9"}`); out.Message.Text() != "tx-to-9" || runs.Load() != 2 {
+		t.Fatalf("a call under the limit: %+v, %d runs", out, runs.Load())
 	}
 }

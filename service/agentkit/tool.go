@@ -248,7 +248,10 @@ var errNoName = errors.New("a name is required")
 // CustomAgent.Tools) through the platform: see service.Turn.CallTool. ref
 // names the call within the turn and must be the same each time the turn
 // runs; a detached turn taken over after its instance died gets the
-// recorded output back instead of a second run.
+// recorded output back instead of a second run. A call the tool's Approval
+// picks returns an error wrapping service.ErrCallPaused: return it from the
+// turn function as it is; the turn the decision resumes gets the approved
+// call's output from the same Call.
 func (t Tool[In, Out]) Call(ctx context.Context, turn *service.Turn, ref string, in In) (Out, error) {
 	var out Out
 	raw, err := json.Marshal(in)
@@ -263,4 +266,19 @@ func (t Tool[In, Out]) Call(ctx context.Context, turn *service.Turn, ref string,
 		return out, fmt.Errorf("tool %s: decoding its output: %w", t.Name, err)
 	}
 	return out, nil
+}
+
+// Decided is the call of the tool that the turn's resume decided, after
+// Call paused the turn on its approval: the input and ref it was asked
+// with (ok false when the resume decided none). Calling it again with them
+// returns the approved call's output without running it a second time.
+func (t Tool[In, Out]) Decided(turn *service.Turn) (in In, ref string, ok bool, err error) {
+	ref, raw, ok := turn.DecidedCall(t.Name)
+	if !ok {
+		return in, "", false, nil
+	}
+	if err := decodeInput(raw, &in); err != nil {
+		return in, ref, true, fmt.Errorf("tool %s: decoding the decided call's input: %w", t.Name, err)
+	}
+	return in, ref, true, nil
 }
