@@ -6,7 +6,8 @@
 // inbox. Its sessions, snapshots and interrupts are kept on the server.
 // The turn books the shipment through the platform (bookShipment.Call):
 // the call is recorded in tool_calls, and a turn taken over after its
-// instance died gets the booking back instead of booking twice.
+// instance died gets the booking back instead of booking twice. A
+// shipment to a PO box waits for a human's approval before it is booked.
 //
 // Run it with `go run ./examples/missingfield serve --dev`. It calls no
 // model, so it needs no provider (and no *_MODEL variable).
@@ -46,6 +47,14 @@ var shipRE = regexp.MustCompile(`(?i)^ship order (\w+)(?: to (.+), (.+))?$`)
 
 // ship runs one turn of shippingAgent.
 func ship(ctx context.Context, t *service.Turn) (string, error) {
+	if s, _, ok, err := bookShipment.Decided(t); ok {
+		// The booking waited for its approval, given now: the same call
+		// returns it.
+		if err != nil {
+			return "", err
+		}
+		return shipTo(ctx, t, s.OrderID, s.To)
+	}
 	if addr, ref, ok, err := askAddress.Answer(t); ok {
 		if err != nil {
 			return "", err
@@ -88,7 +97,13 @@ var bookShipment = agentkit.Tool[Shipment, Booking]{
 	Run: func(ctx context.Context, s Shipment) (Booking, error) {
 		return Booking{Tracking: fmt.Sprintf("TRK-%s-%d", s.OrderID, bookings.Add(1))}, nil
 	},
+	// The carrier cannot take a PO box without a human's check.
+	Approval: &agentkit.Approval[Shipment]{When: func(_ context.Context, s Shipment) bool {
+		return poBoxRE.MatchString(s.To.Street)
+	}},
 }
+
+var poBoxRE = regexp.MustCompile(`(?i)\bp\.?\s*o\.?\s*box\b`)
 
 // shipTo books the order's shipment to addr and says where it goes.
 func shipTo(ctx context.Context, t *service.Turn, orderID string, addr Address) (string, error) {
@@ -96,6 +111,8 @@ func shipTo(ctx context.Context, t *service.Turn, orderID string, addr Address) 
 	// again on another instance, so the booking is not made twice.
 	b, err := bookShipment.Call(ctx, t, "ship-"+orderID, Shipment{OrderID: orderID, To: addr})
 	if err != nil {
+		// Also a booking that waits for its approval (service.ErrCallPaused):
+		// returned as it is, it pauses the turn.
 		return "", err
 	}
 	return say(t, fmt.Sprintf("Order %s ships to %s, %s (tracking %s).", orderID, addr.Street, addr.City, b.Tracking))

@@ -120,6 +120,47 @@ func TestAnswerInInbox(t *testing.T) {
 	}
 }
 
+// TestPOBoxWaitsForApproval: a shipment to a PO box is not booked until an
+// operator approves the booking in the inbox; the approval books it once.
+func TestPOBoxWaitsForApproval(t *testing.T) {
+	t.Parallel()
+	s := exampletest.Start(t, ".")
+
+	res := s.Turn(t, agent, service.AgentInit{SessionID: "pobox"}, exampletest.User("Ship order 44 to PO Box 12, Springfield"))
+	waiting := pending(t, s, "pobox")
+	if res.FinishReason != "interrupted" || len(waiting) != 1 || waiting[0].Tool != "bookShipment" || waiting[0].Ref != "ship-44" {
+		t.Fatalf("a PO box: %+v, inbox %+v", res, waiting)
+	}
+	var calls struct{ Items []service.ToolCallRecord }
+	s.Get(t, "/sessions/pobox/tool-calls", &calls)
+	if len(calls.Items) != 0 {
+		t.Fatalf("booked before the approval: %+v", calls.Items)
+	}
+	path := "/interrupts/" + waiting[0].ID.String() + "/restart"
+	status, body := post(t, s, path, `{"note":"checked the box"}`)
+	if status != 200 {
+		t.Fatalf("approve: %d %s", status, body)
+	}
+	var decided inbox.DecisionResult
+	if err := json.Unmarshal(body, &decided); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := exampletest.Text(decided.Output), "Order 44 ships to PO Box 12, Springfield (tracking TRK-44-1)."; decided.Status != "resumed" || got != want {
+		t.Fatalf("approved: %s %q, want resumed %q", decided.Status, got, want)
+	}
+	s.Get(t, "/sessions/pobox/tool-calls", &calls)
+	if c := calls.Items; len(c) != 1 || c[0].Ref != "ship-44" || c[0].Status != service.ToolCallSucceeded {
+		t.Fatalf("the session's tool calls: %+v", c)
+	}
+	if status, body := post(t, s, path, `{}`); status != 409 && status != 200 {
+		t.Fatalf("a second approval: %d %s", status, body)
+	}
+	s.Get(t, "/sessions/pobox/tool-calls", &calls)
+	if len(calls.Items) != 1 {
+		t.Fatalf("booked %d times", len(calls.Items))
+	}
+}
+
 // pending lists the session's pending interrupts.
 func pending(t *testing.T, s *exampletest.Server, sessionID string) []service.Interrupt {
 	t.Helper()

@@ -72,3 +72,24 @@ test('a detached custom turn books once and its snapshot completes', { skip }, a
   assert.equal(calls[0].ref, 'ship-9');
   assert.equal(calls[0].status, 'succeeded');
 });
+
+test('a PO box waits for approval: the restart books once', { skip }, async () => {
+  const chat = agent().chat();
+  const res = await chat.send('Ship order 44 to PO Box 12, Springfield');
+  assert.equal(res.finishReason, 'interrupted');
+  const [booking] = res.interrupts;
+  assert.equal(booking.name, 'bookShipment');
+  assert.equal(booking.ref, 'ship-44');
+  assert.deepEqual(booking.input, { orderId: '44', to: { street: 'PO Box 12', city: 'Springfield' } });
+  assert.equal((await toolCalls(res.sessionId)).length, 0, 'nothing booked before the approval');
+
+  const done = await chat.resume({ restart: [booking.restart()] });
+  assert.match(done.text, /^Order 44 ships to PO Box 12, Springfield \(tracking TRK-44-\d+\)\.$/);
+
+  // The same approval again answers the same outcome; nothing is booked twice.
+  const again = await agent().chat({ snapshotId: res.snapshotId }).resume({ restart: [booking.restart()] });
+  assert.equal(again.snapshotId, done.snapshotId);
+  const calls = await toolCalls(res.sessionId);
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].status, 'succeeded');
+});
