@@ -21,18 +21,7 @@ import (
 // signals reached and waits for hold: afterTool once the call returned,
 // beforeTool inside pay's run (the call started, its outcome unrecorded).
 func customPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}) {
-	wait := func(ctx context.Context) error {
-		select {
-		case reached <- struct{}{}:
-		default:
-		}
-		select {
-		case <-hold:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	wait := crashWait(hold, reached)
 	turn := func(ctx context.Context, t *service.Turn) (string, error) {
 		msgs := t.Messages()
 		last := msgs[len(msgs)-1]

@@ -39,18 +39,7 @@ func guardedAgent(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hol
 // registerPayer is guardedAgent with the pay request's ref from payRef,
 // asked at each of the model's calls.
 func registerPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}, payRef func() string) {
-	wait := func(ctx context.Context) error {
-		select {
-		case reached <- struct{}{}:
-		default:
-		}
-		select {
-		case <-hold:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	wait := crashWait(hold, reached)
 	model := &ctxModel{fn: func(ctx context.Context, req *service.ModelRequest) (service.Message, error) {
 		last := req.Messages[len(req.Messages)-1]
 		switch {
@@ -83,6 +72,23 @@ func registerPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, ho
 	}})
 	if err != nil {
 		panic(err)
+	}
+}
+
+// crashWait is an agent's wait at its crash point: it signals reached
+// (without blocking) and waits for hold, or for its context's end.
+func crashWait(hold <-chan struct{}, reached chan<- struct{}) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		select {
+		case <-hold:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
