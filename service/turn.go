@@ -253,10 +253,8 @@ var ErrCallPaused = errors.New("the call waits for its approval")
 // resumedOutput is the output the turn's resume gave the request name/ref:
 // the approved call's, run as the turn resumed, or a human's answer.
 func (t *Turn) resumedOutput(name, ref string) (json.RawMessage, bool) {
-	for _, p := range t.resumed.Content {
-		if r := p.ToolResponse; r != nil && r.Name == name && r.Ref == ref {
-			return r.Output, true
-		}
+	if p := findResponse(t.resumed.Content, name, ref); p != nil {
+		return p.ToolResponse.Output, true
 	}
 	return nil, false
 }
@@ -273,10 +271,8 @@ func (t *Turn) DecidedCall(name string) (ref string, input json.RawMessage, ok b
 		}
 		msgs := t.inv.sess.messages
 		for i := len(msgs) - 1; i >= 0; i-- {
-			for _, q := range msgs[i].Content {
-				if req := q.ToolRequest; req != nil && req.Name == name && req.Ref == r.Ref {
-					return r.Ref, req.Input, true
-				}
+			if q := findRequest(msgs[i].Content, name, r.Ref); q != nil {
+				return r.Ref, q.ToolRequest.Input, true
 			}
 		}
 	}
