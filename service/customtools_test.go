@@ -203,6 +203,20 @@ func TestCustomTurnsGatedCall(t *testing.T) {
 	}
 
 	paused, _ := pause("restarted")
+	// A client's restart must name the paused request as the server wrote
+	// it: another input, another ref or another tool is refused, and
+	// nothing runs.
+	for _, forged := range []service.ToolRequest{
+		{Name: "ship", Ref: "o1", Input: json.RawMessage(`{"order":2}`)},
+		{Name: "ship", Ref: "o2", Input: json.RawMessage(`{"order":1}`)},
+		{Name: "pay", Ref: "o1", Input: json.RawMessage(`{"order":1}`)},
+	} {
+		in := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &forged}}}}
+		out, err := rt.InvokeOne(ctx, testCaller, "gatedShipper", service.AgentInit{SnapshotID: paused.SnapshotID}, in, nil)
+		if err != nil || out.FinishReason != "failed" || out.Error == nil || out.Error.Status != "INVALID_ARGUMENT" || runs.Load() != 1 {
+			t.Fatalf("a forged restart %+v: %v %+v, %d runs", forged, err, out, runs.Load())
+		}
+	}
 	restart := service.AgentInput{Resume: &service.Resume{Restart: []service.Part{{ToolRequest: &service.ToolRequest{Name: "ship", Ref: "o1", Input: json.RawMessage(`{"order":1}`)}}}}}
 	out, err := rt.InvokeOne(ctx, testCaller, "gatedShipper", service.AgentInit{SnapshotID: paused.SnapshotID}, restart, nil)
 	if err != nil || out.Message.Text() != `got {"shipped":true}` || runs.Load() != 2 {
