@@ -23,12 +23,15 @@ func NewAppPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) 
 // (a tracer, a pool size, TransactionPooling) before connecting. It refuses
 // a URL whose default_query_exec_mode cannot carry the store's parameters
 // (see CheckQueryExecMode).
+//
+// The pool holds at most the URL's pool_max_conns connections; without
+// one, 4 per core (GOMAXPROCS), and never fewer than pgxpool's default.
 func NewAppPoolWith(ctx context.Context, databaseURL string, configure func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	if cfg.MaxConns < int32(4*runtime.GOMAXPROCS(0)) {
+	if !setsPoolSize(databaseURL) && cfg.MaxConns < int32(4*runtime.GOMAXPROCS(0)) {
 		cfg.MaxConns = int32(4 * runtime.GOMAXPROCS(0))
 	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
@@ -41,6 +44,27 @@ func NewAppPoolWith(ctx context.Context, databaseURL string, configure func(*pgx
 		return nil, err
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// setsPoolSize reports whether databaseURL sizes the pool itself
+// (pool_max_conns, which pgxpool reads and pgx alone leaves among the
+// parameters it would send to PostgreSQL).
+func setsPoolSize(databaseURL string) bool {
+	cc, err := pgx.ParseConfig(databaseURL)
+	return err == nil && cc.RuntimeParams["pool_max_conns"] != ""
+}
+
+// ConnConfig parses databaseURL for a connection of its own, outside any
+// pool (migrations, a listener, the bench's admin): the pool's settings a
+// URL may carry (pool_max_conns and pgxpool's other pool_* keys) are left
+// out, where pgx alone would send them to PostgreSQL, which refuses the
+// connection ("unrecognized configuration parameter").
+func ConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.ConnConfig, nil
 }
 
 // CheckQueryExecMode refuses the query modes that send parameters without

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/holdpoint/holdpoint/migrations"
 	"github.com/holdpoint/holdpoint/service"
@@ -131,10 +131,11 @@ func (a *adminCommand) withTenantsCtx(stderr io.Writer, fn func(ctx context.Cont
 // applied, so a command on a fresh database says what to do instead of
 // failing on a missing role or table.
 func checkSchema(ctx context.Context, where string) error {
-	db, err := sql.Open("pgx", databaseURL())
+	cc, err := pgstore.ConnConfig(databaseURL())
 	if err != nil {
 		return errors.New("DATABASE_URL is not a valid PostgreSQL URL")
 	}
+	db := stdlib.OpenDB(*cc)
 	defer db.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()

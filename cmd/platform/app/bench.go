@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdpoint/holdpoint/internal/bench"
 	"github.com/holdpoint/holdpoint/migrations"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // benchCommand runs `platform bench`: the approval cycle against a fresh
@@ -214,7 +215,11 @@ func createBenchDatabase(ctx context.Context) (string, func(), error) {
 // drops it.
 func createDatabase(ctx context.Context, prefix string, migrate bool) (string, func(), error) {
 	base := databaseURL()
-	admin, err := pgx.Connect(ctx, base)
+	cc, err := pgstore.ConnConfig(base)
+	if err != nil {
+		return "", nil, errors.New("DATABASE_URL is not a valid PostgreSQL URL")
+	}
+	admin, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return "", nil, fmt.Errorf("connect to DATABASE_URL: %w", err)
 	}

@@ -44,7 +44,7 @@ func (d *databaseConfig) check() error {
 		return fmt.Errorf("--database-pooler: %q is not one of none, session, transaction", d.pooler)
 	}
 	if d.listenURL != "" {
-		if _, err := pgx.ParseConfig(d.listenURL); err != nil {
+		if _, err := pgstore.ConnConfig(d.listenURL); err != nil {
 			// The parse error may quote the URL, password included.
 			return errors.New("--listen-database-url is not a valid PostgreSQL URL")
 		}
@@ -89,7 +89,7 @@ func (d *databaseConfig) configureListen(ctx context.Context, log *slog.Logger, 
 		}
 		return nil
 	}
-	cc, err := pgx.ParseConfig(d.listenURL)
+	cc, err := pgstore.ConnConfig(d.listenURL)
 	if err != nil {
 		return errors.New("--listen-database-url is not a valid PostgreSQL URL")
 	}

@@ -10,10 +10,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/holdpoint/holdpoint/migrations"
+	"github.com/holdpoint/holdpoint/service/pgstore"
 )
 
 // migrateCommand runs `platform migrate up|status`.
@@ -64,7 +64,7 @@ func migrateCommand(args []string, stdout, stderr io.Writer) int {
 func runMigrate(action string, log *slog.Logger, stdout io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := pgx.ParseConfig(databaseURL())
+	cfg, err := pgstore.ConnConfig(databaseURL())
 	if err != nil {
 		log.Error("DATABASE_URL is not a valid PostgreSQL URL")
 		return 1
