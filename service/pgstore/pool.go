@@ -25,7 +25,7 @@ func NewAppPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) 
 // (see CheckQueryExecMode).
 //
 // The pool holds at most the URL's pool_max_conns connections; without
-// one, 4 per core (GOMAXPROCS), and never fewer than pgxpool's default.
+// one, 4 per core (GOMAXPROCS), or pgxpool's default where that is more.
 func NewAppPoolWith(ctx context.Context, databaseURL string, configure func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
