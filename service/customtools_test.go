@@ -3,7 +3,9 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/holdpoint/holdpoint/internal/testdb"
 	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
+	"github.com/holdpoint/holdpoint/service/agentkit"
 	"github.com/holdpoint/holdpoint/service/approval"
 	"github.com/holdpoint/holdpoint/service/inbox"
 )
@@ -21,6 +24,23 @@ import (
 // signals reached and waits for hold: afterTool once the call returned,
 // beforeTool inside pay's run (the call started, its outcome unrecorded).
 func customPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold <-chan struct{}, reached chan<- struct{}) {
+	registerCustomPayer(rt, point, hold, reached, func(wait func(context.Context) error) *service.Tool {
+		return &service.Tool{Name: "pay", InputSchema: json.RawMessage(`{"type":"object","required":["amount"]}`),
+			Run: func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
+				paid.Add(1)
+				if point == beforeTool {
+					if err := wait(ctx); err != nil {
+						return nil, err
+					}
+				}
+				return json.RawMessage(`{"receipt":"r-` + call.Ref + `"}`), nil
+			}}
+	})
+}
+
+// registerCustomPayer is customPayer with its pay tool made by pay, which
+// gets the crash point's wait.
+func registerCustomPayer(rt *service.Runtime, point crashPoint, hold <-chan struct{}, reached chan<- struct{}, pay func(wait func(context.Context) error) *service.Tool) {
 	wait := crashWait(hold, reached)
 	turn := func(ctx context.Context, t *service.Turn) (string, error) {
 		msgs := t.Messages()
@@ -44,17 +64,7 @@ func customPayer(rt *service.Runtime, paid *atomic.Int32, point crashPoint, hold
 		return "", nil
 	}
 	err := rt.Register(&service.Agent{Name: "payer", ServerManaged: true, Turn: turn, Tools: []*service.Tool{
-		{Name: "approve", Interrupt: true},
-		{Name: "pay", InputSchema: json.RawMessage(`{"type":"object","required":["amount"]}`),
-			Run: func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
-				paid.Add(1)
-				if point == beforeTool {
-					if err := wait(ctx); err != nil {
-						return nil, err
-					}
-				}
-				return json.RawMessage(`{"receipt":"r-` + call.Ref + `"}`), nil
-			}},
+		{Name: "approve", Interrupt: true}, pay(wait),
 	}})
 	if err != nil {
 		panic(err)
@@ -95,6 +105,78 @@ func TestCustomTurnsToolCallIsNotRepeatedOnTakeover(t *testing.T) {
 		var msgs string
 		_ = admin.QueryRow(context.Background(), `SELECT turn_messages::text FROM snapshots WHERE parent_id = $1`, paused).Scan(&msgs)
 		t.Fatalf("the taken-over turn did not answer with the recorded output: %s", msgs)
+	}
+}
+
+// TestIdempotentCustomCallRunsAgainOnTakeover: a custom turn's call of an
+// agentkit tool marked Idempotent started, then its instance hung before
+// the outcome was recorded; the instance that takes the turn over runs the
+// call again, with the same call id (agentkit.CallIDOf, the key its
+// receiver deduplicates on), on the same row, and the turn completes where
+// another tool's would fail ABORTED. The hung run's late outcome, when it
+// ends, changes nothing.
+func TestIdempotentCustomCallRunsAgainOnTakeover(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	admin := testdb.OwnerPool(t, url)
+	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	type payment struct {
+		Amount int `json:"amount"`
+	}
+	type receipt struct {
+		Receipt string `json:"receipt"`
+	}
+	// pay records the id of each run, then runs stall.
+	pay := func(ids chan<- string, stall func() error) func(func(context.Context) error) *service.Tool {
+		return func(func(context.Context) error) *service.Tool {
+			tool, err := agentkit.Tool[payment, receipt]{Name: "pay", Idempotent: true, Run: func(ctx context.Context, in payment) (receipt, error) {
+				ids <- agentkit.CallIDOf(ctx)
+				if err := stall(); err != nil {
+					return receipt{}, err
+				}
+				return receipt{Receipt: "r-" + agentkit.RefOf(ctx)}, nil
+			}}.ServiceTool()
+			if err != nil {
+				panic(err)
+			}
+			return tool
+		}
+	}
+	idsA, idsB := make(chan string, 4), make(chan string, 4)
+	reached, release := make(chan struct{}, 1), make(chan struct{})
+	// A's run hangs, deaf to its turn's cancellation, until released.
+	hang := func() error {
+		reached <- struct{}{}
+		<-release
+		return errors.New("the hung run ends")
+	}
+	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) {
+		registerCustomPayer(rt, beforeTool, nil, nil, pay(idsA, hang))
+	})
+	released := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(released)
+	paused, aDone := pauseThenDecide(t, a, inboxApproval, reached)
+	if n := count(t, admin, `SELECT count(*) FROM tool_calls WHERE tool = 'pay' AND status = 'running'`); n != 1 {
+		t.Fatalf("%d pay calls running when A hangs; want 1", n)
+	}
+	if _, err := admin.Exec(context.Background(), `UPDATE turn_jobs SET owner = 'dead-instance', heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	startInstance(t, url, opts, func(rt *service.Runtime) {
+		registerCustomPayer(rt, beforeTool, nil, nil, pay(idsB, func() error { return nil }))
+	})
+	wantFinished(t, admin, paused)
+	released()
+	<-aDone
+	if len(idsA) != 1 || len(idsB) != 1 {
+		t.Fatalf("pay ran %d times on A and %d on B; want once on each", len(idsA), len(idsB))
+	}
+	if a, b := <-idsA, <-idsB; a == "" || a != b {
+		t.Fatalf("the runs' call ids: %q on A, %q on B; want one id", a, b)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM tool_calls WHERE tool = 'pay' AND status = 'succeeded' AND output->>'receipt' = 'r-p1'`); n != 1 ||
+		count(t, admin, `SELECT count(*) FROM tool_calls`) != 1 {
+		t.Fatalf("%d pay calls succeeded with B's receipt; want its one row", n)
 	}
 }
 

@@ -87,6 +87,12 @@ type Tool[In, Out any] struct {
 	// runs when the model asks). Unlike a [Pause] in Run, the model
 	// cannot talk its way past it: Run only ever sees an approved input.
 	Approval *Approval[In]
+	// Idempotent says a second run of the same call has no further
+	// effect: Run passes [CallIDOf] to a receiver that deduplicates on
+	// it. A detached turn taken over after its instance died during the
+	// call then runs it again, with the same id, instead of failing
+	// ABORTED as it does for a call whose effect is unknown.
+	Idempotent bool
 }
 
 // Approval is a tool's approval policy: the platform pauses a call the
@@ -163,6 +169,7 @@ func (t Tool[In, Out]) ServiceTool() (*service.Tool, error) {
 	name := t.Name
 	return &service.Tool{
 		Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: out, Approval: approval,
+		Idempotent: t.Idempotent,
 		Run: func(ctx context.Context, call service.ToolCall) (json.RawMessage, error) {
 			var v In
 			if err := decodeInput(call.Input, &v); err != nil {
@@ -237,6 +244,17 @@ func SessionOf(ctx context.Context) *service.ToolSession {
 func RefOf(ctx context.Context) string {
 	if c := callOf(ctx); c != nil {
 		return c.Ref
+	}
+	return ""
+}
+
+// CallIDOf is the id of the call a tool runs for ("" outside a tool's
+// Run): the same for every attempt of the call, and for the instance that
+// takes a detached turn over, so a receiver that deduplicates on it (an
+// idempotency key) makes a second run harmless. See Tool.Idempotent.
+func CallIDOf(ctx context.Context) string {
+	if c := callOf(ctx); c != nil {
+		return c.ID
 	}
 	return ""
 }
