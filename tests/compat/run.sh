@@ -212,6 +212,10 @@ HOLDPOINT_DEMO_FRESH_REFS=1 HOLDPOINT_DEMO_TOOL_DELAY=3s HOLDPOINT_DEMO_LEDGER="
 	start_server server-takeover-a "$tmp/platform" "$takeover_db_url" --dev --heartbeat-interval 200ms --heartbeat-timeout 1s
 takeover_a=$url
 takeover_a_pid=$started_pid
+# takeover.test.mjs kills it with SIGKILL, which is the point of the test:
+# out of the shell's job table, its death is not reported as "Killed" in
+# the log of a run that passed.
+disown "$takeover_a_pid"
 HOLDPOINT_DEMO_FRESH_REFS=1 HOLDPOINT_DEMO_TOOL_DELAY=3s HOLDPOINT_DEMO_LEDGER="$takeover_ledger" \
 	start_server server-takeover-b "$tmp/platform" "$takeover_db_url" --dev --heartbeat-interval 200ms --heartbeat-timeout 1s
 takeover_b=$url
