@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/pgstore"
 )
@@ -158,7 +157,7 @@ func TestApprovalSurvivesEveryCrashPoint(t *testing.T) {
 func crashAndRecover(t *testing.T, cut storeCut, decide func(rt *service.Runtime, paused string) error, decided bool) {
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	open := make(chan struct{})
 	close(open)
 	var paidA, paidB atomic.Int32
@@ -265,7 +264,7 @@ func TestTakeoverKeepsTheClaimOfAFailedCall(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	var paid atomic.Int32
 	reached := make(chan struct{}, 1)
 	a, kill := dyingInstance(t, url, opts, cutBeforeCommit, reached, func(rt *service.Runtime) { failingPayer(rt, &paid) })

@@ -8,10 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 	"github.com/holdpoint/holdpoint/service/agentkit"
 	"github.com/holdpoint/holdpoint/service/approval"
@@ -79,7 +77,7 @@ func TestCustomTurnsToolCallIsNotRepeatedOnTakeover(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	var paidA, paidB atomic.Int32
 	reached := make(chan struct{}, 1)
 	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) {
@@ -119,7 +117,7 @@ func TestIdempotentCustomCallRunsAgainOnTakeover(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	type payment struct {
 		Amount int `json:"amount"`
 	}

@@ -122,7 +122,7 @@ func killAfterClaim(t *testing.T, point crashPoint, decide func(rt *service.Runt
 	t.Helper()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	var paidA, paidB atomic.Int32
 	reached := make(chan struct{}, 1)
 	// A runs no background loop, so nothing of A takes its job back: it
@@ -471,7 +471,7 @@ func approvalUnderway(t *testing.T, opts service.Options, hold <-chan struct{}, 
 // out, the tool once.
 func TestDecisionSurvivesItsInstanceShuttingDown(t *testing.T) {
 	t.Parallel()
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	u := approvalUnderway(t, opts, make(chan struct{}), inboxApproval)
 	u.a.stop() // SIGTERM: the background loops end, then Shutdown
 	if err := <-u.done; !errors.Is(err, service.ErrUnavailable) {
@@ -516,7 +516,7 @@ func TestDecisionSurvivesItsRequestGoing(t *testing.T) {
 // decided anew, and nothing of the turn is left to run.
 func TestAbortedDecisionIsGivenBack(t *testing.T) {
 	t.Parallel()
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	u := approvalUnderway(t, opts, make(chan struct{}), inboxApproval)
 	var pending string
 	if err := u.admin.QueryRow(context.Background(), `SELECT snapshot_id FROM turn_jobs WHERE parent_id = $1`, u.paused).Scan(&pending); err != nil {
@@ -567,7 +567,7 @@ func queuedDecisionAborted(t *testing.T, opts service.Options) (underway, string
 // to a new decision), and a new approval pays once.
 func TestAbortedQueuedDecisionIsGivenBack(t *testing.T) {
 	t.Parallel()
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	u, _ := queuedDecisionAborted(t, opts)
 	var paidB atomic.Int32
 	open := make(chan struct{})
@@ -600,7 +600,7 @@ func TestAbortedQueuedDecisionIsGivenBack(t *testing.T) {
 // nothing pays again.
 func TestAbortedQueuedDecisionStaysAfterAToolStarted(t *testing.T) {
 	t.Parallel()
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	u, pending := queuedDecisionAborted(t, opts)
 	if _, err := u.admin.Exec(context.Background(), `INSERT INTO tool_calls (tenant_id, turn_id, call_key, session_id, agent, tool, status, actor)
 		SELECT tenant_id, id, 'pay/p1', session_id, agent, 'pay', 'running', 'system' FROM snapshots WHERE id = $1`, pending); err != nil {
@@ -634,7 +634,7 @@ func TestAbortedTakeoverKeepsADecisionWhoseToolRan(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	var paidA, paidB atomic.Int32
 	reachedA := make(chan struct{}, 1)
 	a := newInstanceWithoutBackground(t, url, opts, func(rt *service.Runtime) { guardedAgent(rt, &paidA, afterTool, make(chan struct{}), reachedA) })
@@ -666,4 +666,11 @@ func TestAbortedTakeoverKeepsADecisionWhoseToolRan(t *testing.T) {
 	if paidA.Load() != 1 || paidB.Load() != 0 {
 		t.Fatalf("pay ran %d times on A and %d on B; want 1 and 0", paidA.Load(), paidB.Load())
 	}
+}
+
+// takeoverOptions are the runtime options of the takeover tests: a quick
+// heartbeat, and a heartbeat timeout long enough that only a job the test
+// makes look dead is taken over.
+func takeoverOptions(t *testing.T) service.Options {
+	return service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
 }

@@ -148,7 +148,7 @@ func TestTakeoverAfterCrashRunsToolsOnce(t *testing.T) {
 	url := testdb.URL(t)
 	// The job is made stale by hand (crashedAfterTool): the long timeout
 	// only keeps B's heartbeats on time on a loaded machine.
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	admin, snap, rtA, paidA := crashedAfterTool(t, url, opts)
 	crashed := time.Now()
 	var paidB atomic.Int32
@@ -244,7 +244,7 @@ func TestTakeoverDoesNotRepeatAnUnfinishedToolCall(t *testing.T) {
 	// The job is made stale by hand, so the takeover does not wait for the
 	// timeout; a long one keeps B's own snapshot from reading expired while
 	// a loaded machine delays B's heartbeats (it failed so under load).
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	admin, snap, _, _ := crashedAfterTool(t, url, opts)
 	// Turn the finished call back into one that started and never ended:
 	// what a crash inside the tool leaves behind.

@@ -3,12 +3,10 @@ package service_test
 import (
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/holdpoint/holdpoint/internal/testdb"
-	"github.com/holdpoint/holdpoint/internal/testlog"
 	"github.com/holdpoint/holdpoint/service"
 )
 
@@ -22,7 +20,7 @@ func TestTakeoverReplaysTheModelsAnswers(t *testing.T) {
 	t.Parallel()
 	url := testdb.URL(t)
 	admin := testdb.OwnerPool(t, url)
-	opts := service.Options{Logger: testlog.Logger(t), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 10 * time.Second}
+	opts := takeoverOptions(t)
 	newRef := func() string { return uuid.NewString() }
 	var paidA, paidB atomic.Int32
 	reached := make(chan struct{}, 1)
